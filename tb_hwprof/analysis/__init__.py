@@ -1,0 +1,16 @@
+"""Analyses over the model only: they know no file format.
+
+`analyse(profile)` fills the bound label, reason, occupancy note and roofline
+columns of a profile's kernels table in place and returns the profile.
+"""
+from .bottleneck import classify_kernels
+from .roofline import apply_roofline
+
+
+def analyse(profile):
+    apply_roofline(profile)
+    classify_kernels(profile.kernels)
+    return profile
+
+
+__all__ = ["analyse", "classify_kernels", "apply_roofline"]

@@ -1,0 +1,119 @@
+"""`tb-hwprof` command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import List, Optional
+
+from . import __version__
+from .errors import HwprofError
+
+EXPORT_EPILOG = """\
+examples:
+  tb-hwprof export report.ncu-rep --logdir runs --run baseline
+  tb-hwprof export ncu_output.csv --logdir runs --run baseline-csv      # `ncu --csv` text
+  tb-hwprof export v1.ncu-rep v2.ncu-rep --logdir runs --run series     # runs series/v1, series/v2
+  tensorboard --logdir runs
+
+The format is detected from the file's content. Each report becomes one run:
+<logdir>/<run>/ with a TensorBoard event file (headline scalars) and the tables
+under plugins/tb_hwprof/ (see docs/FORMAT.md). With several files, --run NAME
+names a group and each file becomes NAME/<file stem>.
+
+Writes are atomic: the run is built in a hidden folder and renamed into place,
+so a failed or killed export leaves the logdir as it was. An existing run is
+never touched unless --overwrite is given; then it is replaced as a whole,
+only after the new one has been written completely.
+"""
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".ncu-rep", ".csv", ".txt"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def run_names(files: List[Path], run: Optional[str]) -> List[str]:
+    if len(files) == 1:
+        return [run or _stem(files[0])]
+    stems = [_stem(f) for f in files]
+    dupes = sorted({s for s in stems if stems.count(s) > 1})
+    if dupes:
+        raise HwprofError(f"several inputs would share the run name {dupes[0]!r}: export them one at a time with --run")
+    return [f"{run}/{s}" if run else s for s in stems]
+
+
+def cmd_export(args) -> int:
+    from .detect import read
+    from .logdir.writer import write_run, check_run_name
+    files = [Path(f) for f in args.files]
+    names = run_names(files, args.run)
+    logdir = Path(args.logdir)
+    for name in names:
+        check_run_name(name)
+        if (logdir / name).exists() and not args.overwrite:
+            raise HwprofError(f"{logdir / name}: run already exists -- pass --overwrite to replace it, or choose another --run")
+    # Read every input before writing anything: one bad file leaves the logdir untouched.
+    profiles = []
+    for i, path in enumerate(files, 1):
+        started = time.perf_counter()
+        profiles.append(read(path))
+        _progress(args, f"[{i}/{len(files)}] read {path} ({len(profiles[-1].kernels)} launches, "
+                        f"{time.perf_counter() - started:.2f} s)")
+    for i, (profile, name) in enumerate(zip(profiles, names), 1):
+        run_dir = write_run(profile, logdir, name, overwrite=args.overwrite, step=args.step)
+        _progress(args, f"[{i}/{len(files)}] wrote {run_dir}")
+    print(f"exported {len(files)} run(s) to {logdir}: tensorboard --logdir {logdir}")
+    return 0
+
+
+def _progress(args, line: str) -> None:
+    if not args.quiet:
+        print(line, file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tb-hwprof", description="GPU/CPU profiler results in TensorBoard.")
+    parser.add_argument("--version", action="version", version=f"tb-hwprof {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    export = sub.add_parser("export", help="convert profiler reports into TensorBoard runs",
+                            description="Convert profiler reports into TensorBoard runs.",
+                            epilog=EXPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    export.add_argument("files", nargs="+", metavar="FILE", help="report(s): .ncu-rep or `ncu --csv` output")
+    export.add_argument("--logdir", default="runs", help="TensorBoard log folder (default: runs)")
+    export.add_argument("--run", help="run name (default: the file name without extension)")
+    export.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")
+    export.add_argument("--step", type=int, default=0, help="step of the scalar summaries (default 0)")
+    export.add_argument("--quiet", action="store_true", help="no progress lines")
+    export.add_argument("--debug", action="store_true", help="show tracebacks")
+    export.set_defaults(func=cmd_export)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except HwprofError as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"tb-hwprof: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("tb-hwprof: interrupted; nothing was left half-written", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug, or an input we did not foresee: still one line unless --debug
+        if args.debug:
+            raise
+        print(f"tb-hwprof: error: {type(e).__name__}: {e} (rerun with --debug for the traceback "
+              f"and report it)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Format detection by content (the extension is only a tie-breaker) and `read()`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import InputError
+
+SNIFF_BYTES = 64 << 10
+
+
+def sniff(path: Path) -> str:
+    """Name of the format of `path`: 'ncu-rep', 'ncu-csv', or raise InputError."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except FileNotFoundError:
+        raise InputError(path, "no such file", "check the path") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a folder, not a report file", "pass the report file itself") from None
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
+    if not head:
+        raise InputError(path, "file is empty", "pass a report written by ncu")
+    if head.startswith(b"NVR\x00"):
+        return "ncu-rep"
+    from .readers import ncu_csv  # imported here: keeps `import tb_hwprof` light
+    if ncu_csv.looks_like_ncu_csv(head):
+        return "ncu-csv"
+    if path.suffix == ".ncu-rep":
+        raise InputError(path, "not an Nsight Compute report (no NVR header; looks like "
+                         f"{'text' if _is_text(head) else 'random bytes'})",
+                         "pass a file written by `ncu -o`, or its `ncu --csv` output")
+    if head.startswith(b"SQLite format 3\x00"):
+        raise InputError(path, "SQLite files (nsys/rocprof exports) are not supported yet",
+                         "export an Nsight Compute report (.ncu-rep or `ncu --csv`) instead")
+    raise InputError(path, "unrecognised report format",
+                     "tb-hwprof reads Nsight Compute .ncu-rep files and `ncu --csv` output")
+
+
+def _is_text(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return b"\x00" not in head
+
+
+def read(path):
+    """Read any supported report into a analysed `Profile` (format detected from the content)."""
+    from .analysis import analyse
+
+    path = Path(path)
+    fmt = sniff(path)
+    if fmt == "ncu-rep":
+        from .readers.ncu_rep import read_ncu_rep
+        profile = read_ncu_rep(path)
+    else:
+        from .readers.ncu_csv import read_ncu_csv
+        profile = read_ncu_csv(path)
+    return analyse(profile)

@@ -1,0 +1,24 @@
+"""Owns the plugin name and the versioned on-disk format of an exported run.
+
+Imports nothing heavy: the TensorBoard plugin's entry point imports this module.
+"""
+PLUGIN_NAME = "tb_hwprof"
+# Bump on any incompatible change to the files below; readers refuse newer versions.
+FORMAT_VERSION = 1
+
+# Asset files, under <run>/plugins/tb_hwprof/ (TensorBoard's plugin-asset convention).
+ASSET_DIR = ("plugins", PLUGIN_NAME)
+MANIFEST = "profile.json"  # provenance, devices, roofs, summary, notes, file index
+KERNELS = "kernels.json.gz"  # columnar kernels table
+RAW_METRICS = "raw_metrics.jsonl.gz"  # one line per launch: {metric: [value, unit]}
+RULES = "rules.json.gz"  # per launch: the tool's own rule results
+
+# Event-file tags.
+MANIFEST_TAG = "tb_hwprof/profile"  # plugin_name tb_hwprof, BLOB_SEQUENCE: the manifest JSON
+SCALAR_PREFIX = "tb_hwprof/"  # scalars, plugin_name "scalars", shown by the Scalars / Time Series tabs
+EVENTS_SUFFIX = ".tb-hwprof"
+
+
+def plugin_content() -> bytes:
+    """SummaryMetadata.plugin_data.content of the manifest tag: the format version."""
+    return ('{"format_version": %d}' % FORMAT_VERSION).encode()

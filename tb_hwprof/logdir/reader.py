@@ -1,0 +1,59 @@
+"""Reads an exported run back into a Profile (the plugin and `tb_hwprof.load_run` use this)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import FormatVersionError, InputError
+from ..model import Device, Profile, Provenance
+from . import metadata, tables
+
+
+def asset_dir(run_dir) -> Path:
+    return Path(run_dir).joinpath(*metadata.ASSET_DIR)
+
+
+def read_manifest(run_dir) -> dict:
+    path = asset_dir(run_dir) / metadata.MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(run_dir, "not a tb-hwprof run (no plugins/tb_hwprof/profile.json)",
+                         "export one with `tb-hwprof export REPORT --logdir DIR --run NAME`") from None
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"unreadable manifest ({e})", "re-export the run with --overwrite") from None
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or version > metadata.FORMAT_VERSION or version < 1:
+        raise FormatVersionError(
+            f"{path}: format version {version!r}, this tb-hwprof reads 1..{metadata.FORMAT_VERSION} "
+            f"-- upgrade tb-hwprof or re-export the run")
+    return manifest
+
+
+def read_kernels(run_dir):
+    path = asset_dir(run_dir) / metadata.KERNELS
+    try:
+        return tables.kernels_from_json(tables.read_json_gz(path))
+    except (OSError, ValueError, KeyError, EOFError) as e:
+        raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
+
+
+def read_raw_metrics(run_dir):
+    return tables.read_jsonl_gz(asset_dir(run_dir) / metadata.RAW_METRICS)
+
+
+def read_rules(run_dir):
+    return tables.read_json_gz(asset_dir(run_dir) / metadata.RULES)
+
+
+def load_run(run_dir, with_details: bool = True) -> Profile:
+    """A Profile from <logdir>/<run>/; with_details=False skips raw metrics and rules."""
+    manifest = read_manifest(run_dir)
+    kernels = read_kernels(run_dir)
+    raw = read_raw_metrics(run_dir) if with_details else []
+    rules = read_rules(run_dir) if with_details else []
+    return Profile(
+        provenance=Provenance(**manifest["provenance"]),
+        devices=[Device.from_dict(d) for d in manifest["devices"]],
+        kernels=kernels, raw_metrics=raw, rules=rules, notes=manifest.get("notes", []),
+    )

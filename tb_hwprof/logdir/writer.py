@@ -1,0 +1,126 @@
+"""Writes a Profile as a TensorBoard run, atomically.
+
+Everything is written into a hidden staging folder beside the run and renamed
+into place at the end, so an export that fails or is killed leaves either the
+previous run or nothing.  Replacing a run renames the old one aside first; a
+kill between the two renames is repaired by the next export (or load).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path, PurePosixPath
+
+from tensorboard.summary.writer.record_writer import RecordWriter
+
+from .. import __version__
+from ..analysis.roofline import device_roofs, ridge_points
+from ..analysis.summary import headline_scalars
+from ..errors import HwprofError, RunExists
+from . import metadata, summary, tables
+
+STAGING_TAG = ".tb-hwprof-staging-"
+OLD_TAG = ".tb-hwprof-old-"
+
+
+def check_run_name(run: str) -> PurePosixPath:
+    """A run name is a relative path inside the logdir: no '..', no absolute path, no empty parts."""
+    parts = PurePosixPath(run.replace(os.sep, "/")).parts
+    if not run or PurePosixPath(run).is_absolute() or not parts or any(
+            p in ("", ".", "..") or p.startswith(".") for p in parts):
+        raise HwprofError(f"bad run name {run!r}: use a relative name such as 'baseline' or 'series/v2'")
+    return PurePosixPath(*parts)
+
+
+def recover_interrupted(run_dir: Path) -> None:
+    """Put back a run that an interrupted --overwrite renamed aside; drop stale staging folders."""
+    parent = run_dir.parent
+    if not parent.is_dir():
+        return
+    olds = sorted(parent.glob(f".{run_dir.name}{OLD_TAG}*"))
+    if olds and not run_dir.exists():
+        os.rename(olds[-1], run_dir)
+        olds = olds[:-1]
+    for stale in olds + list(parent.glob(f".{run_dir.name}{STAGING_TAG}*")):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def manifest_of(profile, scalars: dict) -> dict:
+    return {
+        "format_version": metadata.FORMAT_VERSION,
+        "writer": f"tb-hwprof {__version__}",
+        "provenance": profile.provenance.to_dict(),
+        "devices": [d.to_dict() for d in profile.devices],
+        "roofline": {str(d.id): {"roofs": device_roofs(d), "ridge_points": ridge_points(device_roofs(d))}
+                     for d in profile.devices},
+        "summary": scalars,
+        "notes": list(profile.notes),
+        "kernel_count": len(profile.kernels),
+        "files": {"kernels": metadata.KERNELS, "raw_metrics": metadata.RAW_METRICS, "rules": metadata.RULES},
+    }
+
+
+def _write_assets(profile, staging: Path, manifest: dict) -> None:
+    assets = staging.joinpath(*metadata.ASSET_DIR)
+    assets.mkdir(parents=True)
+    tables.write_json_gz(assets / metadata.KERNELS, tables.clean(tables.kernels_to_json(profile.kernels)))
+    tables.write_jsonl_gz(assets / metadata.RAW_METRICS, profile.raw_metrics)
+    tables.write_json_gz(assets / metadata.RULES, tables.clean(profile.rules))
+    tmp = assets / (metadata.MANIFEST + ".tmp")
+    import json
+    tmp.write_text(json.dumps(tables.clean(manifest), indent=1, sort_keys=True, allow_nan=False))
+    os.rename(tmp, assets / metadata.MANIFEST)
+
+
+def _write_events(staging: Path, scalars: dict, manifest: dict, step: int) -> None:
+    """Written under a temporary name, renamed last: TensorBoard lists a folder only once it has one."""
+    tmp = staging / "events.tmp"
+    with open(tmp, "wb") as f:
+        writer = RecordWriter(f)
+        for record in summary.run_events(scalars, tables.clean(manifest), step):
+            writer.write(record)
+        f.flush()
+        os.fsync(f.fileno())
+    name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}{metadata.EVENTS_SUFFIX}"
+    os.rename(tmp, staging / name)
+
+
+def write_run(profile, logdir, run: str, overwrite: bool = False, step: int = 0) -> Path:
+    """Export `profile` to <logdir>/<run>/ and return that folder."""
+    run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
+    recover_interrupted(run_dir)
+    if run_dir.exists() and not overwrite:
+        raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
+    profile.provenance.export_time = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    scalars = headline_scalars(profile.kernels)
+    manifest = manifest_of(profile, scalars)
+    created = [p for p in [run_dir.parent, *run_dir.parent.parents] if not p.exists()]
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}{STAGING_TAG}", dir=run_dir.parent))
+    try:
+        _write_assets(profile, staging, manifest)
+        _write_events(staging, scalars, manifest, step)
+        _swap_in(staging, run_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for p in created:  # leave no empty folders behind (innermost first)
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+    return run_dir
+
+
+def _swap_in(staging: Path, run_dir: Path) -> None:
+    if not run_dir.exists():
+        os.rename(staging, run_dir)
+        return
+    old = run_dir.parent / f".{run_dir.name}{OLD_TAG}{os.getpid()}"
+    os.rename(run_dir, old)
+    os.rename(staging, run_dir)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,175 @@
+"""The tool-agnostic profile model every reader produces and every view reads.
+
+A `Profile` is provenance + devices + a kernels table (one row per profiled
+launch).  Column names and units are defined once, in `KERNEL_COLUMNS`; the
+readers fill what their report holds and leave the rest NaN (never 0: a
+missing counter is not a measured zero).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, List, Optional
+
+import pandas as pd
+
+# name -> (unit, dtype, description).  Order is the table order.
+KERNEL_COLUMNS: Dict[str, tuple] = {
+    "launch_id": ("", "int", "index of the launch in the report (0-based, report order)"),
+    "range_id": ("", "int", "index of the profiling range the launch belongs to"),
+    "name": ("", "str", "kernel name as the tool shows it (function name, no parameters)"),
+    "demangled_name": ("", "str", "full demangled name, with templates and parameters"),
+    "mangled_name": ("", "str", "mangled (linker) name where the report has it"),
+    "device": ("", "float", "device id the kernel ran on"),
+    "context": ("", "float", "CUDA context id"),
+    "stream": ("", "float", "stream id"),
+    "duration_ns": ("ns", "float", "GPU time of the launch (gpu__time_duration.sum)"),
+    "grid": ("", "str", "grid dimensions \"(x, y, z)\""),
+    "block": ("", "str", "block dimensions \"(x, y, z)\""),
+    "grid_size": ("blocks", "float", "blocks in the grid"),
+    "block_size": ("threads", "float", "threads per block"),
+    "registers_per_thread": ("registers", "float", "registers per thread"),
+    "shared_mem_bytes": ("bytes", "float", "shared memory per block (static + dynamic)"),
+    "waves_per_sm": ("waves", "float", "launch__waves_per_multiprocessor"),
+    "achieved_occupancy_pct": ("%", "float", "achieved occupancy: active warps / max warps per SM"),
+    "theoretical_occupancy_pct": ("%", "float", "theoretical occupancy"),
+    "occupancy_limiter": ("", "str", "what caps theoretical occupancy: registers, shared memory, block size or warps"),
+    "sm_throughput_pct": ("%", "float", "compute (SM) throughput, % of peak"),
+    "memory_throughput_pct": ("%", "float", "memory throughput, % of peak (busiest memory unit)"),
+    "dram_throughput_pct": ("%", "float", "DRAM throughput, % of peak"),
+    "l2_throughput_pct": ("%", "float", "L2 throughput, % of peak"),
+    "l1_throughput_pct": ("%", "float", "L1/TEX throughput, % of peak"),
+    "busiest_memory_unit": ("", "str", "DRAM, L2 or L1: the memory unit at the top of the tool's own throughput breakdown"),
+    "l1_hit_rate_pct": ("%", "float", "L1/TEX sector hit rate"),
+    "l2_hit_rate_pct": ("%", "float", "L2 sector hit rate"),
+    "dram_bytes_read": ("bytes", "float", "bytes read from DRAM"),
+    "dram_bytes_write": ("bytes", "float", "bytes written to DRAM"),
+    "dram_bytes": ("bytes", "float", "DRAM bytes read + written"),
+    "l2_bytes": ("bytes", "float", "bytes through the L2 (hierarchical roofline)"),
+    "l1_bytes": ("bytes", "float", "bytes through the L1 (hierarchical roofline)"),
+    "flops_fp64": ("FLOP", "float", "double-precision floating-point operations (FMA = 2)"),
+    "flops_fp32": ("FLOP", "float", "single-precision floating-point operations (FMA = 2)"),
+    "flops_fp16": ("FLOP", "float", "half-precision floating-point operations (FMA = 2)"),
+    "flops_tensor": ("FLOP", "float", "tensor-core operations as the tool's roofline counts them"),
+    "flops": ("FLOP", "float", "sum of the precisions present"),
+    "flop_per_s": ("FLOP/s", "float", "achieved FLOP/s"),
+    "ai_dram": ("FLOP/byte", "float", "arithmetic intensity against DRAM bytes"),
+    "ai_l2": ("FLOP/byte", "float", "arithmetic intensity against L2 bytes"),
+    "ai_l1": ("FLOP/byte", "float", "arithmetic intensity against L1 bytes"),
+    "peak_flop_per_s": ("FLOP/s", "float", "compute roof used for this kernel (its dominant precision)"),
+    "roofline_precision": ("", "str", "precision whose roof applies: fp64, fp32, fp16 or tensor"),
+    "attainable_flop_per_s": ("FLOP/s", "float", "min over roofs at this kernel's intensities"),
+    "roofline_efficiency_pct": ("%", "float", "achieved / attainable FLOP/s"),
+    "binding_roof": ("", "str", "roof that bounds this kernel: compute, dram, l2 or l1"),
+    "bound": ("", "str", "compute, memory, latency, small-grid, balanced or unknown"),
+    "bound_level": ("", "str", "for memory-bound kernels: DRAM, L2 or L1 (busiest unit)"),
+    "bound_reason": ("", "str", "one sentence with the numbers behind the label"),
+    "occupancy_note": ("", "str", "occupancy limiter and whether occupancy is the lever"),
+}
+
+STRING_COLUMNS = [c for c, spec in KERNEL_COLUMNS.items() if spec[1] == "str"]
+INT_COLUMNS = [c for c, spec in KERNEL_COLUMNS.items() if spec[1] == "int"]
+
+PEAK_SOURCES = ("measured", "datasheet")
+
+
+@dataclasses.dataclass
+class Peak:
+    """A device peak and where it comes from (the tool's own measurement or a datasheet)."""
+
+    value: float
+    unit: str
+    source: str  # one of PEAK_SOURCES
+    how: str = ""  # the metric expression or datasheet it came from
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Device:
+    id: int
+    name: str = ""
+    vendor: str = ""
+    architecture: str = ""  # e.g. "cc7.5" or "gfx90a"
+    compute_capability: str = ""
+    sm_count: Optional[int] = None  # SMs (NVIDIA) or CUs (AMD)
+    clock_mhz: Optional[float] = None
+    memory_clock_mhz: Optional[float] = None
+    peaks: Dict[str, Peak] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["peaks"] = {k: p.to_dict() for k, p in self.peaks.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Device":
+        d = dict(d)
+        d["peaks"] = {k: Peak(**p) for k, p in d.get("peaks", {}).items()}
+        return cls(**d)
+
+
+@dataclasses.dataclass
+class Provenance:
+    tool: str  # "ncu", "nsys", ...
+    tool_version: str  # "" when the report does not say
+    source_path: str
+    source_sha256: str
+    source_format: str  # "ncu-rep", "ncu-csv-long", "ncu-csv-raw", ...
+    export_time: str = ""  # ISO 8601, set when exported
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Profile:
+    provenance: Provenance
+    devices: List[Device]
+    kernels: pd.DataFrame
+    # Per launch (same order as `kernels`): {metric name: [value, unit]} as the tool names them.
+    raw_metrics: List[Dict[str, list]] = dataclasses.field(default_factory=list)
+    # Per launch: the tool's own rule results (rule, type, title, message, speedup).
+    rules: List[List[Dict[str, Any]]] = dataclasses.field(default_factory=list)
+    notes: List[str] = dataclasses.field(default_factory=list)
+
+    def device(self, device_id) -> Optional[Device]:
+        for d in self.devices:
+            if d.id == device_id:
+                return d
+        return self.devices[0] if self.devices else None
+
+    def __repr__(self) -> str:
+        p = self.provenance
+        return (f"Profile({p.tool} {p.tool_version or '?'} from {p.source_path!r}: "
+                f"{len(self.kernels)} launches on {[d.name for d in self.devices]})")
+
+
+def empty_kernels(n: int = 0) -> pd.DataFrame:
+    """A kernels table of `n` rows with every column present and missing."""
+    data = {}
+    for col, (_, dtype, _) in KERNEL_COLUMNS.items():
+        if dtype == "str":
+            data[col] = pd.Series([""] * n, dtype=object)
+        elif dtype == "int":
+            data[col] = pd.Series(range(n), dtype="int64")
+        else:
+            data[col] = pd.Series([math.nan] * n, dtype="float64")
+    return pd.DataFrame(data)
+
+
+def normalise_kernels(rows) -> pd.DataFrame:
+    """A kernels table from per-launch dicts (or a frame): every column, right dtype, NaN where absent."""
+    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+    for col, (_, dtype, _) in KERNEL_COLUMNS.items():
+        if col not in df:
+            df[col] = "" if dtype == "str" else (range(len(df)) if dtype == "int" else math.nan)
+        if dtype == "str":
+            df[col] = df[col].fillna("").astype(object)
+        elif dtype == "int":
+            df[col] = df[col].astype("int64")
+        else:
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    extra = [c for c in df.columns if c not in KERNEL_COLUMNS]
+    return df[list(KERNEL_COLUMNS) + extra]

@@ -1,0 +1,255 @@
+"""Nsight Compute metric names -> model columns, shared by the .ncu-rep and CSV readers.
+
+Both readers hand over one mapping per launch: metric name (as Nsight Compute
+names it) -> value in the metric's base unit (ns, byte, %, inst, cycle, hz...).
+Everything here uses only what that mapping holds; a column whose inputs are
+absent stays NaN.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Mapping, Optional
+
+from ..model import Device, Peak
+
+Metrics = Mapping[str, object]
+
+DURATION = "gpu__time_duration.sum"
+SM_THROUGHPUT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+MEMORY_THROUGHPUT = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+# Renamed across versions: the newer SOL section uses gpu__dram_throughput.
+DRAM_THROUGHPUT = ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                   "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+L2_THROUGHPUT = ("lts__throughput.avg.pct_of_peak_sustained_elapsed",)
+L1_THROUGHPUT = ("l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+                 "l1tex__throughput.avg.pct_of_peak_sustained_active")
+ACHIEVED_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
+THEORETICAL_OCCUPANCY = "sm__maximum_warps_per_active_cycle_pct"
+WAVES = "launch__waves_per_multiprocessor"
+L1_HIT = "l1tex__t_sector_hit_rate.pct"
+L2_HIT = "lts__t_sector_hit_rate.pct"
+OCCUPANCY_LIMITS = {  # launch__occupancy_limit_* (blocks per SM each resource allows) -> label
+    "launch__occupancy_limit_registers": "registers",
+    "launch__occupancy_limit_shared_mem": "shared memory",
+    "launch__occupancy_limit_blocks": "block size",
+    "launch__occupancy_limit_warps": "warps",
+}
+# Sub-metric name stems per precision: {f,d,h}{add,mul,fma}.
+PRECISION_PREFIX = {"fp64": "d", "fp32": "f", "fp16": "h"}
+SMSP_PER_CYCLE = "smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed"
+SM_COUNT_OP = "sm__sass_thread_inst_executed_op_{op}_pred_on.sum"
+SMSP_COUNT_OP = "smsp__sass_thread_inst_executed_op_{op}_pred_on.sum"
+PEAK_FMA = "sm__sass_thread_inst_executed_op_{p}fma_pred_on.sum.peak_sustained"
+TENSOR_X512 = "derived__smsp__inst_executed_pipe_tensor_x512"
+TENSOR_PEAK_X512 = "derived__sm__inst_executed_pipe_tensor_x512"
+
+
+def num(m: Metrics, *names: str) -> float:
+    """The first of `names` present as a number, else NaN."""
+    for name in names:
+        v = m.get(name)
+        if v is None or isinstance(v, str):
+            continue
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if not math.isnan(f):
+            return f
+    return math.nan
+
+
+def text(m: Metrics, name: str) -> str:
+    v = m.get(name)
+    return "" if v is None else str(v)
+
+
+def _dims(m: Metrics, prefix: str) -> str:
+    xyz = [num(m, f"{prefix}_{a}") for a in "xyz"]
+    if any(math.isnan(v) for v in xyz):
+        return ""
+    return "(" + ", ".join(str(int(v)) for v in xyz) + ")"
+
+
+def _sum_or_nan(*values: float) -> float:
+    present = [v for v in values if not math.isnan(v)]
+    return sum(present) if present else math.nan
+
+
+def _elapsed_seconds(m: Metrics) -> float:
+    """Kernel time in s for FLOP/s: the duration, else SM cycles / SM clock."""
+    d = num(m, DURATION)
+    if not math.isnan(d):
+        return d * 1e-9
+    cycles = num(m, "sm__cycles_elapsed.avg", "smsp__cycles_elapsed.avg")
+    hz = num(m, "sm__cycles_elapsed.avg.per_second", "smsp__cycles_elapsed.avg.per_second")
+    return cycles / hz if cycles > 0 and hz > 0 else math.nan
+
+
+def precision_flops(m: Metrics, precision: str) -> float:
+    """FLOPs of one precision: add + mul + 2 x fma, as Nsight Compute's roofline counts them.
+
+    Full/roofline sets give per-cycle rates over smsp elapsed cycles; `--metrics` runs
+    give plain counts (sm__ or smsp__ rollups). Count = rate x elapsed cycles.
+    """
+    p = PRECISION_PREFIX[precision]
+    cycles = num(m, "smsp__cycles_elapsed.avg")
+    if math.isnan(cycles):
+        # Rate x clock x time is the same count when only the clock is there.
+        hz = num(m, "smsp__cycles_elapsed.avg.per_second")
+        secs = num(m, DURATION) * 1e-9
+        cycles = hz * secs
+    rates = [num(m, SMSP_PER_CYCLE.format(op=p + op)) for op in ("add", "mul", "fma")]
+    if not any(math.isnan(r) for r in rates) and not math.isnan(cycles):
+        return (rates[0] + rates[1] + 2 * rates[2]) * cycles
+    counts = [num(m, SM_COUNT_OP.format(op=p + op), SMSP_COUNT_OP.format(op=p + op))
+              for op in ("add", "mul", "fma")]
+    if any(math.isnan(c) for c in counts):
+        return math.nan
+    return counts[0] + counts[1] + 2 * counts[2]
+
+
+def tensor_flops(m: Metrics) -> float:
+    """Tensor-pipe FLOPs the way Nsight Compute's tensor roofline counts them (inst x 512)."""
+    rate = num(m, TENSOR_X512)
+    cycles = num(m, "smsp__cycles_elapsed.avg")
+    if math.isnan(cycles):
+        cycles = num(m, "smsp__cycles_elapsed.avg.per_second") * num(m, DURATION) * 1e-9
+    return rate * cycles
+
+
+def level_bytes(m: Metrics):
+    """(dram, l2, l1) bytes moved, from counts or from rate x time."""
+    secs = num(m, DURATION) * 1e-9
+    dram = num(m, "dram__bytes.sum")
+    if math.isnan(dram):
+        read, write = num(m, "dram__bytes_read.sum"), num(m, "dram__bytes_write.sum")
+        dram = read + write if not (math.isnan(read) or math.isnan(write)) \
+            else num(m, "dram__bytes.sum.per_second") * secs
+    l2 = num(m, "lts__t_bytes.sum")
+    if math.isnan(l2):
+        l2 = num(m, "lts__t_bytes.sum.per_second") * secs
+    l1 = num(m, "l1tex__t_bytes.sum")
+    if math.isnan(l1):
+        l1 = num(m, "l1tex__t_bytes.sum.per_second") * secs
+    return dram, l2, l1
+
+
+MEMORY_BREAKDOWN = "breakdown:gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+UNIT_LEVEL = {"dram": "DRAM", "fbpa": "DRAM", "lts": "L2", "l1tex": "L1"}
+
+
+def busiest_memory_unit(m: Metrics) -> str:
+    """The level of the top sub-metric of the memory throughput breakdown, as Nsight Compute's
+    SOL rule names it ("identify the DRAM bottleneck"); "" when the report has no breakdown."""
+    parts = text(m, MEMORY_BREAKDOWN).split(",")
+    scored = [(num(m, name), name) for name in parts if name]
+    scored = [(v, name) for v, name in scored if not math.isnan(v)]
+    if not scored:
+        return ""
+    unit = max(scored)[1].split("__")[0]
+    return UNIT_LEVEL.get(unit, "")
+
+
+def occupancy_limiter(m: Metrics) -> str:
+    """The resource allowing the fewest blocks per SM; ties list every limiter."""
+    limits = {label: num(m, name) for name, label in OCCUPANCY_LIMITS.items()}
+    limits = {k: v for k, v in limits.items() if not math.isnan(v)}
+    if not limits:
+        return ""
+    low = min(limits.values())
+    return ", ".join(k for k, v in limits.items() if v == low)
+
+
+def kernel_fields(m: Metrics) -> Dict[str, object]:
+    """Model columns for one launch (before analysis fills bound/roofline)."""
+    row: Dict[str, object] = {
+        "duration_ns": num(m, DURATION),
+        "grid": _dims(m, "launch__grid_dim"),
+        "block": _dims(m, "launch__block_dim"),
+        "grid_size": num(m, "launch__grid_size"),
+        "block_size": num(m, "launch__block_size"),
+        "registers_per_thread": num(m, "launch__registers_per_thread"),
+        "shared_mem_bytes": _sum_or_nan(num(m, "launch__shared_mem_per_block_static"),
+                                        num(m, "launch__shared_mem_per_block_dynamic")),
+        "waves_per_sm": num(m, WAVES),
+        "achieved_occupancy_pct": num(m, ACHIEVED_OCCUPANCY),
+        "theoretical_occupancy_pct": num(m, THEORETICAL_OCCUPANCY),
+        "occupancy_limiter": occupancy_limiter(m),
+        "sm_throughput_pct": num(m, SM_THROUGHPUT),
+        "memory_throughput_pct": num(m, MEMORY_THROUGHPUT),
+        "dram_throughput_pct": num(m, *DRAM_THROUGHPUT),
+        "l2_throughput_pct": num(m, *L2_THROUGHPUT),
+        "l1_throughput_pct": num(m, *L1_THROUGHPUT),
+        "busiest_memory_unit": busiest_memory_unit(m),
+        "l1_hit_rate_pct": num(m, L1_HIT),
+        "l2_hit_rate_pct": num(m, L2_HIT),
+        "dram_bytes_read": num(m, "dram__bytes_read.sum"),
+        "dram_bytes_write": num(m, "dram__bytes_write.sum"),
+        "device": num(m, "launch__device_id"),
+        "context": num(m, "launch__context_id"),
+        "stream": num(m, "launch__stream_id"),
+    }
+    if math.isnan(row["grid_size"]) and row["grid"]:
+        row["grid_size"] = math.prod(int(v) for v in row["grid"][1:-1].split(", "))
+    if math.isnan(row["block_size"]) and row["block"]:
+        row["block_size"] = math.prod(int(v) for v in row["block"][1:-1].split(", "))
+    row["dram_bytes"], row["l2_bytes"], row["l1_bytes"] = level_bytes(m)
+    for precision in PRECISION_PREFIX:
+        row[f"flops_{precision}"] = precision_flops(m, precision)
+    row["flops_tensor"] = tensor_flops(m)
+    row["flops"] = _sum_or_nan(*(row[f"flops_{p}"] for p in ("fp64", "fp32", "fp16", "tensor")))
+    secs = _elapsed_seconds(m)
+    row["flop_per_s"] = row["flops"] / secs if secs > 0 else math.nan
+    return row
+
+
+def kernel_peaks(m: Metrics) -> Dict[str, float]:
+    """Per-launch peaks at the clocks measured during that launch (Nsight Compute's roofline)."""
+    sm_hz = num(m, "sm__cycles_elapsed.avg.per_second")
+    peaks = {}
+    for precision, p in PRECISION_PREFIX.items():
+        peaks[f"flop_per_s_{precision}"] = 2 * num(m, PEAK_FMA.format(p=p)) * sm_hz
+    peaks["flop_per_s_tensor"] = num(m, TENSOR_PEAK_X512) * sm_hz
+    peaks["bytes_per_s_dram"] = (num(m, "dram__bytes.sum.peak_sustained")
+                                 * num(m, "dram__cycles_elapsed.avg.per_second"))
+    peaks["bytes_per_s_l2"] = (num(m, "lts__t_bytes.sum.peak_sustained")
+                               * num(m, "lts__cycles_elapsed.avg.per_second"))
+    peaks["bytes_per_s_l1"] = (num(m, "l1tex__t_bytes.sum.peak_sustained")
+                               * num(m, "l1tex__cycles_elapsed.avg.per_second"))
+    return {k: v for k, v in peaks.items() if not math.isnan(v) and v > 0}
+
+
+PEAK_UNITS = {"flop": "FLOP/s", "bytes": "byte/s"}
+PEAK_HOW = {
+    "flop_per_s_fp64": "2 x sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained x sm__cycles_elapsed.avg.per_second",
+    "flop_per_s_fp32": "2 x sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained x sm__cycles_elapsed.avg.per_second",
+    "flop_per_s_fp16": "2 x sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained x sm__cycles_elapsed.avg.per_second",
+    "flop_per_s_tensor": "derived__sm__inst_executed_pipe_tensor_x512 x sm__cycles_elapsed.avg.per_second",
+    "bytes_per_s_dram": "dram__bytes.sum.peak_sustained x dram__cycles_elapsed.avg.per_second",
+    "bytes_per_s_l2": "lts__t_bytes.sum.peak_sustained x lts__cycles_elapsed.avg.per_second",
+    "bytes_per_s_l1": "l1tex__t_bytes.sum.peak_sustained x l1tex__cycles_elapsed.avg.per_second",
+}
+
+
+def device_from_metrics(device_id: int, m: Metrics, peaks: Optional[Dict[str, float]] = None) -> Device:
+    major, minor = num(m, "device__attribute_compute_capability_major"), num(m, "device__attribute_compute_capability_minor")
+    cc = "" if math.isnan(major) or math.isnan(minor) else f"{int(major)}.{int(minor)}"
+    sms = num(m, "device__attribute_multiprocessor_count", "launch__sm_count")
+    clock_khz = num(m, "device__attribute_max_gpu_frequency_khz", "device__attribute_clock_rate")
+    mem_khz = num(m, "device__attribute_max_mem_frequency_khz", "device__attribute_memory_clock_rate")
+    dev = Device(
+        id=device_id,
+        name=text(m, "device__attribute_display_name"),
+        vendor="NVIDIA",
+        architecture=f"cc{cc}" if cc else "",
+        compute_capability=cc,
+        sm_count=None if math.isnan(sms) else int(sms),
+        clock_mhz=None if math.isnan(clock_khz) else clock_khz / 1000,
+        memory_clock_mhz=None if math.isnan(mem_khz) else mem_khz / 1000,
+    )
+    for key, value in (peaks or {}).items():
+        unit = PEAK_UNITS[key.split("_")[0]]
+        dev.peaks[key] = Peak(value=value, unit=unit, source="measured",
+                              how=f"Nsight Compute: {PEAK_HOW[key]} (max over launches)")
+    return dev

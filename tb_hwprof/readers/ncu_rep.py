@@ -1,0 +1,168 @@
+"""Nsight Compute `.ncu-rep` reader, through NVIDIA's own `ncu_report` module.
+
+`ncu_report` silently returns an empty or shortened report for a damaged file,
+so the container is walked first: a file that does not end where its last
+block says it does is rejected instead of being half-read.
+"""
+from __future__ import annotations
+
+import math
+import re
+import struct
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from ..errors import InputError, MissingDependency
+from ..model import Profile, Provenance, normalise_kernels
+from . import ncu_metrics
+from .common import sha256_of
+
+MAGIC = b"NVR\x00"
+INSTALL_HINT = "pip install 'tb-hwprof[ncu]' (NVIDIA's ncu-report module; no GPU needed)"
+_VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+)(?:\.\d+)? \(build \d+\)")
+
+
+def import_ncu_report():
+    try:
+        import ncu_report  # noqa: WPS433 (optional, proprietary: imported on use)
+    except ImportError:
+        raise MissingDependency(f"reading .ncu-rep files needs NVIDIA's ncu_report: {INSTALL_HINT}") from None
+    return ncu_report
+
+
+def _varint(buf: bytes, i: int) -> Tuple[int, int]:
+    result = shift = 0
+    while True:
+        if i >= len(buf):
+            raise ValueError("varint past end")
+        byte = buf[i]
+        i += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return result, i
+
+
+def _payload_size(block_header: bytes) -> int:
+    """Field 5 (varint) of a block header protobuf is the size of the payload that follows."""
+    i = 0
+    while i < len(block_header):
+        key, i = _varint(block_header, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(block_header, i)
+            if field == 5:
+                return value
+        elif wire == 2:
+            length, i = _varint(block_header, i)
+            i += length
+        elif wire == 5:
+            i += 4
+        elif wire == 1:
+            i += 8
+        else:
+            raise ValueError(f"wire type {wire}")
+    return 0
+
+
+def check_container(path: Path, data: bytes) -> None:
+    """Reject files that are not an Nsight Compute report or were cut short."""
+    if len(data) == 0:
+        raise InputError(path, "file is empty", "re-export the report with `ncu -o`")
+    if not data.startswith(MAGIC):
+        raise InputError(path, "not an Nsight Compute report (no NVR header)",
+                         "pass a file written by `ncu -o` or `ncu --csv`")
+    try:
+        (header_len,) = struct.unpack_from("<I", data, 4)
+        i = 8 + header_len
+        blocks = 0
+        while i < len(data):
+            (block_len,) = struct.unpack_from("<I", data, i)
+            i += 4
+            if i + block_len > len(data):
+                raise ValueError("block header past end")
+            i += block_len + _payload_size(data[i:i + block_len])
+            blocks += 1
+        if i != len(data) or blocks == 0:
+            raise ValueError("last block past end")
+    except (ValueError, struct.error):
+        raise InputError(path, f"truncated or damaged Nsight Compute report ({len(data)} bytes)",
+                         "copy the file again or re-run `ncu -o`") from None
+
+
+def tool_version(data: bytes) -> str:
+    """Nsight Compute writes its version ("2024.2.1.0 (build ...)") near the start; very old ones do not."""
+    match = _VERSION_RE.search(data[: 4 << 20])
+    return match.group(1).decode() if match else ""
+
+
+def action_metrics(action) -> Dict[str, list]:
+    """{metric name: [value, unit]} for every metric of one launch."""
+    out = {}
+    for name in action.metric_names():
+        metric = action.metric_by_name(name)
+        if metric is None:
+            continue
+        out[name] = [metric.value(), metric.unit()]
+    return out
+
+
+def action_rules(action) -> List[dict]:
+    rules = []
+    for d in action.rule_results_as_dicts():
+        message = d.get("rule_message") or {}
+        speedup = d.get("speedup_estimation") or {}
+        rules.append({
+            "rule": d.get("rule_identifier", ""),
+            "name": d.get("name", ""),
+            "section": d.get("section_identifier", ""),
+            "type": message.get("type"),
+            "title": message.get("title", ""),
+            "message": message.get("message", ""),
+            "speedup_type": {1: "global", 2: "local"}.get(speedup.get("type"), ""),
+            "estimated_speedup_pct": speedup.get("speedup", math.nan),
+        })
+    return rules
+
+
+def read_ncu_rep(path) -> Profile:
+    path = Path(path)
+    data = path.read_bytes()
+    check_container(path, data)
+    ncu_report = import_ncu_report()
+    ctx = ncu_report.load_report(str(path))
+    if ctx is None or ctx.num_ranges() == 0:
+        raise InputError(path, "Nsight Compute could not read any range from this report",
+                         "open it in the Nsight Compute GUI to check it, or re-run `ncu -o`")
+    rows, raws, rules = [], [], []
+    device_metrics: Dict[int, dict] = {}
+    device_peaks: Dict[int, Dict[str, float]] = {}
+    for range_id in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(range_id)
+        for action_id in range(rng.num_actions()):
+            action = rng.action_by_idx(action_id)
+            raw = action_metrics(action)
+            values = {k: v[0] for k, v in raw.items()}
+            row = ncu_metrics.kernel_fields(values)
+            row.update(
+                launch_id=len(rows),
+                range_id=range_id,
+                name=action.name(ncu_report.IAction.NameBase_FUNCTION),
+                demangled_name=action.name(ncu_report.IAction.NameBase_DEMANGLED),
+                mangled_name=action.name(ncu_report.IAction.NameBase_MANGLED),
+            )
+            device = 0 if math.isnan(row["device"]) else int(row["device"])
+            device_metrics.setdefault(device, values)
+            peaks = device_peaks.setdefault(device, {})
+            for key, value in ncu_metrics.kernel_peaks(values).items():
+                peaks[key] = max(peaks.get(key, 0.0), value)
+            rows.append(row)
+            raws.append(raw)
+            rules.append(action_rules(action))
+    if not rows:
+        raise InputError(path, "the report holds no profiled kernel launches",
+                         "check the ncu filters (-k, --launch-count) used to capture it")
+    devices = [ncu_metrics.device_from_metrics(d, m, device_peaks.get(d)) for d, m in sorted(device_metrics.items())]
+    provenance = Provenance(tool="ncu", tool_version=tool_version(data), source_path=str(path.resolve()),
+                            source_sha256=sha256_of(data), source_format="ncu-rep")
+    return Profile(provenance, devices, normalise_kernels(rows), raws, rules)
