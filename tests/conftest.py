@@ -1,0 +1,45 @@
+"""Shared fixtures.  Real profiler files are read in place from TB_HWPROF_SAMPLES
+(default ../shared/samples beside the repo); tests that need them skip with a reason
+when absent, and .ci/run sets TB_HWPROF_REQUIRE_SAMPLES=1 to turn that into a failure."""
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def samples_path() -> Path:
+    return Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
+
+
+@pytest.fixture(scope="session")
+def samples_dir() -> Path:
+    path = samples_path()
+    if not path.is_dir():
+        if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):
+            pytest.fail(f"real samples required but missing at {path} (set TB_HWPROF_SAMPLES)")
+        pytest.skip(f"real profiler samples not found at {path} (set TB_HWPROF_SAMPLES)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def ncu_report_module():
+    if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):
+        import ncu_report  # noqa: F401  (CI installs it: a missing module must fail, not skip)
+    return pytest.importorskip("ncu_report", reason="NVIDIA's ncu-report is not installed (pip install 'tb-hwprof[ncu]')")
+
+
+def ncu_rep_files(samples: Path):
+    return sorted((samples / "ncu").rglob("*.ncu-rep"))
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrise `ncu_rep` over every .ncu-rep in the samples (ids are file names)."""
+    if "ncu_rep" in metafunc.fixturenames:
+        files = ncu_rep_files(samples_path()) if samples_path().is_dir() else []
+        if not files:
+            files = [pytest.param(None, marks=pytest.mark.skip(reason=f"no .ncu-rep under {samples_path()}"))]
+            if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):
+                files = [pytest.param(None, marks=pytest.mark.xfail(strict=True, reason="samples required"))]
+        metafunc.parametrize("ncu_rep", files, ids=lambda p: p.name if isinstance(p, Path) else "none")
