@@ -40,12 +40,12 @@ def _stem(path: Path) -> str:
 
 def run_names(files: List[Path], run: Optional[str]) -> List[str]:
     if len(files) == 1:
-        return [run or _stem(files[0])]
+        return [run if run is not None else _stem(files[0])]
     stems = [_stem(f) for f in files]
     dupes = sorted({s for s in stems if stems.count(s) > 1})
     if dupes:
         raise HwprofError(f"several inputs would share the run name {dupes[0]!r}: export them one at a time with --run")
-    return [f"{run}/{s}" if run else s for s in stems]
+    return [f"{run}/{s}" if run is not None else s for s in stems]
 
 
 def cmd_export(args) -> int:

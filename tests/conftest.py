@@ -39,7 +39,7 @@ def pytest_generate_tests(metafunc):
     if "ncu_rep" in metafunc.fixturenames:
         files = ncu_rep_files(samples_path()) if samples_path().is_dir() else []
         if not files:
-            files = [pytest.param(None, marks=pytest.mark.skip(reason=f"no .ncu-rep under {samples_path()}"))]
-            if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):
-                files = [pytest.param(None, marks=pytest.mark.xfail(strict=True, reason="samples required"))]
+            # Unmarked None fails the test when samples are required (CI); otherwise skip.
+            files = [None] if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES") else [
+                pytest.param(None, marks=pytest.mark.skip(reason=f"no .ncu-rep under {samples_path()}"))]
         metafunc.parametrize("ncu_rep", files, ids=lambda p: p.name if isinstance(p, Path) else "none")

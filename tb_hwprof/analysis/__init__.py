@@ -8,8 +8,11 @@ from .roofline import apply_roofline
 
 
 def analyse(profile):
+    from ..model import normalise_kernels
+
     apply_roofline(profile)
     classify_kernels(profile.kernels)
+    profile.kernels = normalise_kernels(profile.kernels)  # one dtype per column, whoever filled it
     return profile
 
 

@@ -41,11 +41,12 @@ def dominant_precision(row) -> Optional[str]:
 
 
 def place_kernel(row, roofs: Dict[str, float]) -> dict:
-    out = {f"ai_{lvl}": math.nan for lvl in LEVELS}
+    # Readers may give the tool's own intensity (rate over rate); else FLOPs over bytes.
+    out = {f"ai_{lvl}": row.get(f"ai_{lvl}", math.nan) for lvl in LEVELS}
     flops = row["flops"]
     for lvl in LEVELS:
         nbytes = row[f"{lvl}_bytes"]
-        if not _nan(flops) and not _nan(nbytes) and nbytes > 0:
+        if _nan(out[f"ai_{lvl}"]) and not _nan(flops) and not _nan(nbytes) and nbytes > 0:
             out[f"ai_{lvl}"] = flops / nbytes
     precision = dominant_precision(row)
     peak = roofs.get(f"flop_per_s_{precision}") if precision else None

@@ -199,9 +199,31 @@ def kernel_fields(m: Metrics) -> Dict[str, object]:
         row[f"flops_{precision}"] = precision_flops(m, precision)
     row["flops_tensor"] = tensor_flops(m)
     row["flops"] = _sum_or_nan(*(row[f"flops_{p}"] for p in ("fp64", "fp32", "fp16", "tensor")))
-    secs = _elapsed_seconds(m)
-    row["flop_per_s"] = row["flops"] / secs if secs > 0 else math.nan
+    row["flop_per_s"] = achieved_flop_per_s(m)
+    if math.isnan(row["flop_per_s"]):
+        secs = _elapsed_seconds(m)
+        row["flop_per_s"] = row["flops"] / secs if secs > 0 else math.nan
+    # Intensity as Nsight Compute's roofline plots it: achieved FLOP/s over achieved bytes/s.
+    for level, rate in (("dram", "dram__bytes.sum.per_second"), ("l2", "lts__t_bytes.sum.per_second"),
+                        ("l1", "l1tex__t_bytes.sum.per_second")):
+        bytes_per_s = num(m, rate)
+        row[f"ai_{level}"] = row["flop_per_s"] / bytes_per_s if bytes_per_s > 0 else math.nan
     return row
+
+
+def achieved_flop_per_s(m: Metrics) -> float:
+    """Sum over precisions of (add + mul + 2 fma) per cycle x smsp__cycles_elapsed.avg.per_second:
+    the roofline section's own expression. NaN unless some precision's rates are present."""
+    hz = num(m, "smsp__cycles_elapsed.avg.per_second")
+    per_cycle = []
+    for p in PRECISION_PREFIX.values():
+        rates = [num(m, SMSP_PER_CYCLE.format(op=p + op)) for op in ("add", "mul", "fma")]
+        if not any(math.isnan(r) for r in rates):
+            per_cycle.append(rates[0] + rates[1] + 2 * rates[2])
+    tensor = num(m, TENSOR_X512)
+    if not math.isnan(tensor):
+        per_cycle.append(tensor)
+    return sum(per_cycle) * hz if per_cycle and hz > 0 else math.nan
 
 
 def kernel_peaks(m: Metrics) -> Dict[str, float]:
