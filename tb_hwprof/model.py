@@ -65,6 +65,10 @@ KERNEL_COLUMNS: Dict[str, tuple] = {
     "bound_level": ("", "str", "for memory-bound kernels: DRAM, L2 or L1 (busiest unit)"),
     "bound_reason": ("", "str", "one sentence with the numbers behind the label"),
     "occupancy_note": ("", "str", "occupancy limiter and whether occupancy is the lever"),
+    # Timeline columns (Nsight Systems and other tracers); NaN for tools that do not record them.
+    "start_ns": ("ns", "float", "GPU start timestamp of the launch, on the tool's own clock"),
+    "end_ns": ("ns", "float", "GPU end timestamp of the launch, on the tool's own clock"),
+    "correlation_id": ("", "float", "id tying the launch to the API call that launched it (CUPTI correlation id)"),
 }
 
 STRING_COLUMNS = [c for c, spec in KERNEL_COLUMNS.items() if spec[1] == "str"]
@@ -133,6 +137,8 @@ class Profile:
     # Per launch: the tool's own rule results (rule, type, title, message, speedup).
     rules: List[List[Dict[str, Any]]] = dataclasses.field(default_factory=list)
     notes: List[str] = dataclasses.field(default_factory=list)
+    # Tool-computed aggregate tables by name (e.g. "cuda_gpu_kern_sum"); see docs/FORMAT.md.
+    summaries: Dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
 
     def device(self, device_id) -> Optional[Device]:
         for d in self.devices:
@@ -165,11 +171,14 @@ def normalise_kernels(rows) -> pd.DataFrame:
     for col, (_, dtype, _) in KERNEL_COLUMNS.items():
         if col not in df:
             df[col] = "" if dtype == "str" else (range(len(df)) if dtype == "int" else math.nan)
+        series = df[col]
         if dtype == "str":
-            df[col] = df[col].fillna("").astype(object)
+            if series.dtype != object or series.isna().any():
+                df[col] = series.fillna("").astype(object)
         elif dtype == "int":
-            df[col] = df[col].astype("int64")
-        else:
-            df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+            if series.dtype != "int64":
+                df[col] = series.astype("int64")
+        elif series.dtype != "float64":
+            df[col] = pd.to_numeric(series, errors="coerce").astype("float64")
     extra = [c for c in df.columns if c not in KERNEL_COLUMNS]
     return df[list(KERNEL_COLUMNS) + extra]

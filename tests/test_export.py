@@ -96,7 +96,7 @@ def test_failure_mid_write_keeps_previous_run(logdir_with_run, samples_dir, monk
     def disk_full(*_):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tables, "write_jsonl_gz", disk_full)
+    monkeypatch.setattr(tables, "write_raw_metrics", disk_full)
     with pytest.raises(OSError):
         writer.write_run(profile, logdir_with_run, "baseline", overwrite=True)
     assert tree(logdir_with_run) == before

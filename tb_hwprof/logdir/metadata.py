@@ -10,7 +10,7 @@ FORMAT_VERSION = 1
 ASSET_DIR = ("plugins", PLUGIN_NAME)
 MANIFEST = "profile.json"  # provenance, devices, roofs, summary, notes, file index
 KERNELS = "kernels.json.gz"  # columnar kernels table
-RAW_METRICS = "raw_metrics.jsonl.gz"  # one line per launch: {metric: [value, unit]}
+RAW_METRICS = "raw_metrics.json.gz"  # per launch {metric: [value, unit]}, stored columnar
 RULES = "rules.json.gz"  # per launch: the tool's own rule results
 
 # Event-file tags.

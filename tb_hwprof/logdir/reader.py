@@ -38,8 +38,9 @@ def read_kernels(run_dir):
         raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
 
 
-def read_raw_metrics(run_dir):
-    return tables.read_jsonl_gz(asset_dir(run_dir) / metadata.RAW_METRICS)
+def read_raw_metrics(run_dir, launch=None):
+    """Every launch's {metric: [value, unit]} (a list), or one launch's (a dict)."""
+    return tables.read_raw_metrics(asset_dir(run_dir) / metadata.RAW_METRICS, launch)
 
 
 def read_rules(run_dir):

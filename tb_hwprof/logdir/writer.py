@@ -68,7 +68,7 @@ def _write_assets(profile, staging: Path, manifest: dict) -> None:
     assets = staging.joinpath(*metadata.ASSET_DIR)
     assets.mkdir(parents=True)
     tables.write_json_gz(assets / metadata.KERNELS, tables.clean(tables.kernels_to_json(profile.kernels)))
-    tables.write_jsonl_gz(assets / metadata.RAW_METRICS, profile.raw_metrics)
+    tables.write_raw_metrics(assets / metadata.RAW_METRICS, profile.raw_metrics)
     tables.write_json_gz(assets / metadata.RULES, tables.clean(profile.rules))
     tmp = assets / (metadata.MANIFEST + ".tmp")
     import json

@@ -103,7 +103,8 @@ def action_metrics(action) -> Dict[str, list]:
         metric = action.metric_by_name(name)
         if metric is None:
             continue
-        out[name] = [metric.value(), metric.unit()]
+        value = metric.value()
+        out[name] = [None if value != value else value, metric.unit()]  # NaN -> null, as JSON has it
     return out
 
 

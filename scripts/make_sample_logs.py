@@ -1,0 +1,48 @@
+"""Rebuilds sample_logs/ from the real reports in ../shared/samples (TB_HWPROF_SAMPLES).
+
+    python scripts/make_sample_logs.py            # then: tensorboard --logdir sample_logs
+
+Each run is exported by tb-hwprof itself; the armleth T4 series (v1..v8 of one kernel) becomes
+armleth_t4_series/report_v1 ... so Compare has a real before/after sequence.
+"""
+import os
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import tb_hwprof  # noqa: E402
+from tb_hwprof.logdir.writer import write_run  # noqa: E402
+
+SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
+OUT = REPO / "sample_logs"
+
+# run name -> report path under the samples folder
+RUNS = {
+    "armleth_t4_series/report_v1": "ncu/armleth_t4_full_2024.2.1.ncu-rep",
+    **{f"armleth_t4_series/{p.stem}": f"ncu/armleth_t4_series/{p.name}"
+       for p in sorted((SAMPLES / "ncu" / "armleth_t4_series").glob("*.ncu-rep"))},
+    "ncu_gtx1660s_naive_gemm": "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep",
+    "ncu_rtx3060l_shared_memory": "ncu/aplainjane_rtx3060l_full_7k_2024.1.0.ncu-rep",
+    "ncu_a10_linear_105_launches": "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep",
+    "ncu_a10g_sgemm_roofline": "ncu/esmm_a10g_rooflineset_2023.1.1.ncu-rep",
+    "ncu_rtx3080_montecarlo": "ncu/montecarlo_rtx3080_full_2020.2.1.ncu-rep",
+    "ncu_v100_gene_cli_metrics": "ncu/gene_v100_cli_flops_2020.ncu-rep",
+}
+
+
+def main() -> None:
+    if not SAMPLES.is_dir():
+        sys.exit(f"samples not found at {SAMPLES}: set TB_HWPROF_SAMPLES")
+    shutil.rmtree(OUT, ignore_errors=True)
+    for i, (run, rel) in enumerate(sorted(RUNS.items()), 1):
+        profile = tb_hwprof.read(SAMPLES / rel)
+        profile.provenance.source_path = f"shared/samples/{rel}"  # not this machine's absolute path
+        write_run(profile, OUT, run)
+        print(f"[{i}/{len(RUNS)}] {run} <- {rel} ({len(profile.kernels)} launches)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""sample_logs/ must be what the current code exports from the real reports (re-run
+scripts/make_sample_logs.py after a format or reader change)."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import tb_hwprof
+from tb_hwprof.logdir import metadata
+
+REPO = Path(__file__).resolve().parent.parent
+RUN_DIRS = sorted(p.parent.parent.parent for p in (REPO / "sample_logs").rglob(f"plugins/{metadata.PLUGIN_NAME}/profile.json"))
+
+
+def test_sample_logs_hold_the_armleth_series():
+    names = {str(p.relative_to(REPO / "sample_logs")) for p in RUN_DIRS}
+    assert {f"armleth_t4_series/report_v{i}" for i in (1, 2)} <= names
+    assert sum(n.startswith("armleth_t4_series/") for n in names) == 10
+
+
+@pytest.mark.parametrize("run_dir", RUN_DIRS, ids=lambda p: str(p.relative_to(REPO / "sample_logs")))
+def test_sample_run_matches_a_fresh_export(run_dir, samples_dir, ncu_report_module):
+    stored = tb_hwprof.load_run(run_dir)
+    assert list(run_dir.glob("events.out.tfevents.*")), "TensorBoard lists only folders with an event file"
+    source = samples_dir / stored.provenance.source_path.removeprefix("shared/samples/")
+    fresh = tb_hwprof.read(source)
+    assert stored.provenance.source_sha256 == fresh.provenance.source_sha256
+    pd.testing.assert_frame_equal(stored.kernels, fresh.kernels)
