@@ -9,7 +9,7 @@ SNIFF_BYTES = 64 << 10
 
 
 def sniff(path: Path) -> str:
-    """Name of the format of `path`: 'ncu-rep', 'ncu-csv', or raise InputError."""
+    """Name of the format of `path`: 'ncu-rep', 'ncu-csv', 'nsys-sqlite', or raise InputError."""
     try:
         with open(path, "rb") as f:
             head = f.read(SNIFF_BYTES)
@@ -31,8 +31,12 @@ def sniff(path: Path) -> str:
                          f"{'text' if _is_text(head) else 'random bytes'})",
                          "pass a file written by `ncu -o`, or its `ncu --csv` output")
     if head.startswith(b"SQLite format 3\x00"):
-        raise InputError(path, "SQLite files (nsys/rocprof exports) are not supported yet",
-                         "export an Nsight Compute report (.ncu-rep or `ncu --csv`) instead")
+        from .readers import nsys_sqlite  # the tables say which tool wrote it, not the header
+        if nsys_sqlite.looks_like_nsys(path):
+            return "nsys-sqlite"
+        raise InputError(path, "SQLite database but not an Nsight Systems export (no StringIds with "
+                         "CUPTI_ACTIVITY_KIND_* / TARGET_INFO_* tables)",
+                         "pass an `nsys export --type sqlite` file, an Nsight Compute report or `ncu --csv` output")
     raise InputError(path, "unrecognised report format",
                      "tb-hwprof reads Nsight Compute .ncu-rep files and `ncu --csv` output")
 
@@ -54,6 +58,9 @@ def read(path):
     if fmt == "ncu-rep":
         from .readers.ncu_rep import read_ncu_rep
         profile = read_ncu_rep(path)
+    elif fmt == "nsys-sqlite":
+        from .readers.nsys_sqlite import read_nsys_sqlite
+        profile = read_nsys_sqlite(path)
     else:
         from .readers.ncu_csv import read_ncu_csv
         profile = read_ncu_csv(path)

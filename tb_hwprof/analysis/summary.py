@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import math
-from typing import Dict
+from typing import Dict, Optional, Tuple
 
+import numpy as np
 import pandas as pd
 
 from .bottleneck import LABELS
@@ -22,9 +23,72 @@ def time_weighted_mean(kernels: pd.DataFrame, column: str) -> float:
     return float((both[column] * both["duration_ns"]).sum() / total) if total > 0 else math.nan
 
 
-def headline_scalars(kernels: pd.DataFrame) -> Dict[str, float]:
+def interval_union_ns(starts, ends) -> int:
+    """Length of the union of [start, end) intervals, vectorised (sort + running max, no Python loop)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    if starts.size == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, reach = starts[order], np.maximum.accumulate(ends[order])
+    # An island starts where an interval begins after everything before it has ended.
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return int(np.clip(reach[last] - s[first], 0, None).sum())
+
+
+ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
+GPU_ACTIVITY_COLUMNS = ["device", "span_start_ns", "span_end_ns", "span_ns", "busy_ns", "idle_ns", "busy_pct",
+                        "kernel_ns", "memcpy_ns", "memset_ns", "memcpy_share_pct",
+                        "first_op_ns", "last_op_ns", "active_busy_pct"]
+
+
+
+def gpu_activity(intervals: pd.DataFrame, span: Tuple[int, int]) -> pd.DataFrame:
+    """Per device: busy time (union of kernel, memcpy and memset intervals) over the capture `span`.
+
+    `intervals` has columns device, kind (one of ACTIVITY_KINDS), start_ns, end_ns (int64 ns).
+    """
+    rows = []
+    span_start, span_end = int(span[0]), int(span[1])
+    span_ns = max(span_end - span_start, 0)
+    for device, ops in intervals.groupby("device", sort=True):
+        busy = interval_union_ns(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
+        first, last = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+        row = {"device": int(device), "span_start_ns": span_start, "span_end_ns": span_end, "span_ns": span_ns,
+               "busy_ns": busy, "idle_ns": max(span_ns - busy, 0),
+               "busy_pct": 100.0 * busy / span_ns if span_ns else math.nan,
+               "first_op_ns": first, "last_op_ns": last,
+               "active_busy_pct": 100.0 * busy / (last - first) if last > first else math.nan}
+        for kind in ACTIVITY_KINDS:
+            own = ops[ops["kind"] == kind]
+            row[f"{kind}_ns"] = interval_union_ns(own["start_ns"].to_numpy(), own["end_ns"].to_numpy())
+        row["memcpy_share_pct"] = 100.0 * row["memcpy_ns"] / busy if busy else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows, columns=GPU_ACTIVITY_COLUMNS)
+
+
+def activity_scalars(activity: pd.DataFrame) -> Dict[str, float]:
+    """GPU busy %, idle time and memcpy share over all devices (sums of per-device times)."""
+    out: Dict[str, float] = {}
+    span, busy = float(activity["span_ns"].sum()), float(activity["busy_ns"].sum())
+    if span > 0:
+        out["gpu_busy_pct"] = 100.0 * busy / span
+        out["gpu_idle_ms"] = (span - busy) / 1e6
+    if busy > 0:
+        out["memcpy_share_of_busy_pct"] = 100.0 * float(activity["memcpy_ns"].sum()) / busy
+    return out
+
+
+def headline_scalars(kernels: pd.DataFrame, summaries: Optional[Dict[str, pd.DataFrame]] = None) -> Dict[str, float]:
     """Scalar name -> value; figures the report cannot support are left out, not zeroed."""
     out: Dict[str, float] = {"kernel_launches": float(len(kernels))}
+    activity = (summaries or {}).get("gpu_activity")
+    if activity is not None and len(activity):
+        out.update(activity_scalars(activity))
     durations = kernels["duration_ns"].dropna()
     if len(durations):
         out["total_kernel_time_ms"] = float(durations.sum()) / 1e6

@@ -47,6 +47,20 @@ def read_rules(run_dir):
     return tables.read_json_gz(asset_dir(run_dir) / metadata.RULES)
 
 
+def read_summaries(run_dir, manifest: dict) -> dict:
+    """{name: DataFrame} of the summary tables the manifest lists ("summary_<name>" in "files")."""
+    out = {}
+    for key, filename in sorted(manifest.get("files", {}).items()):
+        if not key.startswith("summary_"):
+            continue
+        path = asset_dir(run_dir) / Path(filename).name  # confined to the asset folder
+        try:
+            out[key[len("summary_"):]] = tables.frame_from_json(tables.read_json_gz(path))
+        except (OSError, ValueError, KeyError, EOFError) as e:
+            raise InputError(path, f"unreadable summary table ({e})", "re-export the run with --overwrite") from None
+    return out
+
+
 def load_run(run_dir, with_details: bool = True) -> Profile:
     """A Profile from <logdir>/<run>/; with_details=False skips raw metrics and rules."""
     manifest = read_manifest(run_dir)
@@ -57,4 +71,5 @@ def load_run(run_dir, with_details: bool = True) -> Profile:
         provenance=Provenance(**manifest["provenance"]),
         devices=[Device.from_dict(d) for d in manifest["devices"]],
         kernels=kernels, raw_metrics=raw, rules=rules, notes=manifest.get("notes", []),
+        summaries=read_summaries(run_dir, manifest),
     )

@@ -1,4 +1,4 @@
-"""JSON encodings of the kernels table, raw metrics and rules (NaN is written as null)."""
+"""JSON encodings of the kernels table, summary tables, raw metrics and rules (NaN is written as null)."""
 from __future__ import annotations
 
 import gzip
@@ -28,16 +28,36 @@ def clean(value: Any) -> Any:
     return value
 
 
-def kernels_to_json(kernels: pd.DataFrame) -> dict:
+def frame_to_json(frame: pd.DataFrame, units: Dict[str, str], with_dtypes: bool = False) -> dict:
+    """Columnar JSON of any table: {"columns", "units", "rows", "data"} (+ "dtypes" to restore them)."""
     data = {}
-    for col in kernels.columns:
-        series = kernels[col]
+    for col in frame.columns:
+        series = frame[col]
         if series.dtype.kind == "f":
             data[col] = [None if v != v else v for v in series.tolist()]
         else:
             data[col] = series.tolist()
+    doc = {"columns": list(frame.columns), "units": {c: u for c, u in units.items() if c in frame.columns},
+           "rows": len(frame), "data": data}
+    if with_dtypes:
+        doc["dtypes"] = {c: str(frame[c].dtype) for c in frame.columns}
+    return doc
+
+
+def frame_from_json(doc: dict) -> pd.DataFrame:
+    """Inverse of frame_to_json: numeric dtypes restored where recorded (null -> NaN), text columns
+    as pandas infers them (object, or str on pandas 3), units in .attrs."""
+    frame = pd.DataFrame({c: doc["data"][c] for c in doc["columns"]}, columns=doc["columns"])
+    for col, dtype in doc.get("dtypes", {}).items():
+        if dtype in ("int64", "float64", "bool"):
+            frame[col] = frame[col].astype("float64" if dtype == "float64" else dtype)
+    frame.attrs["units"] = dict(doc.get("units", {}))
+    return frame
+
+
+def kernels_to_json(kernels: pd.DataFrame) -> dict:
     units = {c: KERNEL_COLUMNS[c][0] for c in kernels.columns if c in KERNEL_COLUMNS}
-    return {"columns": list(kernels.columns), "units": units, "rows": len(kernels), "data": data}
+    return frame_to_json(kernels, units)
 
 
 def kernels_from_json(doc: dict) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -24,6 +25,8 @@ from ..errors import HwprofError, RunExists
 from . import metadata, summary, tables
 
 STAGING_TAG = ".tb-hwprof-staging-"
+SUMMARY_FILE = "summary_{}.json.gz"  # per Profile.summaries entry, listed in the manifest's "files"
+SUMMARY_NAME = re.compile(r"[a-z0-9_]+")
 OLD_TAG = ".tb-hwprof-old-"
 
 
@@ -60,16 +63,27 @@ def manifest_of(profile, scalars: dict) -> dict:
         "summary": scalars,
         "notes": list(profile.notes),
         "kernel_count": len(profile.kernels),
-        "files": {"kernels": metadata.KERNELS, "raw_metrics": metadata.RAW_METRICS, "rules": metadata.RULES},
+        "files": {"kernels": metadata.KERNELS, "raw_metrics": metadata.RAW_METRICS, "rules": metadata.RULES,
+                  **{f"summary_{name}": summary_file(name) for name in profile.summaries}},
     }
+
+
+def summary_file(name: str) -> str:
+    """Asset file of summary table `name`; names are identifiers, so they cannot escape the folder."""
+    if not SUMMARY_NAME.fullmatch(name):
+        raise HwprofError(f"bad summary table name {name!r}: use lowercase letters, digits and '_'")
+    return SUMMARY_FILE.format(name)
 
 
 def _write_assets(profile, staging: Path, manifest: dict) -> None:
     assets = staging.joinpath(*metadata.ASSET_DIR)
     assets.mkdir(parents=True)
-    tables.write_json_gz(assets / metadata.KERNELS, tables.clean(tables.kernels_to_json(profile.kernels)))
+    tables.write_json_gz(assets / metadata.KERNELS, tables.kernels_to_json(profile.kernels))  # already JSON-safe
     tables.write_raw_metrics(assets / metadata.RAW_METRICS, profile.raw_metrics)
     tables.write_json_gz(assets / metadata.RULES, tables.clean(profile.rules))
+    for name, frame in profile.summaries.items():
+        doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
+        tables.write_json_gz(assets / summary_file(name), tables.clean(doc))
     tmp = assets / (metadata.MANIFEST + ".tmp")
     import json
     tmp.write_text(json.dumps(tables.clean(manifest), indent=1, sort_keys=True, allow_nan=False))
@@ -96,7 +110,7 @@ def write_run(profile, logdir, run: str, overwrite: bool = False, step: int = 0)
     if run_dir.exists() and not overwrite:
         raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
     profile.provenance.export_time = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    scalars = headline_scalars(profile.kernels)
+    scalars = headline_scalars(profile.kernels, profile.summaries)
     manifest = manifest_of(profile, scalars)
     created = [p for p in [run_dir.parent, *run_dir.parent.parents] if not p.exists()]
     run_dir.parent.mkdir(parents=True, exist_ok=True)
