@@ -1,0 +1,60 @@
+// The plugin's JSON routes (docs/http_api.md).  Static files are served at
+// /data/plugin/tb_hwprof/static/<file>, data at /data/plugin/tb_hwprof/<route>,
+// so the routes resolve against the folder above this module.
+
+export const API = new URL("../", import.meta.url);
+
+export class ApiError extends Error {
+  constructor(status, message, route) {
+    super(message);
+    this.status = status;
+    this.route = route;
+  }
+}
+
+const cache = new Map();
+
+async function getJSON(route, params = {}) {
+  const url = new URL(route, API);
+  for (const [k, v] of Object.entries(params)) url.searchParams.set(k, String(v));
+  const key = url.href;
+  if (!cache.has(key)) {
+    const pending = (async () => {
+      let response;
+      try {
+        response = await fetch(url, {credentials: "same-origin", headers: {Accept: "application/json"}});
+      } catch (e) {
+        throw new ApiError(0, `cannot reach TensorBoard (${e.message})`, route);
+      }
+      let body = null;
+      try {
+        body = await response.json();
+      } catch (e) {
+        body = null;
+      }
+      if (!response.ok) {
+        const message = body && typeof body.error === "string" ? body.error : `HTTP ${response.status} ${response.statusText}`;
+        throw new ApiError(response.status, message, route);
+      }
+      if (body === null || typeof body !== "object") throw new ApiError(response.status, `${route}: response is not JSON`, route);
+      return body;
+    })();
+    cache.set(key, pending);
+    pending.catch(() => cache.delete(key));  // errors are retried on the next visit
+  }
+  return cache.get(key);
+}
+
+export function clearCache() {
+  cache.clear();
+}
+
+export const api = {
+  runs: () => getJSON("runs"),
+  kernels: (run) => getJSON("kernels", {run}),
+  kernelGroups: (run) => getJSON("kernel_groups", {run}),
+  kernel: (run, launch) => getJSON("kernel", {run, launch}),
+  roofline: (run) => getJSON("roofline", {run}),
+  bottlenecks: (run) => getJSON("bottlenecks", {run}),
+  compare: (base, run) => getJSON("compare", {base, run}),
+};

@@ -1,0 +1,57 @@
+// View state <-> URL hash ("#view=kernels&run=armleth%2Freport_v2&launch=0"),
+// mirrored into localStorage because TensorBoard re-creates the plugin iframe
+// (without our hash) when the tab is re-opened or the page reloads.
+
+const STORAGE_KEY = "tb_hwprof.state.v1";
+export const VIEWS = ["runs", "kernels", "roofline", "bottlenecks", "compare"];
+const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level"];
+
+export function parse(hash) {
+  const params = new URLSearchParams(String(hash || "").replace(/^#/, ""));
+  const state = {};
+  for (const key of KEYS) {
+    const v = params.get(key);
+    if (v !== null && v !== "") state[key] = v;
+  }
+  if (!state.view) return state.run ? {...state, view: "kernels"} : state;
+  if (!VIEWS.includes(state.view)) state.view = "runs";
+  return state;
+}
+
+export function format(state) {
+  const params = new URLSearchParams();
+  for (const key of KEYS) {
+    const v = state[key];
+    if (v !== undefined && v !== null && v !== "") params.set(key, String(v));
+  }
+  return "#" + params.toString();
+}
+
+export function load() {
+  const fromHash = parse(location.hash);
+  if (fromHash.view) return fromHash;
+  try {
+    const stored = JSON.parse(localStorage.getItem(STORAGE_KEY) || "null");
+    if (stored && typeof stored === "object") return parse(format(stored));
+  } catch (e) {
+    // unreadable storage: start from the runs view
+  }
+  return {view: "runs"};
+}
+
+export function save(state) {
+  const hash = format(state);
+  if (location.hash !== hash) history.replaceState(null, "", hash);
+  try {
+    localStorage.setItem(STORAGE_KEY, JSON.stringify(state));
+  } catch (e) {
+    // storage may be disabled: the hash still carries the state
+  }
+}
+
+/** A link that opens this state on its own (the plugin page outside TensorBoard's shell). */
+export function shareLink(state) {
+  const url = new URL(location.href);
+  url.hash = format(state);
+  return url.href;
+}

@@ -1,0 +1,248 @@
+// Roofline: inline SVG, log-log (arithmetic intensity FLOP/byte vs FLOP/s).
+// The <svg> carries its scale so tests (and people) can check placement:
+// data-x-min/x-max/y-min/y-max are the log10 domain, data-plot-left/right/top/bottom
+// the plot box in SVG user units; a circle sits at
+//   cx = left + (log10(ai) - xMin) / (xMax - xMin) * (right - left)
+//   cy = bottom - (log10(flops) - yMin) / (yMax - yMin) * (bottom - top)
+
+import {api} from "../api.js";
+import {h, s, replace} from "../dom.js";
+import * as fmt from "../format.js";
+import {runHeader, fetchInto} from "./common.js";
+
+const W = 880, H = 520;
+const BOX = {left: 84, right: W - 24, top: 20, bottom: H - 52};
+const LEVELS = ["dram", "l2", "l1"];
+const LEVEL_LABEL = {dram: "DRAM", l2: "L2", l1: "L1"};
+const PREC_LABEL = {fp64: "FP64", fp32: "FP32", fp16: "FP16", tensor: "Tensor"};
+const PREC_DASH = {fp64: "7 4", fp32: null, fp16: "2 3", tensor: "9 3 2 3"};
+const LEVEL_DASH = {dram: null, l2: "6 3", l1: "2 3"};
+const R_MIN = 3, R_MAX = 16;
+
+const log10 = Math.log10;
+
+export function render(container, ctx) {
+  const slot = h("div");
+  container.append(runHeader("Roofline", ctx), slot);
+  const view = {onSelect: (launch) => highlight(slot, launch)};
+  load(slot, ctx).catch((e) => console.error(e));
+  return view;
+}
+
+function highlight(root, launch) {
+  for (const c of root.querySelectorAll("circle[data-launch-id]")) {
+    c.classList.toggle("selected", launch !== null && c.dataset.launchId === String(launch));
+  }
+}
+
+function roofsOf(devices) {
+  const compute = [], memory = [];
+  for (const dev of devices) {
+    for (const [key, roof] of Object.entries(dev.roofs || {})) {
+      const value = roof && typeof roof === "object" ? roof.value : roof;
+      if (!(value > 0)) continue;
+      const entry = {key, value, source: roof.source || "", how: roof.how || "", device: dev};
+      if (key.startsWith("flop_per_s_")) compute.push({...entry, prec: key.slice("flop_per_s_".length)});
+      else if (key.startsWith("bytes_per_s_")) memory.push({...entry, level: key.slice("bytes_per_s_".length)});
+    }
+  }
+  return {compute, memory};
+}
+
+function domain(values, padDecades) {
+  const logs = values.filter((v) => v > 0 && Number.isFinite(v)).map(log10);
+  if (!logs.length) return null;
+  let lo = Math.floor(Math.min(...logs) - padDecades);
+  let hi = Math.ceil(Math.max(...logs) + padDecades);
+  while (hi - lo < 2) { lo -= 1; hi += 1; }
+  return [lo, hi];
+}
+
+async function load(slot, ctx) {
+  const run = ctx.state.run;
+  const doc = await fetchInto(slot, api.roofline(run), `roofline of ${run}`, ctx);
+  if (!doc) return;
+  const devices = Array.isArray(doc.devices) ? doc.devices : [];
+  const points = Array.isArray(doc.points) ? doc.points : [];
+  const levels = LEVELS.filter((l) => points.some((p) => p[`ai_${l}`] > 0));
+  const level = levels.includes(ctx.state.level) ? ctx.state.level : levels[0] || "dram";
+  const {compute, memory} = roofsOf(devices);
+
+  const drawable = points.filter((p) => p[`ai_${level}`] > 0 && p.flop_per_s > 0);
+  const skipped = points.length - drawable.length;
+
+  const picker = levels.length > 1 ? h("label", null, "Intensity against ",
+    h("select", {"data-role": "level", onchange: (e) => ctx.navigate({level: e.target.value})},
+      levels.map((l) => h("option", {value: l, selected: l === level}, LEVEL_LABEL[l] || l)))) : null;
+
+  if (!drawable.length && !compute.length) {
+    replace(slot, h("p", {class: "muted", "data-role": "roofline-empty"},
+      "No launch of this run has both FLOP/s and an arithmetic intensity, and the report holds no peaks: " +
+      "profile with Nsight Compute's roofline sections (--section SpeedOfLight_RooflineChart, or --set full)."));
+    return;
+  }
+
+  // Log domain from the points, ridge points and roofs.
+  const ridgeXs = [];
+  for (const dev of devices) for (const byLevel of Object.values(dev.ridge_points || {})) for (const x of Object.values(byLevel || {})) ridgeXs.push(x);
+  const xs = drawable.map((p) => p[`ai_${level}`]).concat(ridgeXs);
+  const xd = domain(xs.length ? xs : [0.1, 100], 0.3);
+  const ys = drawable.map((p) => p.flop_per_s).concat(compute.map((c) => c.value));
+  const yd = domain(ys, 0.3);
+  const [xMin, xMax] = xd, [yMin, yMax] = yd;
+  const X = (v) => BOX.left + (log10(v) - xMin) / (xMax - xMin) * (BOX.right - BOX.left);
+  const Y = (v) => BOX.bottom - (log10(v) - yMin) / (yMax - yMin) * (BOX.bottom - BOX.top);
+
+  const svg = s("svg", {
+    class: "roofline", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
+    "aria-label": `roofline of ${run}`, "data-role": "roofline",
+    "data-x-min": xMin, "data-x-max": xMax, "data-y-min": yMin, "data-y-max": yMax,
+    "data-plot-left": BOX.left, "data-plot-right": BOX.right, "data-plot-top": BOX.top, "data-plot-bottom": BOX.bottom,
+    "data-level": level,
+  });
+  const clipId = "hwprof-roofline-clip";
+  svg.appendChild(s("defs", null, s("clipPath", {id: clipId},
+    s("rect", {x: BOX.left, y: BOX.top, width: BOX.right - BOX.left, height: BOX.bottom - BOX.top}))));
+
+  // Grid and axes.
+  const grid = s("g", {class: "grid"});
+  for (let k = xMin; k <= xMax; k++) {
+    const x = X(10 ** k);
+    grid.append(s("line", {x1: x, x2: x, y1: BOX.top, y2: BOX.bottom}),
+      s("text", {x, y: BOX.bottom + 18, "text-anchor": "middle", class: "tick"}, fmt.num(10 ** k)));
+  }
+  for (let k = yMin; k <= yMax; k++) {
+    const y = Y(10 ** k);
+    grid.append(s("line", {x1: BOX.left, x2: BOX.right, y1: y, y2: y}),
+      s("text", {x: BOX.left - 6, y: y + 4, "text-anchor": "end", class: "tick"}, fmt.flops(10 ** k)));
+  }
+  svg.append(grid,
+    s("rect", {class: "frame", x: BOX.left, y: BOX.top, width: BOX.right - BOX.left, height: BOX.bottom - BOX.top}),
+    s("text", {class: "axis-label", x: (BOX.left + BOX.right) / 2, y: H - 10, "text-anchor": "middle"},
+      `Arithmetic intensity (FLOP/byte, ${LEVEL_LABEL[level] || level})`),
+    s("text", {class: "axis-label", x: 14, y: (BOX.top + BOX.bottom) / 2, "text-anchor": "middle",
+      transform: `rotate(-90 14 ${(BOX.top + BOX.bottom) / 2})`}, "Performance (FLOP/s)"));
+
+  // Roofs: memory roofs rise until the top compute roof, compute roofs start at the top memory roof.
+  const roofs = s("g", {class: "roofs", "clip-path": `url(#${clipId})`});
+  const labels = s("g", {class: "roof-labels"});
+  const devPrefix = (d) => (devices.length > 1 ? `GPU ${d.id} ` : "");
+  const xLo = 10 ** xMin, xHi = 10 ** xMax;
+  for (const m of memory) {
+    const cMax = Math.max(...compute.filter((c) => c.device === m.device).map((c) => c.value), 0) || m.value * xHi;
+    const xEnd = Math.min(xHi, cMax / m.value);
+    roofs.appendChild(s("line", {class: `roof memory-roof level-${m.level}`, "data-roof": m.key, "data-source": m.source,
+      x1: X(xLo), y1: Y(xLo * m.value), x2: X(xEnd), y2: Y(xEnd * m.value),
+      "stroke-dasharray": LEVEL_DASH[m.level] || null}));
+    // Label along the slope, near the left end, when it lies in the plot.
+    const lx = 10 ** (xMin + 0.15 * (xMax - xMin));
+    const ly = lx * m.value;
+    if (ly > 10 ** yMin && ly < 10 ** yMax && lx < xEnd) {
+      // On log-log axes the line rises one decade per decade: rotate the label to match.
+      const angle = Math.atan2(Y(ly * 10) - Y(ly), X(lx * 10) - X(lx)) * 180 / Math.PI;
+      labels.appendChild(s("text", {class: "roof-label", x: X(lx), y: Y(ly) - 5, transform: `rotate(${angle} ${X(lx)} ${Y(ly)})`},
+        `${devPrefix(m.device)}${LEVEL_LABEL[m.level] || m.level} ${fmt.human(m.value, "byte/s")}`));
+    }
+  }
+  for (const c of compute) {
+    const mMax = Math.max(...memory.filter((m) => m.device === c.device).map((m) => m.value), 0);
+    const xStart = mMax ? Math.max(xLo, c.value / mMax) : xLo;
+    roofs.appendChild(s("line", {class: `roof compute-roof prec-${c.prec}`, "data-roof": c.key, "data-source": c.source,
+      x1: X(xStart), y1: Y(c.value), x2: X(xHi), y2: Y(c.value), "stroke-dasharray": PREC_DASH[c.prec] || null}));
+    labels.appendChild(s("text", {class: "roof-label", x: BOX.right - 4, y: Y(c.value) - 5, "text-anchor": "end"},
+      `${devPrefix(c.device)}${PREC_LABEL[c.prec] || c.prec} ${fmt.flops(c.value)}`));
+  }
+  // Ridge points: where a memory roof meets a compute roof.
+  for (const dev of devices) {
+    for (const [prec, byLevel] of Object.entries(dev.ridge_points || {})) {
+      const c = compute.find((r) => r.device === dev && r.prec === prec);
+      if (!c) continue;
+      for (const [lvl, x] of Object.entries(byLevel || {})) {
+        if (!(x > 0)) continue;
+        const px = X(x), py = Y(c.value);
+        roofs.appendChild(s("line", {class: "ridge-guide", x1: px, x2: px, y1: py, y2: BOX.bottom}));
+        roofs.appendChild(s("path", {class: "ridge", "data-ridge": `${prec}/${lvl}`, "data-value": x,
+          d: `M ${px} ${py - 5} L ${px + 5} ${py} L ${px} ${py + 5} L ${px - 5} ${py} Z`},
+          s("title", null, `ridge ${PREC_LABEL[prec] || prec} / ${LEVEL_LABEL[lvl] || lvl}: ${fmt.num(x)} FLOP/byte`)));
+      }
+    }
+  }
+  svg.append(roofs, labels);
+
+  // Points: colour by bound label, area by duration (radius ∝ sqrt(time)).
+  const maxDur = Math.max(...drawable.map((p) => p.duration_ns || 0), 0);
+  const radius = (d) => (maxDur > 0 && d > 0 ? R_MIN + (R_MAX - R_MIN) * Math.sqrt(d / maxDur) : R_MIN);
+  const tooltip = h("div", {class: "tooltip", "data-role": "tooltip", hidden: true});
+  const wrap = h("div", {class: "roofline-wrap"});
+  const pointsG = s("g", {class: "points"});
+  const ordered = drawable.slice().sort((a, b) => (b.duration_ns || 0) - (a.duration_ns || 0));
+  for (const p of ordered) {
+    const ai = p[`ai_${level}`];
+    const circle = s("circle", {
+      cx: X(ai), cy: Y(p.flop_per_s), r: radius(p.duration_ns),
+      fill: fmt.boundColour(p.bound), class: ["point", String(p.launch_id) === String(ctx.state.launch) ? "selected" : ""],
+      "data-launch-id": p.launch_id, "data-ai": ai, "data-flops": p.flop_per_s,
+      "data-duration": p.duration_ns ?? null, "data-bound": p.bound || null, tabindex: 0,
+      onmouseenter: (e) => showTip(tooltip, wrap, e, p, ai),
+      onmousemove: (e) => placeTip(tooltip, wrap, e),
+      onmouseleave: () => { tooltip.hidden = true; },
+      onfocus: (e) => showTip(tooltip, wrap, e, p, ai),
+      onblur: () => { tooltip.hidden = true; },
+      onclick: () => ctx.openLaunch(p.launch_id),
+      onkeydown: (e) => { if (e.key === "Enter") ctx.openLaunch(p.launch_id); },
+    });
+    pointsG.appendChild(circle);
+  }
+  svg.appendChild(pointsG);
+  wrap.append(svg, tooltip);
+
+  const notes = [];
+  if (skipped) notes.push(`${skipped} launch(es) without a positive ${LEVEL_LABEL[level] || level} intensity or FLOP/s are not drawn (log axes).`);
+  if (!drawable.length) notes.push("No launch has both FLOP/s and an arithmetic intensity; only the roofs are drawn.");
+  replace(slot, h("div", {class: "toolbar"}, picker, h("span", {class: "muted"}, `${drawable.length} kernel point(s); circle area ∝ duration; click a point for details.`)),
+    wrap, notes.map((n) => h("p", {class: "muted note"}, n)), legend(compute, memory, drawable, devices.length > 1));
+}
+
+function tipLines(p, ai) {
+  return [
+    ["", p.name || "(unnamed)"],
+    ["intensity", `${fmt.num(ai)} FLOP/byte`],
+    ["performance", fmt.flops(p.flop_per_s)],
+    ["duration", fmt.duration(p.duration_ns)],
+    ["bound", p.bound ? `${p.bound}${p.binding_roof ? ` (roof: ${p.binding_roof})` : ""}` : fmt.MISSING],
+  ];
+}
+
+function showTip(tooltip, wrap, e, p, ai) {
+  replace(tooltip, tipLines(p, ai).map(([k, v]) =>
+    h("div", {class: k ? "tip-row" : "tip-name mono"}, k ? h("span", {class: "muted"}, `${k}: `) : null, v)));
+  tooltip.hidden = false;
+  placeTip(tooltip, wrap, e);
+}
+
+function placeTip(tooltip, wrap, e) {
+  const box = wrap.getBoundingClientRect();
+  let x = e.clientX, y = e.clientY;
+  if (!x && !y && e.target.getBoundingClientRect) {  // keyboard focus: next to the circle
+    const r = e.target.getBoundingClientRect();
+    x = r.right; y = r.top;
+  }
+  tooltip.style.left = `${Math.min(x - box.left + 12, box.width - 260)}px`;
+  tooltip.style.top = `${y - box.top + 12}px`;
+}
+
+function legend(compute, memory, points, multiDevice) {
+  const swatch = (dash) => s("svg", {width: 28, height: 10, class: "swatch"},
+    s("line", {x1: 0, x2: 28, y1: 5, y2: 5, "stroke-dasharray": dash || null}));
+  const roofItem = (r, label, value, dash) => h("li", {"data-roof": r.key, "data-source": r.source},
+    swatch(dash), ` ${multiDevice ? `GPU ${r.device.id} ` : ""}${label} ${value} `,
+    h("span", {class: `source source-${r.source || "unknown"}`, title: r.how || null}, r.source || "source unknown"));
+  const bounds = [...new Set(points.map((p) => p.bound || "unknown"))];
+  return h("div", {class: "legend-grid"},
+    h("div", null, h("h4", null, "Roofs"), h("ul", {class: "legend-list", "data-role": "roof-legend"},
+      compute.map((c) => roofItem(c, `${PREC_LABEL[c.prec] || c.prec} peak`, fmt.flops(c.value), PREC_DASH[c.prec])),
+      memory.map((m) => roofItem(m, `${LEVEL_LABEL[m.level] || m.level} bandwidth`, fmt.human(m.value, "byte/s"), LEVEL_DASH[m.level]))),
+      h("p", {class: "muted small"}, "measured: from the tool's own peak metrics and clocks; datasheet: vendor figures. Hover a tag for the formula.")),
+    h("div", null, h("h4", null, "Bound label"), h("ul", {class: "legend-list"},
+      bounds.map((b) => h("li", null, h("span", {class: "dot", style: {"--bound": fmt.boundColour(b)}}), ` ${b}`)))));
+}
