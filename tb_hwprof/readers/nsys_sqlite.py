@@ -81,16 +81,33 @@ def is_nsys_schema(names: Set[str]) -> bool:
     return any(n.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) for n in names) or "ThreadNames" in names
 
 
+def check_size(path: Path) -> None:
+    """A copy cut short fails deep inside a query; the header's page count says so up front."""
+    with open(path, "rb") as f:
+        header = f.read(100)
+    if len(header) < 100:
+        raise InputError(path, f"truncated SQLite file ({len(header)} bytes)", "copy the file again")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The page count is only trusted when "version-valid-for" matches the change counter.
+    if header[92:96] == header[24:28] and pages:
+        expected, actual = page_size * pages, Path(path).stat().st_size
+        if actual < expected:
+            raise InputError(path, f"truncated SQLite file ({actual} of the {expected} bytes its header declares)",
+                             "copy the file again or re-run `nsys export --type sqlite`")
+
+
 def looks_like_nsys(path: Path) -> bool:
     """Content check for detect.sniff: a SQLite file whose tables are an nsys export's."""
+    check_size(path)
+    conn = connect(path)
     try:
-        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            return is_nsys_schema(table_names(conn))
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        return False
+        return is_nsys_schema(table_names(conn))
+    except sqlite3.DatabaseError as e:
+        raise InputError(path, f"damaged SQLite file ({e})", "copy the file again or re-run the export") from None
+    finally:
+        conn.close()
 
 
 def sha256_file(path: Path) -> str:
@@ -555,6 +572,7 @@ def _notes(meta: Dict[str, str], names: Set[str], kernels: pd.DataFrame) -> List
 
 def read_nsys_sqlite(path) -> Profile:
     path = Path(path)
+    check_size(path)
     conn = connect(path)
     try:
         names = table_names(conn)

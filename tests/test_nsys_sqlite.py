@@ -1,0 +1,334 @@
+"""The Nsight Systems SQLite reader against every real export in the samples (nsys 2020.5 to 2026.1).
+
+Every figure is checked against an independent query written here with plain sqlite3 (or
+the statistics module on durations fetched row by row), never against the reader's own SQL.
+"""
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import tb_hwprof
+from tb_hwprof.analysis.summary import headline_scalars, interval_union_ns
+from tb_hwprof.detect import sniff
+from tb_hwprof.errors import InputError
+from tb_hwprof.readers.nsys_sqlite import read_nsys_sqlite
+
+REPO = Path(__file__).resolve().parent.parent
+DLPROF = "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite"  # the only export with NVTX ranges
+CARDIAC = "nsys/cardiac_rtx3060l_nocuda_2021.3.3.sqlite"  # no CUDA tables at all
+COPY_KINDS = {1: "Host-to-Device", 2: "Device-to-Host", 8: "Device-to-Device", 10: "Peer-to-Peer"}
+
+
+def _samples() -> Path:
+    return Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrise `nsys_sqlite` over every .sqlite under <samples>/nsys (ids are file names)."""
+    if "nsys_sqlite" in metafunc.fixturenames:
+        files = sorted((_samples() / "nsys").glob("*.sqlite")) if (_samples() / "nsys").is_dir() else []
+        if not files:
+            files = [None] if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES") else [
+                pytest.param(None, marks=pytest.mark.skip(reason=f"no nsys .sqlite under {_samples()}"))]
+        metafunc.parametrize("nsys_sqlite", files, ids=lambda p: p.name if isinstance(p, Path) else "none")
+
+
+def sample(samples_dir, name):
+    path = samples_dir / name
+    if not path.is_file():
+        pytest.skip(f"{name} not in the samples")
+    return path
+
+
+def query(path, sql, *args):
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def tables_of(path):
+    return {n for (n,) in query(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+# ------------------------------------------------------------------ every export
+def test_sniffed_and_read_with_provenance(nsys_sqlite):
+    assert sniff(nsys_sqlite) == "nsys-sqlite"
+    profile = tb_hwprof.read(nsys_sqlite)
+    assert profile.provenance.tool == "nsys"
+    assert profile.provenance.source_format == "nsys-sqlite"
+    meta = [t for t in ("META_DATA_EXPORT", "EXPORT_META_DATA") if t in tables_of(nsys_sqlite)]
+    if meta:
+        (version,) = query(nsys_sqlite, f"SELECT value FROM {meta[0]} WHERE name = 'EXPORT_PRODUCT_VERSION'")[0]
+        assert profile.provenance.tool_version == version
+    else:
+        assert profile.provenance.tool_version == ""
+        assert any("version is unknown" in n for n in profile.notes)
+    assert profile.devices and profile.devices[0].name
+    for device in profile.devices:
+        for peak in device.peaks.values():
+            assert peak.source == "datasheet" and "not measured" in peak.how
+
+
+def test_kernel_rows_and_per_name_totals(nsys_sqlite):
+    profile = read_nsys_sqlite(nsys_sqlite)
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables_of(nsys_sqlite):
+        assert profile.kernels.empty
+        return
+    expected = query(nsys_sqlite, """
+        SELECT d.value, count(*), sum(k.end - k.start), min(k.end - k.start), max(k.end - k.start)
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds d ON d.id = k.demangledName GROUP BY d.value""")
+    summary = profile.summaries["cuda_gpu_kern_sum"].set_index("name")
+    assert len(summary) == len(expected)
+    for name, count, total, lo, hi in expected:
+        row = summary.loc[name]
+        assert (row["instances"], row["total_ns"], row["min_ns"], row["max_ns"]) == (count, total, lo, hi)
+        durations = [d for (d,) in query(nsys_sqlite, """
+            SELECT k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds d ON d.id = k.demangledName
+            WHERE d.value = ?""", name)]
+        assert row["med_ns"] == pytest.approx(statistics.median(durations))
+        assert row["stddev_ns"] == pytest.approx(statistics.stdev(durations) if count > 1 else 0.0)
+    assert summary["time_pct"].sum() == pytest.approx(100.0)
+    # The per-launch table agrees with the same query.
+    kernels = profile.kernels
+    assert len(kernels) == sum(e[1] for e in expected)
+    by_name = kernels.groupby("demangled_name")["duration_ns"].agg(["count", "sum"])
+    for name, count, total, _, _ in expected:
+        assert (by_name.loc[name, "count"], by_name.loc[name, "sum"]) == (count, total)
+    assert (kernels["end_ns"] - kernels["start_ns"] == kernels["duration_ns"]).all()
+    assert kernels["start_ns"].is_monotonic_increasing
+    assert kernels["correlation_id"].notna().all() and kernels["sm_throughput_pct"].isna().all()
+
+
+def test_kernel_launch_columns(nsys_sqlite):
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables_of(nsys_sqlite):
+        pytest.skip("no kernels in this export")
+    kernels = read_nsys_sqlite(nsys_sqlite).kernels.set_index("correlation_id")
+    rows = query(nsys_sqlite, """
+        SELECT k.correlationId, s.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ,
+               k.registersPerThread, k.staticSharedMemory + k.dynamicSharedMemory, k.streamId, k.deviceId
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName""")
+    for corr, short, gx, gy, gz, bx, by, bz, regs, shared, stream, device in rows:
+        row = kernels.loc[float(corr)]
+        row = row.iloc[0] if isinstance(row, pd.DataFrame) else row
+        assert row["name"] == short
+        assert row["grid"] == f"({gx}, {gy}, {gz})" and row["block"] == f"({bx}, {by}, {bz})"
+        assert row["grid_size"] == gx * gy * gz and row["block_size"] == bx * by * bz
+        assert (row["registers_per_thread"], row["shared_mem_bytes"]) == (regs, shared)
+        assert (row["stream"], row["device"]) == (stream, device)
+
+
+def test_memory_operation_totals(nsys_sqlite):
+    profile = read_nsys_sqlite(nsys_sqlite)
+    names = tables_of(nsys_sqlite)
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" not in names and "CUPTI_ACTIVITY_KIND_MEMSET" not in names:
+        assert "cuda_gpu_mem_time_sum" not in profile.summaries
+        return
+    expected = {}
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in names:
+        for kind, count, total, size in query(nsys_sqlite, """
+                SELECT copyKind, count(*), sum(end - start), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY
+                GROUP BY copyKind"""):
+            expected[f"[CUDA memcpy {COPY_KINDS[kind]}]"] = (count, total, size)
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in names:
+        ((count, total, size),) = query(nsys_sqlite, "SELECT count(*), sum(end - start), sum(bytes) "
+                                                     "FROM CUPTI_ACTIVITY_KIND_MEMSET")
+        expected["[CUDA memset]"] = (count, total, size)
+    times = profile.summaries["cuda_gpu_mem_time_sum"].set_index("operation")
+    sizes = profile.summaries["cuda_gpu_mem_size_sum"].set_index("operation")
+    assert set(times.index) == set(sizes.index) == set(expected)
+    for op, (count, total, size) in expected.items():
+        assert (times.loc[op, "count"], times.loc[op, "total_ns"]) == (count, total)
+        assert (sizes.loc[op, "count"], sizes.loc[op, "total_bytes"]) == (count, size)
+    kinds = profile.summaries["cuda_gpu_mem_kind_sum"]
+    assert kinds["total_bytes"].sum() == sum(e[2] for e in expected.values())
+    assert set(kinds["src_kind"]) | set(kinds["dst_kind"]) <= {"", "Pageable", "Pinned", "Device", "Managed"}
+
+
+def test_cuda_api_totals(nsys_sqlite):
+    profile = read_nsys_sqlite(nsys_sqlite)
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables_of(nsys_sqlite):
+        assert "cuda_api_sum" not in profile.summaries
+        return
+    api = profile.summaries["cuda_api_sum"].set_index("name")
+    expected = query(nsys_sqlite, """SELECT s.value, count(*), sum(r.end - r.start), min(r.end - r.start)
+                                     FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                                     GROUP BY s.value""")
+    assert len(api) == len(expected)
+    for name, count, total, lo in expected:
+        assert (api.loc[name, "num_calls"], api.loc[name, "total_ns"], api.loc[name, "min_ns"]) == (count, total, lo)
+    assert api["total_ns"].is_monotonic_decreasing
+
+
+def test_gpu_busy_is_the_union_of_gpu_operations(nsys_sqlite):
+    profile = read_nsys_sqlite(nsys_sqlite)
+    names = tables_of(nsys_sqlite)
+    gpu_tables = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                              "CUPTI_ACTIVITY_KIND_MEMSET") if t in names]
+    if not gpu_tables:
+        assert "gpu_activity" not in profile.summaries
+        assert set(headline_scalars(profile.kernels, profile.summaries)) == {"kernel_launches"}
+        return
+    intervals = sorted(r for t in gpu_tables for r in query(nsys_sqlite, f"SELECT start, end FROM {t}"))
+    busy, reach = 0, None
+    for start, end in intervals:  # the textbook sweep, one interval at a time
+        if reach is None or start > reach:
+            busy += end - start
+            reach = end
+        elif end > reach:
+            busy += end - reach
+            reach = end
+    activity = profile.summaries["gpu_activity"]
+    assert list(activity["device"]) == [0]
+    assert activity.loc[0, "busy_ns"] == busy
+    api_tables = gpu_tables + (["CUPTI_ACTIVITY_KIND_RUNTIME"] if "CUPTI_ACTIVITY_KIND_RUNTIME" in names else [])
+    first = min(query(nsys_sqlite, f"SELECT min(start) FROM {t}")[0][0] for t in api_tables)
+    last = max(query(nsys_sqlite, f"SELECT max(end) FROM {t}")[0][0] for t in api_tables)
+    assert activity.loc[0, "span_ns"] == last - first
+    scalars = headline_scalars(profile.kernels, profile.summaries)
+    assert scalars["gpu_busy_pct"] == pytest.approx(100.0 * busy / (last - first))
+    assert scalars["gpu_idle_ms"] == pytest.approx((last - first - busy) / 1e6)
+    assert 0.0 <= scalars["memcpy_share_of_busy_pct"] <= 100.0
+
+
+def test_interval_union_by_hand():
+    assert interval_union_ns([], []) == 0
+    assert interval_union_ns([0, 5, 20, 1], [10, 8, 30, 3]) == 20  # nested and disjoint
+    assert interval_union_ns([0, 10], [10, 20]) == 20  # touching
+    assert interval_union_ns([30, 0], [40, 35]) == 40  # unsorted, overlapping
+
+
+def test_opened_read_only_nothing_written_beside(tmp_path, samples_dir):
+    src = sample(samples_dir, DLPROF)
+    copy = tmp_path / "report.sqlite"
+    shutil.copyfile(src, copy)
+    copy.chmod(0o444)
+    before = copy.read_bytes()
+    read_nsys_sqlite(copy)
+    assert [p.name for p in tmp_path.iterdir()] == ["report.sqlite"]
+    assert copy.read_bytes() == before
+
+
+# ------------------------------------------------------------------ the export without CUDA
+def test_export_without_cuda_is_an_empty_profile_with_a_note(tmp_path, samples_dir):
+    path = sample(samples_dir, CARDIAC)
+    profile = tb_hwprof.read(path)
+    assert profile.kernels.empty and profile.summaries == {}
+    assert any("no CUDA trace" in n for n in profile.notes)
+    assert profile.devices[0].name == "NVIDIA GeForce RTX 3060 Laptop"
+    run = tb_hwprof.export(path, tmp_path, "cardiac")
+    back = tb_hwprof.load_run(run)
+    assert back.kernels.empty and back.notes == profile.notes
+
+
+# ------------------------------------------------------------------ NVTX
+def nvtx_kernels_by_sql(path, where, *args):
+    """(count, GPU ns) of kernels whose launching call started inside the matching ranges, same thread."""
+    return query(path, f"""
+        SELECT count(*), coalesce(sum(k.end - k.start), 0)
+        FROM NVTX_EVENTS n
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.globalTid = n.globalTid AND r.start >= n.start AND r.start < n.end
+        JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId
+        WHERE {where}""", *args)[0]
+
+
+def test_nvtx_projection_checked_by_hand(samples_dir):
+    path = sample(samples_dir, DLPROF)
+    phases = read_nsys_sqlite(path).summaries["nvtx_phases"].set_index("name")
+    conv = "aten::cudnn_convolution, seq = 0"
+    count, gpu = nvtx_kernels_by_sql(path, "n.text = ?", conv)
+    assert count == 23 and gpu > 0
+    assert (phases.loc[conv, "kernels"], phases.loc[conv, "gpu_time_ns"]) == (count, gpu)
+    # aten::conv2d also holds the bias add_ that follows the cuDNN call: its kernels are exactly those two.
+    outer, add = phases.loc["aten::conv2d, seq = 0"], phases.loc["aten::add_, seq = 2"]
+    assert outer["kernels"] == count + add["kernels"] == 24
+    assert outer["gpu_time_ns"] == gpu + add["gpu_time_ns"]
+    (cpu,) = query(path, "SELECT end - start FROM NVTX_EVENTS WHERE text = ?", conv)[0]
+    assert (phases.loc[conv, "instances"], phases.loc[conv, "total_ns"]) == (1, cpu)
+    # Every kernel of the capture was launched under the outermost forward ranges, none twice.
+    (n_kernels, all_gpu), = query(path, "SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    tops = phases.loc[["aten::conv2d, seq = 0", "aten::conv2d, seq = 3"]]
+    assert (tops["kernels"].sum(), tops["gpu_time_ns"].sum()) == (n_kernels, all_gpu)
+
+
+def test_nvtx_range_inserted_around_two_real_launches(tmp_path, samples_dir):
+    src = sample(samples_dir, DLPROF)
+    path = tmp_path / "dlprof_plus_range.sqlite"
+    shutil.copyfile(src, path)
+    launches = query(path, """
+        SELECT r.start, r.globalTid, k.end - k.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+        JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId ORDER BY r.start""")
+    (a_start, tid, a_gpu), (b_start, _, b_gpu), (c_start, _, _) = launches[10:13]
+    assert a_start < b_start < c_start
+    conn = sqlite3.connect(path)
+    insert = ("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+              "VALUES (?, ?, ?, ?, ?, 0)")
+    conn.execute(insert, (a_start, b_start + 1, 59, "two launches", tid))
+    conn.execute(insert, (a_start, b_start + 1, 60, "two launches start/end", tid))
+    conn.execute(insert, (a_start, c_start, 59, "other thread", tid + 1))
+    conn.execute(insert, (b_start + 1, c_start, 59, "no launch", tid))  # ends where the third starts
+    conn.commit()
+    conn.close()
+    phases = read_nsys_sqlite(path).summaries["nvtx_phases"].set_index("name")
+    for name, style in (("two launches", "PushPop"), ("two launches start/end", "StartEnd")):
+        row = phases.loc[name]
+        assert (row["style"], row["instances"], row["total_ns"]) == (style, 1, b_start + 1 - a_start)
+        assert (row["kernels"], row["gpu_time_ns"]) == (2, a_gpu + b_gpu)
+    assert phases.loc["other thread", "kernels"] == 0
+    assert (phases.loc["no launch", "kernels"], phases.loc["no launch", "gpu_time_ns"]) == (0, 0)
+
+
+# ------------------------------------------------------------------ export and read back
+def test_cli_export_and_load_run_round_trip(tmp_path, nsys_sqlite):
+    logdir = tmp_path / "runs"
+    result = subprocess.run([sys.executable, "-m", "tb_hwprof", "export", str(nsys_sqlite), "--logdir", str(logdir),
+                             "--run", "r", "--quiet"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    back = tb_hwprof.load_run(logdir / "r")
+    fresh = read_nsys_sqlite(nsys_sqlite)
+    assert back.summaries.keys() == fresh.summaries.keys()
+    for name, frame in fresh.summaries.items():
+        pd.testing.assert_frame_equal(back.summaries[name], frame)
+        assert back.summaries[name].attrs["units"] == frame.attrs["units"]
+        assert (logdir / "r" / "plugins" / "tb_hwprof" / f"summary_{name}.json.gz").is_file()
+    cols = ["name", "demangled_name", "duration_ns", "start_ns", "end_ns", "correlation_id", "grid", "stream"]
+    pd.testing.assert_frame_equal(back.kernels[cols], fresh.kernels[cols], check_dtype=False)
+    assert back.provenance.tool == "nsys" and back.notes == fresh.notes
+
+
+# ------------------------------------------------------------------ bad input
+def _cli_error(path, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "tb_hwprof", "export", str(path), "--logdir",
+                             str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tb-hwprof: error: ")
+    assert not (tmp_path / "runs").exists()
+    return lines[0]
+
+
+def test_other_sqlite_is_a_one_line_input_error(tmp_path):
+    path = tmp_path / "notes.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER, text TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(InputError, match="not an Nsight Systems export"):
+        tb_hwprof.read(path)
+    assert "not an Nsight Systems export" in _cli_error(path, tmp_path)
+
+
+def test_truncated_export_is_a_one_line_input_error(tmp_path, samples_dir):
+    path = tmp_path / "cut.sqlite"
+    path.write_bytes(sample(samples_dir, DLPROF).read_bytes()[:65536])
+    with pytest.raises(InputError, match="truncated SQLite file"):
+        tb_hwprof.read(path)
+    assert "truncated" in _cli_error(path, tmp_path)
