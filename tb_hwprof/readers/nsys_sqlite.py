@@ -208,28 +208,35 @@ def _lookup(strings: pd.Series, ids: np.ndarray) -> np.ndarray:
     return strings.reindex(ids).fillna("").to_numpy(dtype=object)
 
 
-def _dims(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """"(x, y, z)" strings, formatted once per distinct shape."""
-    codes, uniques = pd.MultiIndex.from_arrays([x, y, z]).factorize()
-    labels = np.array([f"({a}, {b}, {c})" for a, b, c in uniques], dtype=object)
-    return labels[codes] if len(codes) else np.array([], dtype=object)
+def _unpack_dims(packed: np.ndarray):
+    """(x, y, z) float arrays (NaN where absent) and "(x, y, z)" strings formatted once per distinct shape."""
+    codes, uniques = pd.factorize(packed)  # a hash of one int64 per launch: no per-row Python object
+    labels = np.array(["" if p < 0 else f"({p >> 32}, {(p >> 16) & 0xFFFF}, {p & 0xFFFF})" for p in uniques],
+                      dtype=object)
+    parts = [(packed >> 32).astype("float64"), ((packed >> 16) & 0xFFFF).astype("float64"),
+             (packed & 0xFFFF).astype("float64")]
+    for part in parts:
+        part[packed < 0] = math.nan
+    return parts, labels[codes] if len(codes) else np.array([], dtype=object)
 
 
-KERNEL_SELECT = [  # (column in the export, fallback when absent/NULL)
-    ("start", None), ("end", None), ("deviceId", None), ("contextId", -1), ("streamId", -1),
-    ("correlationId", -1), ("shortName", -1), ("demangledName", -1), ("mangledName", -1),
-    ("registersPerThread", -1), ("gridX", -1), ("gridY", -1), ("gridZ", -1),
-    ("blockX", -1), ("blockY", -1), ("blockZ", -1), ("staticSharedMemory", -1), ("dynamicSharedMemory", -1),
+# (expression, columns it needs); -1 stands for "absent".  CUDA caps gridX at 2^31-1 and
+# gridY/gridZ/block dims at 65535, so a shape packs into one int64 as x<<32 | y<<16 | z.
+KERNEL_SELECT = [
+    ("start", ()), ("end", ()), ("deviceId", ()), ("coalesce(contextId, -1)", ("contextId",)),
+    ("coalesce(streamId, -1)", ("streamId",)), ("coalesce(correlationId, -1)", ("correlationId",)),
+    ("coalesce(shortName, -1)", ("shortName",)), ("coalesce(demangledName, -1)", ("demangledName",)),
+    ("coalesce(mangledName, -1)", ("mangledName",)), ("coalesce(registersPerThread, -1)", ("registersPerThread",)),
+    ("coalesce((gridX << 32) | (gridY << 16) | gridZ, -1)", ("gridX", "gridY", "gridZ")),
+    ("coalesce((blockX << 32) | (blockY << 16) | blockZ, -1)", ("blockX", "blockY", "blockZ")),
+    ("coalesce(staticSharedMemory + dynamicSharedMemory, -1)", ("staticSharedMemory", "dynamicSharedMemory")),
 ]
+KERNEL_FIELDS = ["start", "end", "device", "context", "stream", "correlation", "short", "demangled", "mangled",
+                 "registers", "grid", "block", "shared"]
 
 
 def _kernel_sql(present: Sequence[str]) -> str:
-    exprs = []
-    for col, fallback in KERNEL_SELECT:
-        if col not in present:
-            exprs.append(str(fallback if fallback is not None else "NULL"))
-        else:
-            exprs.append(f'"{col}"' if fallback is None else f'coalesce("{col}", {fallback})')
+    exprs = [expr if all(c in present for c in needs) else "-1" for expr, needs in KERNEL_SELECT]
     return f"SELECT {', '.join(exprs)} FROM {KERNEL} ORDER BY start, rowid"
 
 
@@ -243,32 +250,32 @@ def read_kernels(conn) -> pd.DataFrame:
     present = columns(conn, KERNEL)
     n = conn.execute(f"SELECT count(*) FROM {KERNEL}").fetchone()[0]
     m = _int_matrix(conn, _kernel_sql(present), len(KERNEL_SELECT), n)
-    c = {name: m[:, i] for i, (name, _) in enumerate(KERNEL_SELECT)}
+    c = dict(zip(KERNEL_FIELDS, m.T))
     id_cols = [col for col in ("shortName", "demangledName", "mangledName") if col in present]
     strings = _strings(conn, " UNION ".join(f'SELECT "{col}" FROM {KERNEL}' for col in id_cols))
-    demangled = _lookup(strings, c["demangledName"])
-    short = _lookup(strings, c["shortName"])
-    dims = {k: _nan_negative(c[k]) for k in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")}
-    shared = _nan_negative(c["staticSharedMemory"]) + _nan_negative(c["dynamicSharedMemory"])
+    demangled = _lookup(strings, c["demangled"])
+    short = _lookup(strings, c["short"])
+    (gx, gy, gz), grid = _unpack_dims(c["grid"])
+    (bx, by, bz), block = _unpack_dims(c["block"])
     frame = pd.DataFrame({
         "launch_id": np.arange(n, dtype=np.int64),
         "range_id": np.zeros(n, dtype=np.int64),  # one capture = one range
         "name": np.where(short == "", demangled, short),
         "demangled_name": demangled,
-        "mangled_name": _lookup(strings, c["mangledName"]),
-        "device": c["deviceId"].astype("float64"),
-        "context": _nan_negative(c["contextId"]),
-        "stream": _nan_negative(c["streamId"]),
+        "mangled_name": _lookup(strings, c["mangled"]),
+        "device": c["device"].astype("float64"),
+        "context": _nan_negative(c["context"]),
+        "stream": _nan_negative(c["stream"]),
         "duration_ns": (c["end"] - c["start"]).astype("float64"),
-        "grid": _dims(c["gridX"], c["gridY"], c["gridZ"]),
-        "block": _dims(c["blockX"], c["blockY"], c["blockZ"]),
-        "grid_size": dims["gridX"] * dims["gridY"] * dims["gridZ"],
-        "block_size": dims["blockX"] * dims["blockY"] * dims["blockZ"],
-        "registers_per_thread": _nan_negative(c["registersPerThread"]),
-        "shared_mem_bytes": shared,
+        "grid": grid,
+        "block": block,
+        "grid_size": gx * gy * gz,
+        "block_size": bx * by * bz,
+        "registers_per_thread": _nan_negative(c["registers"]),
+        "shared_mem_bytes": _nan_negative(c["shared"]),
         "start_ns": c["start"].astype("float64"),
         "end_ns": c["end"].astype("float64"),
-        "correlation_id": _nan_negative(c["correlationId"]),
+        "correlation_id": _nan_negative(c["correlation"]),
     })
     return normalise_kernels(frame)
 
@@ -427,56 +434,73 @@ def _nvtx_domains(conn) -> Dict[int, str]:
     return {int(d): t or "" for d, t in rows if d is not None}
 
 
+def _materialise_ranges(conn) -> None:
+    """Temp tables: range texts -> integer ids, and the closed ranges keyed by those ids, so grouping
+    and joining sort integers instead of texts (PyTorch's NVTX texts run to a kilobyte)."""
+    ranges = _nvtx_ranges_sql(conn)
+    for table in ("tbh_name", "tbh_range"):
+        conn.execute(f"DROP TABLE IF EXISTS temp.{table}")
+    conn.execute("CREATE TEMP TABLE tbh_name (id INTEGER PRIMARY KEY, name TEXT UNIQUE)")
+    conn.execute(f"INSERT OR IGNORE INTO tbh_name (name) SELECT name FROM ({ranges})")
+    # rid as the primary key: the projection's GROUP BY rid then walks the table in order, no sort.
+    conn.execute("CREATE TEMP TABLE tbh_range (rid INTEGER PRIMARY KEY, start, end, tid, nid, domain, etype)")
+    conn.execute(f"""INSERT INTO tbh_range SELECT g.rid, g.start, g.end, g.tid, t.id, g.domain, g.etype
+                     FROM ({ranges}) g JOIN tbh_name t ON t.name = g.name""")
+
+
 def _build_launch_index(conn) -> None:
     """Temp table (memory): per kernel, the launching API call's thread and start, indexed for range joins.
 
-    The runtime call is matched on correlationId within the same process (ids restart per process).
+    The call is matched on correlationId within the same process (ids restart per process).  The
+    larger table is scanned and SQLite's automatic index built on the smaller (5x faster at 1M kernels).
     """
+    n_kernels = conn.execute(f"SELECT count(*) FROM {KERNEL}").fetchone()[0]
+    n_calls = conn.execute(f"SELECT count(*) FROM {RUNTIME}").fetchone()[0]
+    order = f"{RUNTIME} r CROSS JOIN {KERNEL} k" if n_calls >= n_kernels else f"{KERNEL} k CROSS JOIN {RUNTIME} r"
     conn.execute("DROP TABLE IF EXISTS temp.tbh_launch")
     conn.execute(f"""CREATE TEMP TABLE tbh_launch AS
                      SELECT r.globalTid AS tid, r.start AS api_start, k.start AS kstart, k.end AS kend
-                     FROM {KERNEL} k JOIN {RUNTIME} r
+                     FROM {order}
                        ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)""")
-    conn.execute("CREATE INDEX temp.tbh_launch_tid ON tbh_launch(tid, api_start)")
+    conn.execute("CREATE INDEX temp.tbh_launch_tid ON tbh_launch(tid, api_start, kstart, kend)")  # covering
 
 
-def nvtx_projection(conn, ranges_sql: str) -> pd.DataFrame:
-    """Per range name: kernels whose launch call started inside an instance of the range on the
-    same thread (nsys' nvtx_gpu_proj_sum rule), their summed GPU time, and the projected GPU span
-    (first kernel start to last kernel end, per instance, summed)."""
+def nvtx_projection(conn) -> pd.DataFrame:
+    """Per range (nid, domain, etype): kernels whose launch call started inside an instance of the
+    range on the same thread (nsys' nvtx_gpu_proj_sum rule), their summed GPU time, and the
+    projected GPU span (first kernel start to last kernel end, per instance, summed)."""
     _build_launch_index(conn)
-    cur = conn.execute(f"""
+    cur = conn.execute("""
         WITH per AS (
-            SELECT g.name, g.domain, g.etype, count(l.kstart) AS k, total(l.kend - l.kstart) AS gpu,
+            SELECT g.nid, g.domain, g.etype, count(l.kstart) AS k, total(l.kend - l.kstart) AS gpu,
                    max(l.kend) - min(l.kstart) AS span
-            FROM ({ranges_sql}) g LEFT JOIN tbh_launch l
+            FROM tbh_range g LEFT JOIN tbh_launch l
               ON l.tid = g.tid AND l.api_start >= g.start AND l.api_start < g.end
             GROUP BY g.rid)
-        SELECT name, domain, etype, sum(k), CAST(sum(gpu) AS INTEGER), coalesce(sum(span), 0)
+        SELECT nid, domain, etype, sum(k), CAST(sum(gpu) AS INTEGER), coalesce(sum(span), 0)
         FROM per GROUP BY 1, 2, 3""")
-    return pd.DataFrame(cur.fetchall(), columns=["name", "domain", "etype", "kernels", "gpu_time_ns",
-                                                 "gpu_span_ns"])
+    return pd.DataFrame(cur.fetchall(), columns=["nid", "domain", "etype", "kernels", "gpu_time_ns", "gpu_span_ns"])
 
 
 def nvtx_phases(conn, names: Set[str]) -> Optional[pd.DataFrame]:
     """NVTX ranges per (domain, name, style): instances and CPU wall time as `nsys stats --report
     nvtx_sum` gives them, plus the GPU time of the kernels launched inside them."""
-    ranges = _nvtx_ranges_sql(conn)
-    stats = duration_stats(conn, f"SELECT name, domain, etype, end - start AS dur FROM ({ranges})",
-                           ["name", "domain", "etype"])
+    _materialise_ranges(conn)
+    keys = ["nid", "domain", "etype"]
+    stats = duration_stats(conn, "SELECT nid, domain, etype, end - start AS dur FROM tbh_range", keys)
     if stats.empty:
         return None
     out = _stats_frame(stats, "instances", "ns")
-    for col in ("name", "domain", "etype"):
-        out[col] = stats[col]
+    out[keys] = stats[keys]
     if KERNEL in names and RUNTIME in names:
-        gpu = nvtx_projection(conn, ranges)
-        out = out.merge(gpu, on=["name", "domain", "etype"], how="left")
+        out = out.merge(nvtx_projection(conn), on=keys, how="left")
     else:
         out["kernels"], out["gpu_time_ns"], out["gpu_span_ns"] = 0, 0, 0
+    texts = dict(conn.execute("SELECT id, name FROM tbh_name").fetchall())
     domains = _nvtx_domains(conn)
+    out["name"] = [texts[i] for i in out.pop("nid")]
+    out["domain"] = [domains.get(int(d), "" if int(d) == 0 else f"domain {d}") for d in out["domain"]]
     out["style"] = out.pop("etype").map(NVTX_STYLES)
-    out["domain"] = out["domain"].map(lambda d: domains.get(int(d), "" if int(d) == 0 else f"domain {d}"))
     for col in ("kernels", "gpu_time_ns", "gpu_span_ns"):
         out[col] = out[col].fillna(0).astype("int64")
     return _sorted(out, "total_ns", "name")
