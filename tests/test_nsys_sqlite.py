@@ -229,6 +229,20 @@ def test_export_without_cuda_is_an_empty_profile_with_a_note(tmp_path, samples_d
     assert back.kernels.empty and back.notes == profile.notes
 
 
+def test_cuda_tables_without_rows_give_an_empty_profile(tmp_path, samples_dir):
+    path = tmp_path / "emptied.sqlite"
+    shutil.copyfile(sample(samples_dir, "nsys/gpu4_t4_2022.4.2.sqlite"), path)
+    conn = sqlite3.connect(path)
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        conn.execute(f"DELETE FROM {table}")
+    conn.commit()
+    conn.close()
+    profile = tb_hwprof.read(path)
+    assert profile.kernels.empty and profile.summaries == {}
+    assert any("no kernel ran" in n for n in profile.notes)
+    assert tb_hwprof.load_run(tb_hwprof.export(path, tmp_path / "runs", "emptied")).summaries == {}
+
+
 # ------------------------------------------------------------------ NVTX
 def nvtx_kernels_by_sql(path, where, *args):
     """(count, GPU ns) of kernels whose launching call started inside the matching ranges, same thread."""

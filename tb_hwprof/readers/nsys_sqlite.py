@@ -28,7 +28,6 @@ from ..analysis.summary import gpu_activity
 from ..errors import InputError
 from ..model import Device, Peak, Profile, Provenance, normalise_kernels
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
@@ -569,6 +568,7 @@ def read_summaries(conn, names: Set[str], kernels: pd.DataFrame) -> Dict[str, pd
     activity = activity_summary(conn, names, kernels)
     if activity is not None:
         out["gpu_activity"] = activity
+    out = {name: df for name, df in out.items() if len(df)}  # "absent when there is no data", as documented
     for df in out.values():
         df.attrs["units"] = units_of(df)
     return out
@@ -586,8 +586,8 @@ def _notes(meta: Dict[str, str], names: Set[str], kernels: pd.DataFrame) -> List
         notes.append("no CUDA trace in this export (no CUPTI_ACTIVITY_KIND_* tables): it was captured without "
                      "CUDA tracing (`nsys profile -t cuda`) or the application launched no GPU work, "
                      "so the profile is empty")
-    elif KERNEL not in names:
-        notes.append("CUDA was traced but no kernel ran (no CUPTI_ACTIVITY_KIND_KERNEL table)")
+    elif kernels.empty:
+        notes.append("CUDA was traced but no kernel ran (no rows in CUPTI_ACTIVITY_KIND_KERNEL)")
     if len(kernels):
         notes.append("Nsight Systems traces launches, it does not read hardware counters: throughput, "
                      "occupancy and FLOP columns are empty (profile the kernels with Nsight Compute for those)")
