@@ -10,6 +10,10 @@ SNIFF_BYTES = 64 << 10
 
 def sniff(path: Path) -> str:
     """Name of the format of `path`: 'ncu-rep', 'ncu-csv', 'nsys-sqlite', or raise InputError."""
+    if Path(path).is_dir():
+        from .readers import rocprof_compute  # the one folder input: a rocprof-compute / Omniperf workload
+        if rocprof_compute.is_workload(Path(path)):
+            return "rocprof-compute"
     try:
         with open(path, "rb") as f:
             head = f.read(SNIFF_BYTES)
@@ -34,11 +38,29 @@ def sniff(path: Path) -> str:
         from .readers import nsys_sqlite  # the tables say which tool wrote it, not the header
         if nsys_sqlite.looks_like_nsys(path):
             return "nsys-sqlite"
+        from .readers import rocprof_db
+        if rocprof_db.db_kind(path):
+            return "rocprof-db"
         raise InputError(path, "SQLite database but not an Nsight Systems export (no StringIds with "
                          "CUPTI_ACTIVITY_KIND_* / TARGET_INFO_* tables)",
                          "pass an `nsys export --type sqlite` file, an Nsight Compute report or `ncu --csv` output")
+    amd_intel = _sniff_rocprof_vtune(path, head)
+    if amd_intel:
+        return amd_intel
     raise InputError(path, "unrecognised report format",
                      "tb-hwprof reads Nsight Compute .ncu-rep files and `ncu --csv` output")
+
+
+def _sniff_rocprof_vtune(path: Path, head: bytes):
+    """'rocprof' (any rocprof v1/v2/v3 text variant), 'vtune-csv', or None; refuses look-alikes with a fix."""
+    from .readers import rocprof, vtune
+    rocprof.refuse_non_reports(path, head)  # Perfetto traces, rocminfo dumps, single files of a workload
+    if rocprof.sniff_rocprof(path, head):
+        return "rocprof"
+    kind = vtune.sniff_vtune(head)
+    if kind == "vtune-text":
+        raise InputError(path, "VTune text report (space-aligned columns), not CSV", vtune.CSV_FIX)
+    return kind
 
 
 def _is_text(head: bytes) -> bool:
@@ -61,6 +83,18 @@ def read(path):
     elif fmt == "nsys-sqlite":
         from .readers.nsys_sqlite import read_nsys_sqlite
         profile = read_nsys_sqlite(path)
+    elif fmt == "rocprof-compute":
+        from .readers.rocprof_compute import read_workload
+        profile = read_workload(path)
+    elif fmt == "rocprof-db":
+        from .readers.rocprof_db import read_rocprof_db
+        profile = read_rocprof_db(path)
+    elif fmt == "rocprof":
+        from .readers.rocprof import read_rocprof
+        profile = read_rocprof(path)
+    elif fmt == "vtune-csv":
+        from .readers.vtune import read_vtune
+        profile = read_vtune(path)
     else:
         from .readers.ncu_csv import read_ncu_csv
         profile = read_ncu_csv(path)

@@ -1,0 +1,284 @@
+"""Intel VTune (and VTune Amplifier) CLI reports written with `vtune -report <type> -format csv`.
+
+Handled: function / loop / source-line tables (hotspots, bottom-up, uarch-exploration with
+top-down columns), GPU computing-task tables, and the summary report (a
+"Hierarchy Level / Metric Name / Metric Value" list). Delimiters are sniffed (VTune's
+default is a tab; `-csv-delimiter comma|semicolon` change it). Column names are
+hierarchical ("CPU Time:Effective Time:Idle"), units ride on the name ("(%)") or on the
+value ("0.170s" in text reports), and numbers may carry thousands separators.
+
+VTune's results are CPU functions, not GPU kernels: the kernels table stays empty and the
+rows go to profile.summaries["cpu_hotspots"] (or "gpu_computing_tasks" / "vtune_summary").
+The default TEXT output (space-aligned columns under a dashed rule) is refused with a
+one-line error saying how to export CSV.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pandas as pd
+
+from ..analysis.topdown import TOPDOWN_COLUMNS, classify_topdown
+from ..errors import InputError
+from ..model import Device, Profile, Provenance, normalise_kernels
+from .common import sha256_of
+
+DELIMITERS = (",", "\t", ";")
+CSV_FIX = "re-export it with `vtune -report hotspots -r <result> -format csv -csv-delimiter comma -report-output out.csv`"
+GROUP_COLUMNS = ("Function", "Function Stack", "Source File", "Source Line", "Module", "Computing Task",
+                 "Hierarchy Level", "Thread", "Process", "Call Stack", "Basic Block", "Loop", "Task Type",
+                 "Frame Domain", "Core", "Package", "H/W Context", "Address")
+METRIC_HINTS = ("CPU Time", "Clockticks", "Instructions Retired", "Metric Name", "Retiring", "GPU", "Total Time",
+                "Elapsed Time", "Spin Time", "Wait Time", "Front-End Bound", "Back-End Bound")
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?|[-+]?\.\d+)\s*"
+                     r"(%|s|ms|us|µs|ns|B|KB|MB|GB|GB/s|MB/s|GHz|MHz|Hz)?\s*(\(.*\))?\s*$")
+_UNIT_IN_NAME = re.compile(r"\s*\(([^()]*)\)\s*$")
+
+
+# ---------------------------------------------------------------- sniffing
+
+def _first_lines(text: str, n: int = 3) -> List[str]:
+    return [l for l in text.lstrip("\ufeff").splitlines()[:n]]
+
+
+def sniff_delimiter(header: str) -> Optional[str]:
+    """The delimiter that splits the header into the most fields (ties: tab, then comma)."""
+    best, fields = None, 1
+    for d in ("\t", ",", ";"):
+        n = len(next(csv.reader([header], delimiter=d)))
+        if n > fields:
+            best, fields = d, n
+    return best
+
+
+def is_text_report(text: str) -> bool:
+    """VTune's default text output: column titles, then a rule of dashes under each column."""
+    lines = _first_lines(text, 2)
+    return (len(lines) == 2 and re.fullmatch(r"-+(?:\s+-+)+\s*", lines[1] or "") is not None
+            and any(h in lines[0] for h in GROUP_COLUMNS + METRIC_HINTS))
+
+
+def sniff_vtune(head: bytes) -> Optional[str]:
+    """'vtune-csv', 'vtune-text' or None."""
+    text = head.decode("utf-8", errors="replace")
+    if is_text_report(text):
+        return "vtune-text"
+    lines = _first_lines(text, 1)
+    if not lines:
+        return None
+    delim = sniff_delimiter(lines[0])
+    if not delim:
+        return None
+    cols = [c.strip() for c in next(csv.reader([lines[0]], delimiter=delim))]
+    if cols and cols[0] in GROUP_COLUMNS and any(h in c for c in cols[1:] for h in METRIC_HINTS):
+        return "vtune-csv"
+    return None
+
+
+# ---------------------------------------------------------------- values and columns
+
+def parse_value(text) -> Tuple[float, str]:
+    """(number, unit) of a VTune cell ("1,455" -> 1455, "0.170s" -> 0.17 s, "3.8% (0.759 out of 20)" -> 3.8 %)."""
+    m = _NUMBER.match(str(text or ""))
+    if not m:
+        return math.nan, ""
+    return float(m.group(1).replace(",", "")), m.group(2) or ""
+
+
+def column_unit(name: str) -> Tuple[str, str]:
+    """("CPU Time", "") or ("Retiring", "%") from "Retiring(%)"."""
+    m = _UNIT_IN_NAME.search(name)
+    if m and m.group(1) in ("%", "s", "ms", "us", "GB/sec", "GB/s", "MB/s", "GHz", "MHz", "bytes"):
+        return name[:m.start()].strip(), m.group(1)
+    return name.strip(), ""
+
+
+def numeric_column(values: List[str]) -> Tuple[Optional[List[float]], str]:
+    """Floats of a column where every non-empty cell is a number (seconds for time units), else None."""
+    out, units = [], set()
+    for v in values:
+        if str(v).strip() == "":
+            out.append(math.nan)
+            continue
+        x, unit = parse_value(v)
+        if math.isnan(x):
+            return None, ""
+        if unit in TIME_UNITS:
+            x, unit = x * TIME_UNITS[unit], "s"
+        out.append(x)
+        units.add(unit)
+    return out, (units.pop() if len(units) == 1 else "")
+
+
+def read_rows(path: Path, text: str) -> Tuple[List[str], List[List[str]], str]:
+    header_line = _first_lines(text, 1)[0] if text.strip() else ""
+    delim = sniff_delimiter(header_line)
+    if not delim:
+        raise InputError(path, "no delimiter found in the header line", CSV_FIX)
+    rows = [r for r in csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=delim) if any(c.strip() for c in r)]
+    return [c.strip() for c in rows[0]], rows[1:], delim
+
+
+# ---------------------------------------------------------------- tables
+
+def table_frame(header: List[str], rows: List[List[str]]) -> Tuple[pd.DataFrame, Dict[str, str]]:
+    """All columns by their VTune names: numbers parsed where a column holds only numbers, else text."""
+    data, units = {}, {}
+    width = len(header)
+    for i, name in enumerate(header):
+        cells = [r[i] if i < len(r) else "" for r in rows]
+        values, unit = numeric_column(cells)
+        base, name_unit = column_unit(name)
+        data[name] = values if values is not None and any(not math.isnan(v) for v in values) else cells
+        if values is not None and (unit or name_unit):
+            units[name] = unit or name_unit
+    ragged = sum(1 for r in rows if len(r) > width)
+    frame = pd.DataFrame(data, columns=header)
+    frame.attrs["ragged"] = ragged
+    return frame, units
+
+
+def find_column(header: List[str], path: str, prefer_p_core: bool = True) -> Optional[str]:
+    """The column whose hierarchical name (unit dropped) is `path` or ends with ':' + path."""
+    hits = [h for h in header if column_unit(h)[0] == path or column_unit(h)[0].endswith(":" + path)]
+    hits = [h for h in hits if "Efficient-core" not in h] or hits  # hybrid CPUs: the P-core figure
+    return min(hits, key=len) if hits else None
+
+
+TOPDOWN_PATHS = {"retiring_pct": "Retiring", "front_end_bound_pct": "Front-End Bound",
+                 "bad_speculation_pct": "Bad Speculation", "back_end_bound_pct": "Back-End Bound",
+                 "memory_bound_pct": "Memory Bound", "core_bound_pct": "Core Bound"}
+
+
+def _series(frame: pd.DataFrame, col: Optional[str]) -> pd.Series:
+    if not col:
+        return pd.Series(math.nan, index=frame.index, dtype="float64")
+    return pd.to_numeric(frame[col], errors="coerce").astype("float64")
+
+
+def hotspots(header: List[str], frame: pd.DataFrame, units: Dict[str, str]) -> Tuple[pd.DataFrame, List[str]]:
+    """Normalised columns first (name, module, times in s, top-down %), then every VTune column as written."""
+    notes = []
+    group = header[0]
+    name = frame[group].astype(str)
+    out = pd.DataFrame({"name": name})
+    for key, col in (("module", "Module"), ("function_full", "Function (Full)"), ("source_file", "Source File")):
+        out[key] = frame[col].astype(str) if col in frame.columns and col != group else ""
+    cpu = _series(frame, find_column(header, "CPU Time") if "CPU Time" in header else None)
+    spin = _series(frame, next((c for c in ("CPU Time:Spin Time", "Spin Time") if c in header), None))
+    over = _series(frame, next((c for c in ("CPU Time:Overhead Time", "Overhead Time") if c in header), None))
+    eff_col = "CPU Time:Effective Time" if "CPU Time:Effective Time" in header else None
+    out["cpu_time_s"], out["spin_time_s"], out["overhead_time_s"] = cpu, spin, over
+    if eff_col:
+        out["effective_time_s"] = _series(frame, eff_col)
+    elif spin.notna().any() or over.notna().any():
+        # VTune: CPU Time = Effective Time + Spin Time + Overhead Time (older reports omit the first).
+        out["effective_time_s"] = cpu - spin.fillna(0) - over.fillna(0)
+        notes.append("effective time derived as CPU Time - Spin Time - Overhead Time (this report has no "
+                     "CPU Time:Effective Time column)")
+    else:
+        out["effective_time_s"] = math.nan
+    loops = name.str.match(r"^\[(Loop|Outside any loop)")
+    out["is_loop"] = loops
+    topdown = {key: find_column(header, path) for key, path in TOPDOWN_PATHS.items()}
+    for key, col in topdown.items():
+        values = _series(frame, col)
+        if col and not column_unit(col)[1] and values.dropna().between(0, 1).all() and values.notna().any():
+            values = values * 100  # older uarch reports give fractions of pipeline slots
+        out[key] = values
+    if any(topdown.values()):
+        classify_topdown(out)
+        notes.append("top-down labels use Intel TMA thresholds (tb_hwprof/analysis/topdown.py)")
+    for col in header:
+        if col not in out.columns:
+            out[col] = frame[col].values
+    if loops.any():
+        notes.append(f"{int(loops.sum())} rows are loops ('[Loop at line N in f]' / '[Outside any loop]'): "
+                     "the report was grouped by loop")
+    out.attrs["units"] = {"cpu_time_s": "s", "spin_time_s": "s", "overhead_time_s": "s", "effective_time_s": "s",
+                          **{k: "%" for k in TOPDOWN_COLUMNS}, **units}
+    return out, notes
+
+
+def summary_rows(rows: List[List[str]]) -> Tuple[pd.DataFrame, List[str]]:
+    """The summary report: (level, metric, value) rows; a ragged row is a sub-table header, kept as text."""
+    records, stack, ragged = [], [], 0
+    for r in rows:
+        try:
+            level = int(r[0])
+        except (ValueError, IndexError):
+            continue
+        metric = r[1].strip() if len(r) > 1 else ""
+        rest = [c for c in r[2:]]
+        ragged += len(rest) > 1
+        text = " | ".join(c.strip() for c in rest) if len(rest) > 1 else (rest[0].strip() if rest else "")
+        stack = stack[:level] + [metric]
+        value, unit = parse_value(text) if len(rest) <= 1 else (math.nan, "")
+        records.append({"level": level, "metric": metric, "path": ":".join(stack), "value_text": text,
+                        "value": value, "unit": unit})
+    frame = pd.DataFrame(records, columns=["level", "metric", "path", "value_text", "value", "unit"])
+    frame.attrs["units"] = {}
+    notes = [f"VTune summary report: {len(frame)} metrics"]
+    if ragged:
+        notes.append(f"{ragged} row(s) carry more than one value (a sub-table header such as 'Function, Module, "
+                     "CPU Time'); kept as text joined with ' | '")
+    return frame, notes
+
+
+def cpu_device(summary: pd.DataFrame) -> List[Device]:
+    by_path = dict(zip(summary["path"], summary["value_text"]))
+    name = next((v for p, v in by_path.items() if p.endswith("CPU:Name")), "")
+    if not name:
+        return []
+    freq, _ = parse_value(next((v for p, v in by_path.items() if p.endswith("CPU:Frequency")), ""))
+    count, _ = parse_value(next((v for p, v in by_path.items() if p.endswith("CPU:Logical CPU Count")), ""))
+    return [Device(id=0, name=name, vendor="Intel", sm_count=None if math.isnan(count) else int(count),
+                   clock_mhz=None if math.isnan(freq) else freq / 1e6)]
+
+
+# ---------------------------------------------------------------- entry point
+
+def header_era(header: List[str]) -> str:
+    if "CPU Time:Effective Time" in header:
+        return "VTune Amplifier 2016+ / VTune header (CPU Time:Effective/Spin/Overhead Time breakdown)"
+    if "Spin Time" in header or "Overhead Time" in header:
+        return "VTune Amplifier 2015-era header (Spin Time / Overhead Time as top-level columns)"
+    return "VTune header"
+
+
+def read_vtune(path) -> Profile:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
+    if is_text_report(text):
+        raise InputError(path, "VTune text report (space-aligned columns), not CSV", CSV_FIX)
+    header, rows, delim = read_rows(path, text)
+    delim_name = {",": "comma", "\t": "tab", ";": "semicolon"}[delim]
+    devices: List[Device] = []
+    if header[:3] == ["Hierarchy Level", "Metric Name", "Metric Value"]:
+        table, notes = summary_rows(rows)
+        summaries, devices = {"vtune_summary": table}, cpu_device(table)
+    else:
+        frame, units = table_frame(header, rows)
+        if header[0] == "Computing Task":
+            frame.attrs["units"] = units
+            summaries, notes = {"gpu_computing_tasks": frame}, [
+                f"VTune GPU computing tasks: {len(frame)} tasks (per-task aggregates, not per-launch rows)"]
+        else:
+            table, notes = hotspots(header, frame, units)
+            summaries = {"cpu_hotspots": table}
+            notes = [f"VTune {header[0].lower()} table: {len(table)} rows; {header_era(header)}"] + notes
+    notes = [f"{delim_name}-delimited CSV"] + notes + [
+        "VTune results are CPU functions (or GPU computing-task aggregates), not per-launch GPU kernels: the "
+        "kernels table is empty; see the summary tables"]
+    prov = Provenance(tool="vtune", tool_version="", source_path=str(path.resolve()),
+                      source_sha256=sha256_of(path.read_bytes()), source_format="vtune-csv")
+    return Profile(prov, devices, normalise_kernels([]), notes=notes, summaries=summaries)
