@@ -1,0 +1,95 @@
+"""Views over a kernels table: launches grouped by kernel, time per bound label, roofline points.
+
+Vectorised throughout: a table may hold 100,000 launches with as many distinct names, so no
+Python loop runs per group.  Missing values stay missing (None), never 0.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Optional
+
+import pandas as pd
+
+TOP_LAUNCHES = 20
+TOP_FIELDS = ("launch_id", "name", "duration_ns", "pct_time", "bound", "bound_level",
+              "bound_reason", "occupancy_note")
+POINT_FIELDS = ("launch_id", "name", "device", "ai_dram", "ai_l2", "ai_l1", "flop_per_s",
+                "duration_ns", "bound", "bound_reason", "roofline_precision", "binding_roof")
+AI_COLUMNS = ("ai_dram", "ai_l2", "ai_l1")
+
+
+def _none(value) -> Optional[float]:
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _records(frame: pd.DataFrame) -> List[dict]:
+    """Rows as dicts with NaN turned into None (JSON null)."""
+    clean = frame.astype(object).where(frame.notna(), None)
+    return clean.to_dict("records")
+
+
+def total_time(kernels: pd.DataFrame) -> Optional[float]:
+    return _none(kernels["duration_ns"].sum(min_count=1))
+
+
+def bound_labels(kernels: pd.DataFrame) -> pd.Series:
+    """The bound column with empty labels shown as 'unknown'."""
+    return kernels["bound"].replace("", "unknown").fillna("unknown")
+
+
+def dominant_label(keys: pd.Series, labels: pd.Series, durations: pd.Series) -> pd.Series:
+    """Per key, the label covering most time; launch count breaks ties and decides when untimed."""
+    frame = pd.DataFrame({"key": keys.values, "label": labels.values,
+                          "time": durations.fillna(0).values, "n": 1})
+    per = frame.groupby(["key", "label"], sort=False, as_index=False)[["time", "n"]].sum()
+    per = per.sort_values(["time", "n", "label"], ascending=[False, False, True], kind="stable")
+    return per.drop_duplicates("key").set_index("key")["label"]
+
+
+def kernel_groups(kernels: pd.DataFrame) -> List[dict]:
+    """Launches grouped by `name`, biggest total time first (untimed groups last)."""
+    if kernels.empty:
+        return []
+    g = kernels.groupby("name", sort=False)["duration_ns"]
+    out = pd.DataFrame({
+        "demangled_name": kernels.groupby("name", sort=False)["demangled_name"].first(),
+        "calls": g.size(), "total_ns": g.sum(min_count=1), "mean_ns": g.mean(),
+        "min_ns": g.min(), "max_ns": g.max(),
+    })
+    total = total_time(kernels)
+    out["pct_time"] = 100.0 * out["total_ns"] / total if total else math.nan
+    out["bound"] = dominant_label(kernels["name"], bound_labels(kernels), kernels["duration_ns"])
+    out = out.rename_axis("name").reset_index()
+    out = out.sort_values("total_ns", ascending=False, na_position="last", kind="stable")
+    cols = ["name", "demangled_name", "calls", "total_ns", "mean_ns", "min_ns", "max_ns", "pct_time", "bound"]
+    return _records(out[cols])
+
+
+def bottleneck_summary(kernels: pd.DataFrame, top: int = TOP_LAUNCHES) -> dict:
+    """Kernel time per bound label, and the `top` longest launches with their reasons."""
+    total = total_time(kernels)
+    labels = bound_labels(kernels)
+    by = pd.DataFrame({"bound": labels, "time_ns": kernels["duration_ns"], "launches": 1})
+    by = by.groupby("bound", sort=False).agg(time_ns=("time_ns", lambda s: s.sum(min_count=1)),
+                                             launches=("launches", "sum")).reset_index()
+    by["pct_time"] = 100.0 * by["time_ns"] / total if total else math.nan
+    by = by.sort_values(["time_ns", "launches"], ascending=False, na_position="last", kind="stable")
+    longest = kernels.dropna(subset=["duration_ns"]).nlargest(top, "duration_ns", keep="first")
+    longest = longest.assign(pct_time=100.0 * longest["duration_ns"] / total if total else math.nan,
+                             bound=bound_labels(longest))
+    return {"total_ns": total,
+            "by_bound": _records(by[["bound", "time_ns", "pct_time", "launches"]]),
+            "top": _records(longest[list(TOP_FIELDS)])}
+
+
+def roofline_points(kernels: pd.DataFrame) -> List[dict]:
+    """Launches that can be placed on a roofline: FLOP/s and at least one intensity."""
+    has_ai = kernels[list(AI_COLUMNS)].notna().any(axis=1)
+    placed = kernels[kernels["flop_per_s"].notna() & has_ai]
+    points = _records(placed[list(POINT_FIELDS)])
+    for p in points:  # the device id is a float column (NaN when unknown); JSON wants an int
+        p["device"] = None if p["device"] is None else int(p["device"])
+    return points

@@ -1,0 +1,71 @@
+"""JSON in and out for the plugin: fast when orjson is installed, stdlib otherwise.
+
+Responses are cached as gzip bytes, so a warm request costs no encoding and no compression:
+TensorBoard's http_util.Respond sends them as they are (and decompresses on the fly for the
+rare client that does not accept gzip).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any, Optional
+
+try:  # optional: 2-3x faster parsing of a 100k-launch table, 10x faster encoding
+    import orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    orjson = None
+
+# Level 1: the tables are repetitive text; level 1 compresses them almost as well, several times faster.
+GZIP_LEVEL = 1
+
+
+def loads(data: bytes) -> Any:
+    return orjson.loads(data) if orjson is not None else json.loads(data)
+
+
+def _default(value):
+    """numpy scalars (pandas hands them out) -> Python; NaN handled by the callers' cleaning."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON; NaN and infinities become null (a missing figure, never 0)."""
+    if orjson is not None:
+        return orjson.dumps(obj, default=_default, option=orjson.OPT_SERIALIZE_NUMPY)
+    from ..logdir.tables import clean
+    return json.dumps(clean(obj), allow_nan=False, separators=(",", ":")).encode()
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+
+
+def response(obj: Any) -> bytes:
+    """The gzip bytes a JSON route sends."""
+    return gzip_bytes(dumps(obj))
+
+
+def splice_run(doc_bytes: bytes, run: str) -> bytes:
+    """`{"run": R, ...doc}` from the bytes of a JSON object, without re-encoding the document."""
+    body = doc_bytes.lstrip()
+    if not body.startswith(b"{"):
+        raise ValueError("not a JSON object")
+    return b'{"run":' + dumps(run) + b"," + body[1:]
+
+
+def check_columnar(doc: Any, expected_rows: Optional[int] = None) -> None:
+    """A columnar table: every listed column present with `rows` values (and as many as the
+    manifest announced, which catches a table from another export)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("columns"), list) or not doc["columns"]:
+        raise ValueError("not a columnar table (no columns)")
+    rows, data = doc.get("rows"), doc.get("data")
+    if not isinstance(rows, int) or not isinstance(data, dict):
+        raise ValueError("not a columnar table (no rows / data)")
+    for column in doc["columns"]:
+        values = data.get(column)
+        if not isinstance(values, list) or len(values) != rows:
+            raise ValueError(f"column {column!r} does not hold {rows} values")
+    if isinstance(expected_rows, int) and expected_rows != rows:
+        raise ValueError(f"{rows} rows but profile.json says {expected_rows} launches (files from different exports?)")

@@ -1,0 +1,118 @@
+"""Request handling of the plugin (imported on the first request, so pandas loads lazily).
+
+Every route is wrapped: a known problem answers its status with {"error": "..."}; anything
+unexpected is logged and answers 422 with a one-line JSON error, never a bare 500 that would
+leave the tab blank.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Dict, Set
+
+from tensorboard import plugin_util
+from tensorboard.backend import http_util
+from werkzeug import wrappers
+
+from ..logdir import metadata
+from . import encode, static, views
+from .store import HttpError, RunEntry, RunStore, check_run_name
+
+logger = logging.getLogger("tb_hwprof")
+JSON = "application/json"
+
+
+class Service:
+    def __init__(self, data_provider, logdir):
+        self._provider = data_provider
+        self.store = RunStore(logdir)
+        self.routes: Dict[str, Callable] = {
+            "/runs": self.runs, "/kernels": self.kernels, "/kernel_groups": self.kernel_groups,
+            "/kernel": self.kernel, "/roofline": self.roofline, "/bottlenecks": self.bottlenecks,
+            "/compare": self.compare, "/static/*": self.static,
+        }
+
+    def __call__(self, route: str, environ, start_response):
+        request = wrappers.Request(environ)
+        try:
+            response = self.routes[route](request)
+        except HttpError as e:
+            response = error_response(request, e.code, e.message)
+        except Exception as e:  # noqa: BLE001 - the tab must get JSON, whatever broke
+            logger.exception("tb_hwprof: %s failed", request.full_path)
+            response = error_response(request, 422, f"tb_hwprof could not serve {route}: "
+                                                    f"{type(e).__name__}: {e} (details in the TensorBoard log)")
+        return response(environ, start_response)
+
+    # -- runs ---------------------------------------------------------------------------
+    def _listed(self, request) -> Set[str]:
+        """Runs TensorBoard knows that carry tb_hwprof data (the only names accepted)."""
+        if self._provider is None:
+            raise HttpError(422, "TensorBoard gave tb_hwprof no data provider")
+        listing = self._provider.list_blob_sequences(
+            plugin_util.context(request.environ), experiment_id=plugin_util.experiment_id(request.environ),
+            plugin_name=metadata.PLUGIN_NAME)
+        return {run for run, tags in listing.items() if tags}
+
+    def _entry(self, request, param: str = "run") -> RunEntry:
+        run = check_run_name(request.args.get(param))
+        if run not in self._listed(request):
+            raise HttpError(404, f"unknown run {run!r}: not a tb_hwprof run of this TensorBoard (see /runs)")
+        return self.store.entry(run, self.store.run_dir(run))
+
+    def _run_row(self, run: str) -> dict:
+        try:
+            run_dir = self.store.run_dir(run)
+            sig, manifest = self.store.manifest(run, run_dir)
+        except HttpError as e:
+            return views.run_info(run, None, e.message)
+        missing = [name for name, mtime, _ in sig if mtime is None]
+        error = (f"{run_dir}: missing {', '.join(missing)} -- re-export the run with --overwrite" if missing
+                 else self.store.known_error(run, sig))
+        return views.run_info(run, manifest, error)
+
+    # -- routes ---------------------------------------------------------------------------
+    def runs(self, request):
+        return json_response(request, encode.response({"runs": [self._run_row(r) for r in sorted(self._listed(request))]}))
+
+    def kernels(self, request):
+        return json_response(request, self._entry(request).kernels_response())
+
+    def _cached_view(self, request, name: str, build: Callable[[RunEntry], dict]):
+        entry = self._entry(request)
+        return json_response(request, entry.memo(name, lambda: encode.response(build(entry))))
+
+    def kernel_groups(self, request):
+        return self._cached_view(request, "kernel_groups", views.kernel_groups)
+
+    def roofline(self, request):
+        return self._cached_view(request, "roofline", views.roofline)
+
+    def bottlenecks(self, request):
+        return self._cached_view(request, "bottlenecks", views.bottlenecks)
+
+    def kernel(self, request):
+        entry = self._entry(request)
+        return json_response(request, encode.response(views.kernel(entry, request.args.get("launch"))))
+
+    def compare(self, request):
+        base, run = self._entry(request, "base"), self._entry(request, "run")
+        key = ("compare", base.run, base.signature)  # cached in `run`'s entry, valid while base is unchanged
+        return json_response(request, run.memo(key, lambda: encode.response(views.compare_runs(base, run))))
+
+    def static(self, request):
+        prefix = f"/data/plugin/{metadata.PLUGIN_NAME}/static/"
+        path = request.path
+        name = path[path.find(prefix) + len(prefix):] if prefix in path else ""
+        found = static.find(name)
+        if found is None:
+            raise HttpError(404, f"no frontend file {name!r}")
+        with open(found[0], "rb") as f:
+            return http_util.Respond(request, f.read(), found[1])
+
+
+def json_response(request, gz: bytes, code: int = 200):
+    return http_util.Respond(request, gz, JSON, code=code, content_encoding="gzip")
+
+
+def error_response(request, code: int, message: str):
+    return http_util.Respond(request, encode.dumps({"error": message}), JSON, code=code)

@@ -1,0 +1,228 @@
+"""Run names -> folders (confined to the logdir) and a cache of loaded runs.
+
+A run is loaded lazily, piece by piece (manifest, kernels table, encoded responses), and each
+piece is kept until the (mtime_ns, size) of one of the run's files changes.  Failures are cached
+the same way, so a corrupt run is not re-parsed on every request and /runs can report it.
+"""
+from __future__ import annotations
+
+import collections
+import gzip
+import os
+import posixpath
+import re
+import threading
+import zlib
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
+from urllib.parse import unquote
+
+from ..errors import HwprofError, InputError
+from ..logdir import metadata, reader
+from . import encode
+
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")  # C:\... is absolute too, whatever the server's OS
+RUN_FILES = (metadata.MANIFEST, metadata.KERNELS, metadata.RAW_METRICS, metadata.RULES)
+MAX_LOADED = 8  # runs whose tables stay in memory (a 100k-launch run holds ~100 MB)
+# What a damaged file raises while being read: all become a 422 naming the file.
+READ_ERRORS = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError)
+
+
+class HttpError(Exception):
+    """An answer to the client: status code and a one-line message."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = " ".join(str(message).split())  # one line, whatever the cause said
+
+
+def check_run_name(run: Optional[str]) -> str:
+    """400 for names that can never be a run: empty, absolute, '..', NUL, also once more decoded."""
+    if not run:
+        raise HttpError(400, "missing run parameter")
+    for form in (run, unquote(run)):  # werkzeug decoded once; catch %2e%2e%2f sent encoded twice
+        parts = form.replace("\\", "/").split("/")
+        if "\x00" in form or form.startswith(("/", "\\")) or ".." in parts or _DRIVE.match(form):
+            raise HttpError(400, f"bad run name {run!r}: runs are relative names inside the logdir")
+    return run
+
+
+def signature(asset_dir: Path) -> Tuple:
+    """(name, mtime_ns, size) of each file of a run; None for a missing one."""
+    out = []
+    for name in RUN_FILES:
+        try:
+            st = os.stat(asset_dir / name)
+            out.append((name, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((name, None, None))
+    return tuple(out)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class RunEntry:
+    """One run at one signature: the manifest now, everything else built on first use."""
+
+    def __init__(self, run: str, run_dir: Path, sig: Tuple, manifest: dict, loads: collections.Counter):
+        self.run, self.run_dir, self.signature, self.manifest = run, run_dir, sig, manifest
+        self.loads = loads  # the store's read counter
+        self.asset_dir = reader.asset_dir(run_dir)
+        self._lock = threading.Lock()
+        self._cache: Dict[object, object] = {}
+        self._key_locks: Dict[object, threading.Lock] = {}
+        self.error: Optional[str] = None  # first load failure, for /runs
+
+    def memo(self, key, build: Callable[[], object]):
+        """build() once per key; a failure is cached too (as a 422) until the files change.
+
+        One lock per key: a build may use other keys (views need the table) and compare
+        builds read a second run, so a single lock per run could deadlock.
+        """
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            if key not in self._cache:
+                self._cache[key] = self._build(build)
+            value = self._cache[key]
+        if isinstance(value, HttpError):
+            raise value
+        return value
+
+    def _build(self, build: Callable[[], object]):
+        try:
+            return build()
+        except HttpError as e:
+            failure = e
+        except (HwprofError,) + READ_ERRORS as e:
+            failure = HttpError(422, _file_error(e, self.asset_dir))
+        if failure.code == 422 and self.error is None:
+            self.error = failure.message
+        return failure
+
+    def kernels_response(self) -> bytes:
+        return self.memo("kernels_response", self._kernels_response)
+
+    def _kernels_response(self) -> bytes:
+        raw, _ = self._read_kernels()
+        return encode.gzip_bytes(encode.splice_run(raw, self.run))
+
+    def kernels(self):
+        """The kernels table as a DataFrame (parsed on first use, not for /kernels)."""
+        return self.memo("kernels", lambda: self._kernels_frame())
+
+    def _kernels_frame(self):
+        from ..logdir import tables
+        _, doc = self._read_kernels()
+        return tables.kernels_from_json(doc)
+
+    def _read_kernels(self):
+        """Decompressed bytes and parsed document of kernels.json.gz, checked for shape."""
+        path = self.asset_dir / metadata.KERNELS
+        self.loads["kernels"] += 1
+        try:
+            raw = gzip.decompress(path.read_bytes())
+            doc = encode.loads(raw)
+            encode.check_columnar(doc, self.manifest.get("kernel_count"))
+        except READ_ERRORS as e:
+            raise InputError(path, f"unreadable kernels table ({_why(e)})",
+                             "re-export the run with --overwrite") from None
+        return raw, doc
+
+    def raw_metrics(self, launch: int) -> dict:
+        return self.memo(("raw", launch), lambda: _read_detail(
+            reader.read_raw_metrics, self.run_dir, launch, self.asset_dir / metadata.RAW_METRICS))
+
+    def rules(self, launch: int) -> list:
+        return self.memo(("rules", launch), lambda: _read_detail(
+            lambda d, i: reader.read_rules(d)[i], self.run_dir, launch, self.asset_dir / metadata.RULES))
+
+
+def _why(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return text if len(text) < 200 else text[:200] + "..."
+
+
+def _file_error(e: BaseException, where: Path) -> str:
+    if isinstance(e, HwprofError):
+        return str(e)
+    return f"{where}: unreadable ({type(e).__name__}: {_why(e)}) -- re-export the run with --overwrite"
+
+
+def _read_detail(read, run_dir: Path, launch: int, path: Path):
+    try:
+        return read(run_dir, launch)
+    except READ_ERRORS as e:
+        raise InputError(path, f"unreadable ({type(e).__name__}: {_why(e)})",
+                         "re-export the run with --overwrite") from None
+
+
+class RunStore:
+    """Maps listed run names to folders under the logdir and caches what was read from them."""
+
+    def __init__(self, logdir: Optional[str], max_loaded: int = MAX_LOADED):
+        self.logdir = os.path.expanduser(logdir) if logdir else ""
+        self.max_loaded = max_loaded
+        self._lock = threading.Lock()
+        self._manifests: Dict[str, Tuple[Tuple, object]] = {}  # run -> (signature, manifest or HttpError)
+        self._loaded: "collections.OrderedDict[str, RunEntry]" = collections.OrderedDict()
+        self.loads = collections.Counter()  # what was read from disk, for tests and benchmarks
+
+    def run_dir(self, run: str) -> Path:
+        """The run's folder; 404 unless it resolves (symlinks followed) inside the logdir."""
+        if not self.logdir:
+            raise HttpError(404, "tb_hwprof needs TensorBoard started with --logdir (not --logdir_spec)")
+        run_dir = Path(self.logdir) if run == "." else Path(self.logdir, *posixpath.normpath(run).split("/"))
+        root = os.path.realpath(self.logdir)
+        for path in (run_dir, reader.asset_dir(run_dir)):
+            if not _inside(os.path.realpath(path), root):
+                raise HttpError(404, f"run {run!r} resolves outside the logdir")
+        return run_dir
+
+    def manifest(self, run: str, run_dir: Path) -> Tuple[Tuple, dict]:
+        """(signature, manifest); 422 when the manifest is missing, unreadable or too new."""
+        sig = signature(reader.asset_dir(run_dir))
+        with self._lock:
+            cached = self._manifests.get(run)
+        if cached is None or cached[0] != sig:
+            cached = (sig, self._read_manifest(run_dir))
+            with self._lock:
+                self._manifests[run] = cached
+        if isinstance(cached[1], HttpError):
+            raise cached[1]
+        return cached
+
+    def _read_manifest(self, run_dir: Path):
+        self.loads["manifest"] += 1
+        try:
+            manifest = reader.read_manifest(run_dir)
+            if not isinstance(manifest.get("provenance"), dict) or not isinstance(manifest.get("devices"), list):
+                raise InputError(reader.asset_dir(run_dir) / metadata.MANIFEST,
+                                 "manifest lacks provenance or devices", "re-export the run with --overwrite")
+            return manifest
+        except HwprofError as e:
+            return HttpError(422, str(e))
+
+    def entry(self, run: str, run_dir: Path) -> RunEntry:
+        """The cached run, reloaded when one of its files changed."""
+        sig, manifest = self.manifest(run, run_dir)
+        with self._lock:
+            entry = self._loaded.get(run)
+            if entry is None or entry.signature != sig:
+                entry = RunEntry(run, run_dir, sig, manifest, self.loads)
+                self._loaded[run] = entry
+            self._loaded.move_to_end(run)
+            while len(self._loaded) > self.max_loaded:
+                self._loaded.popitem(last=False)
+        return entry
+
+    def known_error(self, run: str, sig: Tuple) -> Optional[str]:
+        """A load failure already seen for this run at these files (no new reading)."""
+        with self._lock:
+            entry = self._loaded.get(run)
+        if entry is not None and entry.signature == sig:
+            return entry.error
+        return None
