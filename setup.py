@@ -6,7 +6,11 @@ setup(
     description="Nsight Compute / Nsight Systems / rocprof / VTune results in TensorBoard",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["tb_hwprof", "tb_hwprof.*"]),
+    packages=find_packages(include=["tb_hwprof", "tb_hwprof.*"]) + ["tb_hwprof.frontend"],
+    # The plugin's frontend (plain ES modules, no build step) lives at the top of the repo and is
+    # installed as package data of tb_hwprof.frontend, where the plugin finds it by import.
+    package_dir={"tb_hwprof.frontend": "frontend"},
+    package_data={"tb_hwprof.frontend": [f"{d}*.{e}" for d in ("", "**/") for e in ("js", "css", "html", "svg")]},
     python_requires=">=3.9",
     install_requires=[
         "tensorboard>=2.12",
@@ -18,9 +22,13 @@ setup(
         # NVIDIA's own reader of .ncu-rep (proprietary licence): optional, never vendored.
         "ncu": ["ncu-report"],
         "test": ["pytest>=7", "ncu-report", "playwright>=1.40"],
+        # Optional: the plugin parses and encodes large kernel tables 2-10x faster with it.
+        "fast": ["orjson>=3"],
     },
     entry_points={
         "console_scripts": ["tb-hwprof=tb_hwprof.cli:main"],
+        # The module named here must import nothing heavy: TensorBoard imports it on every start.
+        "tensorboard_plugins": ["tb_hwprof = tb_hwprof.plugin.hwprof_plugin:HwprofPluginLoader"],
     },
     include_package_data=True,
 )
