@@ -48,7 +48,7 @@ MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 
 _API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaMalloc_v3020 -> cudaMalloc (runtime version tag, not _v2 symbols)
 
 # Column units of the summaries (suffix convention of the names, spelled out for the JSON "units").
-SUMMARY_UNITS = {"_ns": "ns", "_pct": "%", "_bytes": "bytes", "_bytes_per_s": "bytes/s"}
+SUMMARY_UNITS = {"_ns": "ns", "_pct": "%", "_bytes": "bytes", "_bytes_per_s": "byte/s"}
 
 
 # ---------------------------------------------------------------- connection and schema
