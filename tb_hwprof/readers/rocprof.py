@@ -453,7 +453,9 @@ def read_v1_json(path: Path) -> Profile:
         lane = lanes.get(str(e.get("pid")), "")
         kind = "gpu" if lane.startswith("GPU") else "copy" if lane == "COPY" else "api"
         by_lane.setdefault(kind, []).append(e)
-    table = pd.DataFrame([{k: str(v) for k, v in e.get("args", {}).items()} for e in by_lane.get("gpu", [])])
+    # --hip-trace JSON names kernels in args "Name" (dispatch traces: "KernelName"); the event name as a last resort.
+    table = pd.DataFrame([{"KernelName": e.get("args", {}).get("Name", e.get("name", "")),
+                           **{k: str(v) for k, v in e.get("args", {}).items()}} for e in by_lane.get("gpu", [])])
     kernels, notes = dispatch_kernels(table) if len(table) else (normalise_kernels([]), [])
     summaries = kernel_stats(kernels)
     summaries.update(_json_activity(by_lane.get("copy", []), "memory_copies"))
