@@ -20,7 +20,7 @@ import pytest
 import tb_hwprof
 from tb_hwprof.analysis import compare
 from tb_hwprof.logdir import metadata, reader
-from tb_hwprof.plugin import hwprof_plugin, static, store
+from tb_hwprof.plugin import hwprof_plugin, rawindex, static, store
 
 REPO = Path(__file__).resolve().parent.parent
 P = "/data/plugin/tb_hwprof"
@@ -197,6 +197,39 @@ def test_kernel_detail(app, samples_dir):
     app.json("/kernel", expect=404, run=SPY, launch="-1")
     app.json("/kernel", expect=400, run=SPY, launch="x")
     app.json("/kernel", expect=400, run=SPY)
+
+
+@pytest.mark.parametrize("block", [1 << 20, 4096, 333])  # small blocks: many checkpoints, entries across them
+def test_raw_metrics_index_equals_the_reader(logdir, monkeypatch, block):
+    monkeypatch.setattr(rawindex, "BLOCK", block)
+    expected = reader.read_raw_metrics(logdir / SPY)
+    index = rawindex.RawMetricsIndex(logdir / SPY / "plugins/tb_hwprof" / metadata.RAW_METRICS).build()
+    assert index.count == len(expected) == 105
+    assert [index.launch(i) for i in range(105)] == expected
+
+
+def test_kernel_detail_when_raw_metrics_are_laid_out_otherwise(tmp_path, samples_dir, ncu_report_module):
+    """Keys in another order: the index declines and the reader answers, with the same data."""
+    logs = tmp_path / "logs"
+    tb_hwprof.export(ncu(samples_dir, "spyinfer_a10_105launches_2023.2.0.ncu-rep"), logs, "run")
+    path = logs / "run/plugins/tb_hwprof" / metadata.RAW_METRICS
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    expected = reader.read_raw_metrics(logs / "run", 104)
+    path.write_bytes(gzip.compress(json.dumps({"launches": doc["launches"], "metric_sets": doc["metric_sets"]}).encode()))
+    app = App(logs)
+    assert app.json("/kernel", run="run", launch="104")["raw_metrics"] == expected
+    assert app.store.loads["raw_index"] == 1
+
+
+def test_kernel_detail_of_a_truncated_raw_metrics_file_is_422(tmp_path, samples_dir, ncu_report_module):
+    logs = tmp_path / "logs"
+    tb_hwprof.export(ncu(samples_dir, "spyinfer_a10_105launches_2023.2.0.ncu-rep"), logs, "run")
+    path = logs / "run/plugins/tb_hwprof" / metadata.RAW_METRICS
+    path.write_bytes(path.read_bytes()[:-1000])
+    app = App(logs)
+    error = app.json("/kernel", expect=422, run="run", launch="3")["error"]
+    assert metadata.RAW_METRICS in error and "re-export" in error
+    assert app.json("/kernels", run="run")["rows"] == 105  # the table itself is fine
 
 
 def gpu_time(ncu_report, path):

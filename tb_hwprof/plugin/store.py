@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 from ..errors import HwprofError, InputError
 from ..logdir import metadata, reader
-from . import encode
+from . import encode, rawindex
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")  # C:\... is absolute too, whatever the server's OS
 RUN_FILES = (metadata.MANIFEST, metadata.KERNELS, metadata.RAW_METRICS, metadata.RULES)
@@ -133,8 +133,29 @@ class RunEntry:
         return raw, doc
 
     def raw_metrics(self, launch: int) -> dict:
-        return self.memo(("raw", launch), lambda: _read_detail(
-            reader.read_raw_metrics, self.run_dir, launch, self.asset_dir / metadata.RAW_METRICS))
+        return self.memo(("raw", launch), lambda: self._raw_metrics(launch))
+
+    def _raw_metrics(self, launch: int) -> dict:
+        """Through the index (one entry parsed); the reader (whole file) if the layout surprised it."""
+        index = self.memo("raw_index", self._raw_index)
+        if index is not None:
+            try:
+                return index.launch(launch)
+            except rawindex.LayoutError:
+                pass
+        return _read_detail(reader.read_raw_metrics, self.run_dir, launch, self.asset_dir / metadata.RAW_METRICS)
+
+    def _raw_index(self) -> Optional["rawindex.RawMetricsIndex"]:
+        path = self.asset_dir / metadata.RAW_METRICS
+        self.loads["raw_index"] += 1
+        try:
+            index = rawindex.RawMetricsIndex(path).build()
+        except rawindex.LayoutError:
+            return None
+        except READ_ERRORS as e:
+            raise InputError(path, f"unreadable raw metrics ({type(e).__name__}: {_why(e)})",
+                             "re-export the run with --overwrite") from None
+        return index if index.count == self.manifest.get("kernel_count") else None
 
     def rules(self, launch: int) -> list:
         return self.memo(("rules", launch), lambda: _read_detail(
