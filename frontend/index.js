@@ -42,7 +42,7 @@ class App {
       const next = stateStore.parse(location.hash);
       if (stateStore.format(next) !== stateStore.format(this.state)) {
         this.state = next.view ? next : {view: "runs"};
-        this.show();
+        if (this.runs !== null) this.show();  // else start() shows it once the runs are listed
       }
     });
   }
@@ -55,7 +55,7 @@ class App {
     const reload = h("button", {type: "button", title: "reload runs and data", onclick: () => this.reload()}, "⟳");
     this.header = h("header", {class: "top"},
       h("span", {class: "brand"}, "HW profile"), this.nav,
-      h("label", {class: "run-pick"}, "Run ", this.picker), reload, this.share);
+      h("span", {class: "spacer"}), h("label", {class: "run-pick"}, "Run ", this.picker), reload, this.share);
     this.main = h("main", {id: "view"});
     this.drawer = h("aside", {id: "detail", class: "drawer", hidden: true, "aria-label": "kernel detail"});
     replace(this.root, h("div", {class: "hwprof"}, this.header, this.main, this.drawer));
@@ -185,6 +185,7 @@ class App {
     renderDetail(this.drawer, {
       run: this.state.run,
       launch,
+      count: (this.runInfo(this.state.run) || {}).kernel_count ?? null,
       isCurrent: () => this.state.launch === launch && this.state.run !== undefined,
       close: () => this.openLaunch(null),
       open: (other) => this.openLaunch(other),

@@ -41,7 +41,9 @@ export function load() {
 
 export function save(state) {
   const hash = format(state);
-  if (location.hash !== hash) history.replaceState(null, "", hash);
+  // An absolute URL: TensorBoard's plugin page has <base href="plugin/<name>/">, against
+  // which a bare "#..." would resolve to another document.
+  if (location.hash !== hash) history.replaceState(null, "", withHash(hash));
   try {
     localStorage.setItem(STORAGE_KEY, JSON.stringify(state));
   } catch (e) {
@@ -51,7 +53,11 @@ export function save(state) {
 
 /** A link that opens this state on its own (the plugin page outside TensorBoard's shell). */
 export function shareLink(state) {
+  return withHash(format(state));
+}
+
+function withHash(hash) {
   const url = new URL(location.href);
-  url.hash = format(state);
+  url.hash = hash;
   return url.href;
 }

@@ -50,7 +50,8 @@ export async function renderDetail(drawer, ctx) {
 
   const nav = h("div", {class: "detail-nav"},
     h("button", {type: "button", onclick: () => ctx.open(Number(launch) - 1), disabled: Number(launch) <= 0}, "‹ previous launch"),
-    h("button", {type: "button", onclick: () => ctx.open(Number(launch) + 1)}, "next launch ›"));
+    h("button", {type: "button", onclick: () => ctx.open(Number(launch) + 1),
+      disabled: typeof ctx.count === "number" && Number(launch) >= ctx.count - 1}, "next launch ›"));
 
   const summary = h("section", {class: "detail-summary"},
     h("div", {class: "mono full-name", "data-role": "detail-name"}, row.demangled_name || row.name || "(unnamed)"),

@@ -52,9 +52,9 @@ export function render(container, ctx) {
   const toggle = h("label", {class: "toggle"},
     h("input", {type: "checkbox", "data-role": "group-toggle", checked: grouped,
       onchange: (e) => ctx.navigate({group: e.target.checked ? "1" : null, sort: null, page: null})}),
-    " group by name");
+    " group launches by kernel name");
   const slot = h("div");
-  container.append(runHeader(grouped ? "Kernels by name" : "Kernels", ctx), legend(), slot);
+  container.append(runHeader(grouped ? "Kernels by name" : "Kernels", ctx), h("div", {class: "toolbar"}, toggle), legend(), slot);
   const view = {table: null, onSelect(launch) { if (this.table && !grouped) this.table.setSelected(launch); }};
   (grouped ? showGroups : showLaunches)(slot, ctx, run, toggle, view);
   return view;
@@ -70,7 +70,7 @@ async function showLaunches(slot, ctx, run, toggle, view) {
   const columns = LAUNCH_COLUMNS.map((c) => ({...c, unit: c.unitCol ? units[c.unitCol] || null : c.unit}));
   const launchOf = (i) => get("launch_id", i) ?? i;
   const table = new DataTable({
-    columns, rows: n, get, noun: "launches", role: "kernels", toolbarExtra: toggle,
+    columns, rows: n, get, noun: "launches", role: "kernels",
     state: ctx.state, defaultSort: "", selected: ctx.state.launch ?? null,
     filterText: (i) => `${get("name", i) || ""}\n${get("demangled_name", i) || ""}`,
     fullName: (i) => get("demangled_name", i) || get("name", i),
@@ -89,7 +89,7 @@ async function showGroups(slot, ctx, run, toggle, view) {
   const groups = Array.isArray(doc.groups) ? doc.groups : [];
   const get = (key, i) => groups[i][key] ?? null;
   const table = new DataTable({
-    columns: GROUP_COLUMNS, rows: groups.length, get, noun: "kernel names", role: "kernel-groups", toolbarExtra: toggle,
+    columns: GROUP_COLUMNS, rows: groups.length, get, noun: "kernel names", role: "kernel-groups",
     state: ctx.state, defaultSort: "",
     filterText: (i) => `${groups[i].name || ""}\n${groups[i].demangled_name || ""}`,
     fullName: (i) => groups[i].demangled_name || groups[i].name,

@@ -1,0 +1,505 @@
+"""The plugin in a real browser: TensorBoard + the tb_hwprof plugin + headless Chromium.
+
+Builds a logdir from real reports, starts `tensorboard`, opens the "HW Profile" tab and
+drives the plugin's iframe with Playwright.  Expected values come from the reports
+themselves (NVIDIA's ncu_report) and from the model (tb_hwprof.read), not from the backend.
+
+Needs: Debian's chromium (/usr/bin/chromium, or $CHROMIUM), `pip install playwright`
+(no `playwright install`: the system browser is used), and the plugin's
+`tensorboard_plugins` entry point installed (`pip install -e .`).  Skips with the reason
+otherwise.  Screenshots of every view go to test-artifacts/screenshots/.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHOTS = REPO / "test-artifacts" / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+XSS_NAME = "void k<float, 4>(float*) <img src=x onerror=alert(1)>"
+V6 = "armleth_t4_series/report_v6_1d_1_per_thread"
+
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="Python playwright is not installed (pip install playwright)")
+if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)", allow_module_level=True)
+
+
+def _plugin_installed() -> bool:
+    from importlib.metadata import entry_points
+    try:
+        eps = entry_points(group="tensorboard_plugins")
+    except TypeError:  # Python < 3.10
+        eps = entry_points().get("tensorboard_plugins", [])
+    return any(ep.name == "tb_hwprof" for ep in eps)
+
+
+if not _plugin_installed():
+    pytest.skip("the tb_hwprof tensorboard_plugins entry point is not installed (pip install -e .)",
+                allow_module_level=True)
+
+
+# --------------------------------------------------------------------------- expected values
+
+def ncu_durations(ncu_report, path: Path):
+    """gpu__time_duration.sum of every launch, in report order, read with NVIDIA's own reader."""
+    ctx = ncu_report.load_report(str(path))
+    out = []
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            metric = rng.action_by_idx(a)["gpu__time_duration.sum"]
+            assert metric.unit() == "ns"
+            out.append(float(metric.value()))
+    return out
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def reports(samples_dir):
+    ncu = samples_dir / "ncu"
+    files = {
+        "armleth_v1": ncu / "armleth_t4_full_2024.2.1.ncu-rep",
+        "lakshya": ncu / "lakshya_gtx1660s_full_2024.1.1.ncu-rep",
+        "series": sorted((ncu / "armleth_t4_series").glob("*.ncu-rep")),
+    }
+    missing = [str(p) for p in [files["armleth_v1"], files["lakshya"]] if not p.is_file()]
+    if missing or not files["series"]:
+        pytest.skip(f"samples missing under {ncu}: {missing or 'armleth_t4_series/*.ncu-rep'}")
+    return files
+
+
+def _export(files, logdir: Path, run: str):
+    cmd = [sys.executable, "-m", "tb_hwprof", "export", *map(str, files), "--logdir", str(logdir), "--run", run]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory, reports):
+    from tb_hwprof.logdir import tables
+    root = tmp_path_factory.mktemp("browser") / "logs"
+    _export([reports["armleth_v1"]], root, "armleth_v1")
+    _export(reports["series"], root, "armleth_t4_series")
+    _export([reports["lakshya"]], root, "lakshya")
+    # A run whose kernels table was cut short (a crashed copy): the plugin must say so, the rest work.
+    _export([reports["armleth_v1"]], root, "broken")
+    table = root / "broken" / "plugins" / "tb_hwprof" / "kernels.json.gz"
+    table.write_bytes(table.read_bytes()[: max(20, table.stat().st_size // 3)])
+    # A kernel name that is also HTML: it must render as text.
+    _export([reports["lakshya"]], root, "xss")
+    table = root / "xss" / "plugins" / "tb_hwprof" / "kernels.json.gz"
+    doc = tables.read_json_gz(table)
+    for col in ("name", "demangled_name"):
+        doc["data"][col] = [XSS_NAME] * doc["rows"]
+    tables.write_json_gz(table, doc)
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+EXPECTED_RUNS = {"armleth_v1", "lakshya", "broken", "xss", V6}
+
+
+@pytest.fixture(scope="module")
+def tensorboard(logdir, tmp_path_factory):
+    """A TensorBoard serving `logdir`; tries the default data server, then --load_fast=false."""
+    log_dir = tmp_path_factory.mktemp("tb-log")
+    failures = []
+    for extra in ([], ["--load_fast=false"]):
+        port = _free_port()
+        log = open(log_dir / f"tensorboard{'-slow' if extra else ''}.log", "w+")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
+             "--port", str(port), "--reload_interval", "2", *extra],
+            stdout=log, stderr=subprocess.STDOUT, cwd=str(tmp_path_factory.getbasetemp()))
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        seen = set()
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                seen = {r["run"] for r in _get_json(f"{base}/data/plugin/tb_hwprof/runs")["runs"]}
+                if EXPECTED_RUNS <= seen:
+                    break
+            except (urllib.error.URLError, OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.5)
+        if EXPECTED_RUNS <= seen:
+            try:
+                yield base
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                log.close()
+            return
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.seek(0)
+        failures.append(f"tensorboard {' '.join(extra) or '(default)'}: runs seen {sorted(seen)}; "
+                        f"log tail:\n{log.read()[-3000:]}")
+        log.close()
+    pytest.fail("TensorBoard never listed the tb_hwprof runs:\n" + "\n".join(failures))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Session:
+    """The TensorBoard page, its plugin iframe, and what the page did that it should not have."""
+
+    def __init__(self, page, base):
+        self.page = page
+        self.base = base
+        self.dialogs = []
+        self.errors = []
+        page.on("dialog", self._on_dialog)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _on_dialog(self, dialog):
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def open(self):
+        self.page.goto(f"{self.base}/#tb_hwprof")
+        self.page.wait_for_selector("iframe", state="attached", timeout=30000)
+        return self.frame()
+
+    def frame(self):
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            for frame in self.page.frames:
+                if "plugin_entry.html" in frame.url and "tb_hwprof" in frame.url:
+                    frame.wait_for_selector("header.top nav.views", timeout=30000)
+                    return frame
+            self.page.wait_for_timeout(200)  # (not time.sleep: Playwright learns of new frames while it waits)
+        raise AssertionError(f"no tb_hwprof iframe among {[f.url for f in self.page.frames]}")
+
+    def go(self, hash_: str):
+        """Navigate the plugin by its URL hash (what a shared link does)."""
+        frame = self.frame()
+        frame.evaluate("h => { location.hash = h; }", hash_)
+        return frame
+
+    def shot(self, name: str):
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+@pytest.fixture
+def session(browser, tensorboard):
+    context = browser.new_context(viewport={"width": 1500, "height": 950})
+    page = context.new_page()
+    s = Session(page, tensorboard)
+    try:
+        yield s
+    finally:
+        context.close()
+    assert not s.dialogs, f"a dialog fired: {s.dialogs}"
+    assert not s.errors, f"uncaught page errors: {s.errors}"
+
+
+def wait_rows(frame, role: str, n=None, timeout=30000):
+    rows = frame.locator(f"table[data-role={role}] tbody tr[data-row-id]")
+    if n is None:
+        rows.first.wait_for(timeout=timeout)
+    else:
+        frame.wait_for_function(
+            "([role, n]) => document.querySelectorAll(`table[data-role=${role}] tbody tr[data-row-id]`).length === n",
+            arg=[role, n], timeout=timeout)
+    return rows
+
+
+def column(frame, role: str, col: str, attr="data-value"):
+    return frame.eval_on_selector_all(
+        f"table[data-role={role}] tbody tr[data-row-id] td[data-col={col}]",
+        "(cells, attr) => cells.map(c => c.getAttribute(attr))", attr)
+
+
+# --------------------------------------------------------------------------- tests
+
+def test_tab_is_listed_and_opens(session):
+    listing = _get_json(f"{session.base}/data/plugins_listing")
+    assert "tb_hwprof" in listing and listing["tb_hwprof"]["enabled"], listing.get("tb_hwprof")
+    assert listing["tb_hwprof"]["tab_name"] == "HW Profile"
+    frame = session.open()
+    session.page.get_by_text("HW Profile").first.wait_for(timeout=10000)
+    frame.wait_for_selector("table[data-role=runs] tbody tr[data-run]")
+    runs = frame.eval_on_selector_all("table[data-role=runs] tbody tr[data-run]", "rs => rs.map(r => r.dataset.run)")
+    assert EXPECTED_RUNS <= set(runs)
+    row = frame.locator("tr[data-run=lakshya]")
+    assert "ncu 2024.1.1" in row.inner_text()
+    assert "GTX 1660 SUPER" in row.inner_text()
+    assert "lakshya_gtx1660s_full_2024.1.1.ncu-rep" in row.inner_text()
+    session.shot("runs")
+
+
+def test_kernels_of_lakshya_match_ncu_report(session, reports, ncu_report_module):
+    expected = ncu_durations(ncu_report_module, reports["lakshya"])
+    assert len(expected) == 2
+    session.open()
+    frame = session.go("#view=kernels&run=lakshya")
+    wait_rows(frame, "kernels", 2)
+    ids = [int(v) for v in column(frame, "kernels", "launch_id")]
+    durations = [float(v) for v in column(frame, "kernels", "duration_ns")]
+    assert ids == [0, 1]
+    assert durations == pytest.approx(expected, rel=1e-9)
+    # Units in the header, human numbers in the cells: 4.79 ms.
+    header = frame.locator("table[data-role=kernels] th[data-col=duration_ns]").inner_text()
+    assert "(ms)" in header
+    cell = frame.locator("table[data-role=kernels] tr[data-launch-id='0'] td[data-col=duration_ns]")
+    assert cell.inner_text().strip() == f"{expected[0] / 1e6:.3g}"
+    # Occupancy coloured against guidance (>= 50 % good); missing values are "—", never 0.
+    occ = frame.locator("tr[data-launch-id='0'] td[data-col=achieved_occupancy_pct]")
+    assert "good" in occ.get_attribute("class")
+    assert set(frame.locator("table[data-role=kernels] td[data-missing]").all_inner_texts()) <= {"—"}
+    session.shot("kernels")
+
+    # Sorting by duration reorders (desc first, then asc).
+    frame.click("table[data-role=kernels] th[data-col=duration_ns]")
+    desc = [float(v) for v in column(frame, "kernels", "duration_ns")]
+    assert desc == sorted(expected, reverse=True)
+    assert [int(v) for v in column(frame, "kernels", "launch_id")] == sorted(range(2), key=lambda i: -expected[i])
+    frame.click("table[data-role=kernels] th[data-col=duration_ns]")
+    asc = [float(v) for v in column(frame, "kernels", "duration_ns")]
+    assert asc == sorted(expected)
+    assert "sort=duration_ns%3Aasc" in frame.evaluate("location.hash")
+
+    # Filter box.
+    frame.fill("input[data-role=filter]", "no-such-kernel")
+    wait_rows(frame, "kernels", 0)
+    frame.fill("input[data-role=filter]", "naive")
+    wait_rows(frame, "kernels", 2)
+
+    # Grouped by name: one group of 2 calls, total = sum of both.
+    frame.check("input[data-role=group-toggle]")
+    wait_rows(frame, "kernel-groups", 1)
+    assert column(frame, "kernel-groups", "calls") == ["2"]
+    assert float(column(frame, "kernel-groups", "total_ns")[0]) == pytest.approx(sum(expected), rel=1e-9)
+    session.shot("kernels-grouped")
+
+
+def test_kernel_detail(session, reports, ncu_report_module):
+    expected = ncu_durations(ncu_report_module, reports["lakshya"])
+    session.open()
+    frame = session.go("#view=kernels&run=lakshya")
+    wait_rows(frame, "kernels", 2)
+    frame.click("table[data-role=kernels] tr[data-launch-id='1']")
+    drawer = frame.locator("aside#detail")
+    drawer.locator("table[data-role=raw-metrics] tbody tr").first.wait_for()
+    assert drawer.get_attribute("data-launch-id") == "1"
+    assert "launch=1" in frame.evaluate("location.hash")
+    metric = drawer.locator("tr[data-metric='gpu__time_duration.sum'] td[data-value]")
+    assert float(metric.get_attribute("data-value")) == pytest.approx(expected[1], rel=1e-9)
+    assert "naive_gemm(" in drawer.locator("[data-role=detail-name]").inner_text()
+    assert "bound" in drawer.locator("[data-role=bound_reason]").inner_text()
+    assert "occupancy" in drawer.locator("[data-role=occupancy_note]").inner_text()
+    assert drawer.locator("table[data-role=rules] tbody tr").count() > 0
+    total = drawer.locator("table[data-role=raw-metrics] tbody tr").count()
+    assert total > 50
+    drawer.locator("input[data-role=metric-search]").fill("gpu__time_duration")
+    frame.wait_for_function(
+        "() => [...document.querySelectorAll('table[data-role=raw-metrics] tbody tr')].filter(r => !r.hidden).length < 10")
+    visible = [t for t in drawer.locator("table[data-role=raw-metrics] tbody tr:not([hidden])").all_inner_texts()]
+    assert visible and all("gpu__time_duration" in t for t in visible)
+    session.shot("kernel-detail")
+    frame.click("[data-role=close-detail]")
+    assert drawer.is_hidden()
+
+
+def _log_pos(value, lo, hi, a, b):
+    return a + (math.log10(value) - lo) / (hi - lo) * (b - a)
+
+
+def test_roofline_positions(session, reports):
+    import tb_hwprof
+    kernels = tb_hwprof.read(reports["lakshya"]).kernels
+    points = kernels[(kernels["ai_dram"] > 0) & (kernels["flop_per_s"] > 0)]
+    assert len(points) == 2
+    session.open()
+    frame = session.go("#view=roofline&run=lakshya")
+    svg = frame.locator("svg[data-role=roofline]")
+    svg.wait_for()
+    frame.wait_for_function("n => document.querySelectorAll('svg[data-role=roofline] circle').length === n",
+                            arg=len(points))
+    box = {k: float(svg.get_attribute(f"data-{k}")) for k in
+           ("x-min", "x-max", "y-min", "y-max", "plot-left", "plot-right", "plot-top", "plot-bottom")}
+    circles = svg.locator("circle")
+    assert circles.count() == len(points)  # one circle per kernel point, nothing else drawn as a circle
+    for _, k in points.iterrows():
+        c = svg.locator(f"circle[data-launch-id='{int(k['launch_id'])}']")
+        assert box["x-min"] <= math.log10(k["ai_dram"]) <= box["x-max"]
+        assert box["y-min"] <= math.log10(k["flop_per_s"]) <= box["y-max"]
+        cx = _log_pos(k["ai_dram"], box["x-min"], box["x-max"], box["plot-left"], box["plot-right"])
+        cy = _log_pos(k["flop_per_s"], box["y-min"], box["y-max"], box["plot-bottom"], box["plot-top"])
+        assert float(c.get_attribute("cx")) == pytest.approx(cx, abs=1.0)
+        assert float(c.get_attribute("cy")) == pytest.approx(cy, abs=1.0)
+        assert float(c.get_attribute("data-ai")) == pytest.approx(k["ai_dram"], rel=1e-9)
+        assert float(c.get_attribute("data-flops")) == pytest.approx(k["flop_per_s"], rel=1e-9)
+    # Roofs: a compute roof per precision present, a DRAM roof; the legend says where peaks come from.
+    assert svg.locator("line.compute-roof[data-roof=flop_per_s_fp32]").count() == 1
+    assert svg.locator("line.memory-roof[data-roof=bytes_per_s_dram]").count() == 1
+    assert svg.locator("path.ridge").count() >= 1
+    legend = frame.locator("[data-role=roof-legend]")
+    assert "measured" in legend.inner_text()
+    assert legend.locator("li[data-source=measured]").count() >= 2
+    # Hover: a tooltip with the numbers, as text.
+    first = svg.locator("circle").last  # drawn last = on top (the points of lakshya overlap)
+    first.hover()
+    tip = frame.locator("[data-role=tooltip]")
+    tip.wait_for(state="visible")
+    tip_text = tip.inner_text()
+    for word in ("naive_gemm", "FLOP/byte", "FLOP/s", "ms", "compute"):
+        assert word in tip_text
+    session.shot("roofline")
+    # Click: the kernel detail opens for that launch.
+    launch = first.get_attribute("data-launch-id")
+    first.click()
+    frame.locator("aside#detail table[data-role=raw-metrics]").wait_for()
+    assert frame.locator("aside#detail").get_attribute("data-launch-id") == launch
+
+
+def test_bottlenecks(session):
+    session.open()
+    frame = session.go("#view=bottlenecks&run=lakshya")
+    frame.locator("[data-role=bound-bars] .bar-row").first.wait_for()
+    assert frame.locator("[data-role=bound-bars] .bar-row[data-bound=compute]").count() == 1
+    rows = frame.locator("table[data-role=top-kernels] tbody tr")
+    assert rows.count() == 2
+    assert "bound" in rows.first.locator("td[data-col=bound_reason]").inner_text()
+    assert "occupancy" in rows.first.locator("[data-col=occupancy_note]").inner_text()
+    session.shot("bottlenecks")
+
+
+def test_compare_speedup(session, reports, ncu_report_module):
+    base = sum(ncu_durations(ncu_report_module, reports["armleth_v1"]))
+    v6 = next(p for p in reports["series"] if p.name == "report_v6_1d_1_per_thread.ncu-rep")
+    run = sum(ncu_durations(ncu_report_module, v6))
+    speedup = base / run
+    session.open()
+    frame = session.go(f"#view=compare&base=armleth_v1&run={V6.replace('/', '%2F')}")
+    value = frame.locator("[data-role=speedup]")
+    value.wait_for()
+    assert value.inner_text().strip() == f"{speedup:.2f}×"
+    assert float(value.get_attribute("data-value")) == pytest.approx(speedup, rel=1e-9)
+    assert float(frame.locator("[data-role=base_ns]").get_attribute("data-value")) == pytest.approx(base, rel=1e-9)
+    assert float(frame.locator("[data-role=run_ns]").get_attribute("data-value")) == pytest.approx(run, rel=1e-9)
+    # The series renamed its kernel (2D -> 1D): nothing matched, both listed on their side.
+    assert "matrix_addition2D" in frame.locator("table[data-role=only-in-base]").inner_text()
+    assert "matrix_addition1D" in frame.locator("table[data-role=only-in-run]").inner_text()
+    session.shot("compare")
+
+    # The same kernel in both runs (v1 vs v2, both matrix_addition2D): one matched row with its ratio and deltas.
+    v2 = next(p for p in reports["series"] if p.name == "report_v2.ncu-rep")
+    run_v2 = sum(ncu_durations(ncu_report_module, v2))
+    frame = session.go("#view=compare&base=armleth_v1&run=armleth_t4_series%2Freport_v2")
+    frame.wait_for_function("() => document.querySelectorAll('table[data-role=matched] tbody tr').length === 1")
+    row = frame.locator("table[data-role=matched] tbody tr")
+    assert "matrix_addition2D" in row.locator("td").first.inner_text()
+    ratio = row.locator("td[data-col=speedup]")
+    assert float(ratio.get_attribute("data-value")) == pytest.approx(base / run_v2, rel=1e-9)
+    assert ratio.inner_text().strip() == f"{base / run_v2:.2f}×"
+    assert "slower" in ratio.get_attribute("class")
+    delta = row.locator("td[data-col=sm_throughput_pct]")
+    text = delta.inner_text().strip()
+    assert text == "—" or text[0] in "+−±"
+    assert frame.locator("[data-role=speedup]").inner_text().strip() == f"{base / run_v2:.2f}×"
+    session.shot("compare-matched")
+
+
+def test_xss_kernel_name_is_text(session):
+    session.open()
+    frame = session.go("#view=kernels&run=xss")
+    wait_rows(frame, "kernels")
+    names = frame.locator("table[data-role=kernels] td[data-col=name]").all_inner_texts()
+    assert names and all(n.strip() == XSS_NAME for n in names)
+    assert frame.locator("table[data-role=kernels] td[data-col=name] .kname").first.get_attribute("title") == XSS_NAME
+    assert frame.locator("img").count() == 0
+    session.shot("xss-kernels")
+    # Everywhere else the name shows up: detail, roofline tooltip, bottlenecks, groups.
+    frame.click("table[data-role=kernels] tbody tr[data-row-id]")
+    frame.locator("aside#detail [data-role=detail-name]").wait_for()
+    assert frame.locator("aside#detail [data-role=detail-name]").inner_text().strip() == XSS_NAME
+    frame = session.go("#view=roofline&run=xss")
+    frame.locator("svg[data-role=roofline] circle").last.hover()
+    frame.locator("[data-role=tooltip]").wait_for(state="visible")
+    assert XSS_NAME in frame.locator("[data-role=tooltip]").inner_text()
+    frame = session.go("#view=bottlenecks&run=xss")
+    frame.locator("table[data-role=top-kernels] tbody tr").first.wait_for()
+    assert XSS_NAME in frame.locator("table[data-role=top-kernels]").inner_text()
+    frame = session.go("#view=kernels&run=xss&group=1")
+    wait_rows(frame, "kernel-groups", 1)
+    assert frame.locator("table[data-role=kernel-groups] td[data-col=name]").inner_text().strip() == XSS_NAME
+    assert frame.locator("img").count() == 0
+    assert session.page.locator("img[src=x]").count() == 0
+    assert not session.dialogs
+
+
+def test_corrupt_run_shows_error_others_work(session):
+    session.open()
+    frame = session.go("#view=kernels&run=broken")
+    error = frame.locator("main .error")
+    error.wait_for()
+    assert "kernels.json.gz" in error.inner_text()
+    assert "422" in error.inner_text()
+    session.shot("corrupt-run")
+    # Other runs are unaffected: pick one from the run picker.
+    frame.select_option("#run-picker", "lakshya")
+    wait_rows(frame, "kernels", 2)
+    assert frame.locator("main .error").count() == 0
+    frame = session.go("#view=roofline&run=broken")
+    frame.locator("main .error").wait_for()
+
+
+def test_state_survives_reload(session):
+    session.open()
+    frame = session.go("#view=roofline&run=lakshya")
+    frame.locator("svg[data-role=roofline] circle").first.wait_for()
+    # TensorBoard re-creates the iframe without our hash: the state comes back from localStorage.
+    session.page.reload()
+    frame = session.frame()
+    frame.locator("svg[data-role=roofline] circle").first.wait_for()
+    assert frame.locator("nav.views button.active").inner_text() == "Roofline"
+    assert frame.locator("#run-picker").input_value() == "lakshya"
+    # A shared link (the plugin page with a hash) opens that view directly.
+    page = session.page
+    page.goto(f"{session.base}/data/plugin_entry.html?name=tb_hwprof#view=compare&base=armleth_v1&run=lakshya")
+    page.locator("[data-role=speedup]").wait_for()
+    assert page.locator("nav.views button.active").inner_text() == "Compare"
