@@ -174,17 +174,30 @@ def timing_notes(frame: pd.DataFrame, dispatched: pd.Series, completed: pd.Serie
     return notes
 
 
+# Columns the kernels table already holds verbatim: not repeated as raw metrics (they are not metrics).
+MODEL_FIELDS = ("kernel", "dispatch", "device", "queue", "start", "end", "correlation")
+
+
+def column_values(text: pd.Series) -> list:
+    """A column as JSON-safe Python values, converted once per column (not per cell): ints, floats,
+    None for empty cells, and the text itself where a cell is not a number."""
+    num = numeric(text)
+    blank = text.astype(str).str.strip() == ""
+    if (num.notna() | blank).all():
+        if num.dropna().mod(1).eq(0).all() and num.abs().max(skipna=True) < 2 ** 53:
+            return num.astype("Int64").astype(object).where(num.notna(), None).tolist()
+        return num.astype(object).where(num.notna(), None).tolist()
+    return text.astype(str).tolist()
+
+
 def raw_rows(table: pd.DataFrame, skip: Tuple[str, ...] = ()) -> List[Dict[str, list]]:
-    """Every column of every row as {name: [value, unit]}: numbers where the text is one, else the text."""
-    cols = [c for c in table.columns if c not in skip]
-    values = {}
-    for c in cols:
-        num = numeric(table[c])
-        use_num = num.notna() | (table[c].astype(str).str.strip() == "")
-        values[c] = [(None if math.isnan(n) else (int(n) if float(n).is_integer() and abs(n) < 2 ** 53 else float(n)))
-                     if ok else str(t) for n, ok, t in zip(num.astype("float64"), use_num, table[c])]
-    units = {c: "ns" if c in TIME_COLUMNS else "" for c in cols}
-    return [{c: [values[c][i], units[c]] for c in cols} for i in range(len(table))]
+    """Every other column of every row as {name: [value, unit]}, the tool's own names and values."""
+    mapped = {column(table, f) for f in MODEL_FIELDS} - {None}
+    cols = [c for c in table.columns if c not in skip and c not in mapped]
+    values = [column_values(table[c]) for c in cols]
+    units = ["ns" if c in TIME_COLUMNS else "" for c in cols]
+    return [{c: [v, u] for c, v, u in zip(cols, row, units)} for row in zip(*values)] if cols else \
+        [{} for _ in range(len(table))]
 
 
 # ---------------------------------------------------------------- summaries
@@ -279,37 +292,38 @@ def read_dispatch_csv(path: Path, fmt: str) -> Profile:
     tool = {"rocprof-v1-csv": "rocprof", "rocprofv3-kernel-trace": "rocprofv3"}.get(fmt, "rocprof-compute")
     known = sibling_rocminfo(path) if fmt == "rocprof-v1-csv" else {}
     notes = variant_notes(table, fmt, kernels) + notes
-    prof = Profile(provenance(path, tool, fmt), devices_for(kernels, known), kernels,
+    return Profile(provenance(path, tool, fmt), devices_for(kernels, known), kernels,
                    raw_metrics=raw_rows(table), notes=notes, summaries=kernel_stats(kernels))
-    return prof
 
 
 def variant_notes(table: pd.DataFrame, fmt: str, kernels: pd.DataFrame) -> List[str]:
-    notes = []
+    """What the file is (variant, column era) and what it lacks, so the views can say why a figure is empty."""
     cols = set(table.columns)
+    notes = [_variant_line(cols, fmt)]
+    wave = table.get("wave_size", table.get("Wave_Size"))
+    sizes = sorted({int(v) for v in numeric(wave).dropna()}) if wave is not None else []
+    if sizes:
+        notes.append(f"wavefront size {', '.join(map(str, sizes))}" + (" (RDNA wave32)" if sizes == [32] else ""))
+    counters = sorted(c for c in cols if c not in _KNOWN_COLUMNS)
+    if counters and fmt == "rocprof-v1-csv":
+        notes.append(f"counters collected: {', '.join(counters)} (kept as raw metrics)")
+    if len(kernels) and kernels["duration_ns"].isna().all() and not column(table, "start"):
+        notes.append("this file has no start/end timestamps: durations are empty")
+    return notes
+
+
+def _variant_line(cols: set, fmt: str) -> str:
     if fmt == "rocprof-v1-csv":
         era = "ROCm 5+ columns (arch_vgpr, accum_vgpr, wave_size)" if "arch_vgpr" in cols else \
             "pre-ROCm-5 columns (vgpr, sgpr, fbar)"
-        mode = "kernel trace" if "BeginNs" in cols else "counter mode (no timestamps: durations are empty)"
-        notes.append(f"rocprof v1 results.csv, {mode}, {era}; the file carries no rocprof version")
-    elif fmt == "rocprofv3-kernel-trace":
+        mode = "kernel trace" if "BeginNs" in cols else "counter mode (-i input file)"
+        return f"rocprof v1 results.csv, {mode}, {era}; the file carries no rocprof version"
+    if fmt == "rocprofv3-kernel-trace":
         era = "newer column set (Thread_Id, Dispatch_Id)" if "Dispatch_Id" in cols else \
             "older column set (no Thread_Id / Dispatch_Id; Queue_Id is a raw queue handle)"
-        notes.append(f"rocprofv3 kernel_trace.csv, {era}")
-    elif fmt == "rocprof-compute-csv":
-        notes.append("one pass of a rocprof-compute / Omniperf workload: export the workload folder "
-                     "(with pmc_perf.csv and sysinfo.csv) for occupancy, hit rates, bytes and FLOPs")
-    if "wave_size" in cols or "Wave_Size" in cols:
-        sizes = sorted({int(v) for v in numeric(table.get("wave_size", table.get("Wave_Size"))).dropna()})
-        if sizes:
-            notes.append(f"wavefront size {', '.join(map(str, sizes))}"
-                         + (" (RDNA wave32)" if sizes == [32] else ""))
-    counters = [c for c in cols if c not in _KNOWN_COLUMNS]
-    if counters and fmt == "rocprof-v1-csv":
-        notes.append(f"counters collected: {', '.join(sorted(counters))} (kept as raw metrics)")
-    if len(kernels) and kernels["duration_ns"].isna().all() and "mode" not in " ".join(notes):
-        notes.append("no dispatch has a duration")
-    return notes
+        return f"rocprofv3 kernel_trace.csv, {era}"
+    return ("one pass of a rocprof-compute / Omniperf workload: export the workload folder (with pmc_perf.csv "
+            "and sysinfo.csv) for occupancy, hit rates, bytes and FLOPs")
 
 
 _KNOWN_COLUMNS = {c for names in ALIASES.values() for c in names} | {
