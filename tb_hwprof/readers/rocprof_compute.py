@@ -137,7 +137,6 @@ def derive(pmc: pd.DataFrame, info: Dict[str, str], level: Optional[pd.DataFrame
     """The model's metric columns for each dispatch, by rocprof-compute's formulas (module docstring)."""
     c = Counters(pmc)
     cu, xcd = num(info, "cu_per_gpu"), num(info, "num_xcd", 1.0)
-    sclk, line = num(info, "max_sclk"), cache_line(info)
     out = pd.DataFrame(index=pmc.index)
     accum, gui, occ_source = occupancy_accum(pmc, level)
     out["achieved_occupancy_pct"] = 100 * _ratio(accum, gui / xcd) / (num(info, "max_waves_per_cu") * cu)
