@@ -6,7 +6,6 @@ reports themselves (tb_hwprof.read, or NVIDIA's ncu_report directly), never from
 import gzip
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys

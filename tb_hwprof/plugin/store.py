@@ -97,8 +97,8 @@ class RunEntry:
             return build()
         except HttpError as e:
             failure = e
-        except (HwprofError,) + READ_ERRORS as e:
-            failure = HttpError(422, _file_error(e, self.asset_dir))
+        except HwprofError as e:  # the readers' one-line "file: problem -- fix"
+            failure = HttpError(422, str(e))
         if failure.code == 422 and self.error is None:
             self.error = failure.message
         return failure
@@ -107,30 +107,25 @@ class RunEntry:
         return self.memo("kernels_response", self._kernels_response)
 
     def _kernels_response(self) -> bytes:
-        raw, _ = self._read_kernels()
-        return encode.gzip_bytes(encode.splice_run(raw, self.run))
+        return self._read_kernels(lambda raw, doc: encode.gzip_bytes(encode.splice_run(raw, self.run)))
 
     def kernels(self):
         """The kernels table as a DataFrame (parsed on first use, not for /kernels)."""
-        return self.memo("kernels", lambda: self._kernels_frame())
-
-    def _kernels_frame(self):
         from ..logdir import tables
-        _, doc = self._read_kernels()
-        return tables.kernels_from_json(doc)
+        return self.memo("kernels", lambda: self._read_kernels(lambda raw, doc: tables.kernels_from_json(doc)))
 
-    def _read_kernels(self):
-        """Decompressed bytes and parsed document of kernels.json.gz, checked for shape."""
+    def _read_kernels(self, make):
+        """make(bytes, document) of kernels.json.gz, checked for shape; a damaged file is a 422."""
         path = self.asset_dir / metadata.KERNELS
         self.loads["kernels"] += 1
         try:
             raw = gzip.decompress(path.read_bytes())
             doc = encode.loads(raw)
             encode.check_columnar(doc, self.manifest.get("kernel_count"))
+            return make(raw, doc)
         except READ_ERRORS as e:
             raise InputError(path, f"unreadable kernels table ({_why(e)})",
                              "re-export the run with --overwrite") from None
-        return raw, doc
 
     def raw_metrics(self, launch: int) -> dict:
         return self.memo(("raw", launch), lambda: self._raw_metrics(launch))
@@ -141,7 +136,7 @@ class RunEntry:
         if index is not None:
             try:
                 return index.launch(launch)
-            except rawindex.LayoutError:
+            except READ_ERRORS:  # LayoutError included: the reader decides what is wrong
                 pass
         return _read_detail(reader.read_raw_metrics, self.run_dir, launch, self.asset_dir / metadata.RAW_METRICS)
 
@@ -165,12 +160,6 @@ class RunEntry:
 def _why(e: BaseException) -> str:
     text = str(e) or type(e).__name__
     return text if len(text) < 200 else text[:200] + "..."
-
-
-def _file_error(e: BaseException, where: Path) -> str:
-    if isinstance(e, HwprofError):
-        return str(e)
-    return f"{where}: unreadable ({type(e).__name__}: {_why(e)}) -- re-export the run with --overwrite"
 
 
 def _read_detail(read, run_dir: Path, launch: int, path: Path):
