@@ -33,6 +33,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 XSS_NAME = "void k<float, 4>(float*) <img src=x onerror=alert(1)>"
 V6 = "armleth_t4_series/report_v6_1d_1_per_thread"
+BIG = 100_000
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="Python playwright is not installed (pip install playwright)")
@@ -79,6 +80,8 @@ def reports(samples_dir):
         "lakshya": ncu / "lakshya_gtx1660s_full_2024.1.1.ncu-rep",
         "series": sorted((ncu / "armleth_t4_series").glob("*.ncu-rep")),
     }
+    # Optional, for screenshots only: 4 kernels with different bound labels and a 5-roof roofline.
+    files["esmm"] = ncu / "esmm_a10g_rooflineset_2023.1.1.ncu-rep"
     missing = [str(p) for p in [files["armleth_v1"], files["lakshya"]] if not p.is_file()]
     if missing or not files["series"]:
         pytest.skip(f"samples missing under {ncu}: {missing or 'armleth_t4_series/*.ncu-rep'}")
@@ -109,6 +112,28 @@ def logdir(tmp_path_factory, reports):
     for col in ("name", "demangled_name"):
         doc["data"][col] = [XSS_NAME] * doc["rows"]
     tables.write_json_gz(table, doc)
+    # A run written by a newer tb-hwprof: /runs names its error, the others still work.
+    _export([reports["armleth_v1"]], root, "future")
+    manifest_path = root / "future" / "plugins" / "tb_hwprof" / "profile.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["format_version"] = 99
+    manifest_path.write_text(json.dumps(manifest))
+    # 100,000 launches (lakshya's, repeated with varied durations): the table must stay paginated and fast.
+    _export([reports["lakshya"]], root, "big")
+    assets = root / "big" / "plugins" / "tb_hwprof"
+    doc = tables.read_json_gz(assets / "kernels.json.gz")
+    n = doc["rows"]
+    for col in doc["columns"]:
+        doc["data"][col] = [doc["data"][col][i % n] for i in range(BIG)]
+    doc["data"]["launch_id"] = list(range(BIG))
+    doc["data"]["duration_ns"] = [1000.0 + (i * 7919) % BIG for i in range(BIG)]
+    doc["rows"] = BIG
+    tables.write_json_gz(assets / "kernels.json.gz", doc)
+    manifest = json.loads((assets / "profile.json").read_text())
+    manifest["kernel_count"] = BIG
+    (assets / "profile.json").write_text(json.dumps(manifest))
+    if reports["esmm"].is_file():
+        _export([reports["esmm"]], root, "esmm")
     return root
 
 
@@ -123,7 +148,7 @@ def _get_json(url: str):
         return json.loads(response.read().decode("utf-8"))
 
 
-EXPECTED_RUNS = {"armleth_v1", "lakshya", "broken", "xss", V6}
+EXPECTED_RUNS = {"armleth_v1", "lakshya", "broken", "future", "xss", "big", V6}
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +293,16 @@ def test_tab_is_listed_and_opens(session):
     assert "ncu 2024.1.1" in row.inner_text()
     assert "GTX 1660 SUPER" in row.inner_text()
     assert "lakshya_gtx1660s_full_2024.1.1.ncu-rep" in row.inner_text()
+    # The run of a newer format shows its error, in red; clicking a good run still works.
+    error = frame.locator("tr[data-run=future] [data-role=run-error]")
+    assert "format version 99" in error.inner_text() and "profile.json" in error.inner_text()
+    assert error.evaluate("e => getComputedStyle(e).color") == "rgb(201, 42, 42)"
     session.shot("runs")
+    frame.click("tr[data-run=lakshya]")
+    wait_rows(frame, "kernels", 2)
+    assert frame.locator("nav.views button.active").inner_text() == "Kernels"
+    frame = session.go("#view=kernels&run=future")
+    assert "format version 99" in frame.locator("main .error").inner_text()
 
 
 def test_kernels_of_lakshya_match_ncu_report(session, reports, ncu_report_module):
@@ -503,3 +537,43 @@ def test_state_survives_reload(session):
     page.goto(f"{session.base}/data/plugin_entry.html?name=tb_hwprof#view=compare&base=armleth_v1&run=lakshya")
     page.locator("[data-role=speedup]").wait_for()
     assert page.locator("nav.views button.active").inner_text() == "Compare"
+
+
+def test_100k_launches_stay_paginated(session):
+    session.open()
+    frame = session.go("#view=kernels&run=big")
+    rows = wait_rows(frame, "kernels", 200, timeout=60000)
+    assert rows.count() == 200  # one page in the DOM, not 100,000 rows
+    assert "of 100,000 launches" in frame.locator("[data-role=table-info]").inner_text()
+    started = time.time()
+    frame.click("table[data-role=kernels] th[data-col=duration_ns]")
+    top = [float(v) for v in column(frame, "kernels", "duration_ns")]
+    assert time.time() - started < 10
+    assert top[0] == 1000.0 + BIG - 1 and top == sorted(top, reverse=True)
+    frame.click("[data-role=next-page]")
+    assert frame.locator("[data-role=page-no]").inner_text().strip() == "page 2 / 500"
+    second = [float(v) for v in column(frame, "kernels", "duration_ns")]
+    assert max(second) < min(top)
+    frame.fill("input[data-role=filter]", "naive_gemm")
+    frame.wait_for_function("() => document.querySelector('[data-role=page-no]').textContent.includes('page 1 /')")
+    assert frame.locator("table[data-role=kernels] tbody tr[data-row-id]").count() == 200
+
+
+def test_screenshots_of_a_varied_run(session):
+    """Screenshots (for docs) of a run with several kernels and bound labels."""
+    session.open()
+    if "esmm" not in {r for r in frame_runs(session)}:
+        pytest.skip("esmm_a10g_rooflineset_2023.1.1.ncu-rep not in the samples")
+    frame = session.go("#view=kernels&run=esmm")
+    wait_rows(frame, "kernels")
+    session.shot("kernels-esmm")
+    frame = session.go("#view=roofline&run=esmm")
+    frame.locator("svg[data-role=roofline] circle").first.wait_for()
+    session.shot("roofline-esmm")
+    frame = session.go("#view=bottlenecks&run=esmm")
+    frame.locator("table[data-role=top-kernels] tbody tr").first.wait_for()
+    session.shot("bottlenecks-esmm")
+
+
+def frame_runs(session):
+    return [r["run"] for r in _get_json(f"{session.base}/data/plugin/tb_hwprof/runs")["runs"]]

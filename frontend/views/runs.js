@@ -9,22 +9,24 @@ function devices(list) {
 }
 
 export function render(container, ctx) {
-  const rows = ctx.runs.map((r) => {
+  const rows = ctx.runs.flatMap((r) => {
     const selected = r.run === ctx.state.run;
     const pick = () => ctx.navigate({run: r.run, view: "kernels", launch: null, page: null, q: null});
-    if (r.error) {
-      return h("tr", {"data-run": r.run, class: ["run-error", selected ? "selected" : ""]},
-        h("td", null, h("span", {class: "mono"}, r.run)),
-        h("td", {colspan: 6, class: "error-text", "data-role": "run-error"}, r.error));
-    }
-    return h("tr", {"data-run": r.run, class: ["clickable", selected ? "selected" : ""], onclick: pick, title: "open the kernels of this run"},
+    const known = Boolean(r.tool || r.source_path);  // an unreadable manifest leaves only the error
+    const main = h("tr", {"data-run": r.run, class: ["clickable", selected ? "selected" : "", r.error ? "run-error" : ""],
+      onclick: pick, title: "open the kernels of this run"},
       h("td", null, h("span", {class: "mono"}, r.run)),
-      h("td", null, [r.tool || fmt.MISSING, r.tool_version ? ` ${r.tool_version}` : ""].join("")),
-      h("td", null, devices(r.devices)),
-      h("td", {class: "numeric", "data-col": "kernel_count", "data-value": r.kernel_count ?? null}, fmt.int(r.kernel_count)),
-      h("td", {title: r.source_path || null}, h("span", {class: "mono path"}, fmt.basename(r.source_path) || fmt.MISSING)),
-      h("td", null, r.source_format || fmt.MISSING),
-      h("td", null, r.export_time || fmt.MISSING));
+      known ? [
+        h("td", null, [r.tool || fmt.MISSING, r.tool_version ? ` ${r.tool_version}` : ""].join("")),
+        h("td", null, devices(r.devices)),
+        h("td", {class: "numeric", "data-col": "kernel_count", "data-value": r.kernel_count ?? null}, fmt.int(r.kernel_count)),
+        h("td", {title: r.source_path || null}, h("span", {class: "mono path"}, fmt.basename(r.source_path) || fmt.MISSING)),
+        h("td", null, r.source_format || fmt.MISSING),
+        h("td", null, r.export_time || fmt.MISSING),
+      ] : h("td", {colspan: 6, class: "error-text", "data-role": "run-error"}, r.error));
+    if (!r.error || !known) return [main];
+    return [main, h("tr", {"data-run-error": r.run, class: "run-error"},
+      h("td"), h("td", {colspan: 6, class: "error-text", "data-role": "run-error"}, r.error))];
   });
   container.appendChild(h("section", null,
     h("h2", null, "Runs"),
