@@ -165,9 +165,13 @@ def empty_kernels(n: int = 0) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def normalise_kernels(rows) -> pd.DataFrame:
-    """A kernels table from per-launch dicts (or a frame): every column, right dtype, NaN where absent."""
-    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+def normalise_kernels(rows, copy: bool = True) -> pd.DataFrame:
+    """A kernels table from per-launch dicts (or a frame): every column, right dtype, NaN where absent.
+    copy=False fixes a frame the caller owns in place (no copy of a million-row table)."""
+    if isinstance(rows, pd.DataFrame):
+        df = rows.copy() if copy else rows
+    else:
+        df = pd.DataFrame(rows)
     for col, (_, dtype, _) in KERNEL_COLUMNS.items():
         if col not in df:
             df[col] = "" if dtype == "str" else (range(len(df)) if dtype == "int" else math.nan)

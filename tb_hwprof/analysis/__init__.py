@@ -12,7 +12,7 @@ def analyse(profile):
 
     apply_roofline(profile)
     classify_kernels(profile.kernels)
-    profile.kernels = normalise_kernels(profile.kernels)  # one dtype per column, whoever filled it
+    profile.kernels = normalise_kernels(profile.kernels, copy=False)  # one dtype per column, whoever filled it
     return profile
 
 

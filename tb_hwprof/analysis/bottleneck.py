@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 HIGH = 80.0
@@ -85,17 +86,47 @@ def bound_reason(row, label: str, level: str) -> str:
     return f"balanced: SM {_pct(sm)} and memory {_pct(mem)} within {GAP:.0f} points{occ_part}"
 
 
-def classify_row(row):
-    label = bound_label(row["sm_throughput_pct"], row["memory_throughput_pct"], row["waves_per_sm"])
-    level = busiest_memory_level(row) if label == "memory" else ""
-    return label, level, bound_reason(row, label, level), occupancy_note(row, label)
+def bound_labels(kernels: pd.DataFrame) -> np.ndarray:
+    """`bound_label` over a whole table at once (same rule, same order of tests)."""
+    sm, mem, waves = (kernels[c].to_numpy(dtype=float) for c in ("sm_throughput_pct", "memory_throughput_pct",
+                                                                   "waves_per_sm"))
+    with np.errstate(invalid="ignore"):
+        unknown = np.isnan(sm) | np.isnan(mem)
+        high = (sm >= HIGH) | (mem >= HIGH)
+        low = (sm < LOW) & (mem < LOW)
+        conditions = [unknown, high & (sm >= mem), high, low & (waves < 1), low, sm - mem >= GAP, mem - sm >= GAP]
+    choices = ["unknown", "compute", "memory", "small-grid", "latency", "compute", "memory"]
+    return np.select(conditions, choices, default="balanced").astype(object)
 
 
 def classify_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Fill bound, bound_level, bound_reason and occupancy_note in place."""
+    """Fill bound, bound_level, bound_reason and occupancy_note in place.
+
+    Labels are vectorised; the sentences are formatted only for rows that have numbers to
+    quote, so a million-kernel trace without counters costs one constant string."""
     if kernels.empty:
         return kernels
-    results = [classify_row(row) for row in kernels.to_dict("records")]
-    for i, col in enumerate(("bound", "bound_level", "bound_reason", "occupancy_note")):
-        kernels[col] = [r[i] for r in results]
+    labels = bound_labels(kernels)
+    levels = np.full(len(kernels), "", dtype=object)
+    reasons = np.empty(len(kernels), dtype=object)
+    notes = np.full(len(kernels), "", dtype=object)
+    unknown = labels == "unknown"
+    sm_missing = kernels["sm_throughput_pct"].isna().to_numpy()
+    mem_missing = kernels["memory_throughput_pct"].isna().to_numpy()
+    for sm_gone, mem_gone in ((True, True), (True, False), (False, True)):
+        rows = unknown & (sm_missing == sm_gone) & (mem_missing == mem_gone)
+        if rows.any():
+            reasons[rows] = bound_reason({"sm_throughput_pct": math.nan if sm_gone else 0.0,
+                                          "memory_throughput_pct": math.nan if mem_gone else 0.0,
+                                          "waves_per_sm": math.nan, "achieved_occupancy_pct": math.nan}, "unknown", "")
+    known = np.flatnonzero(~unknown)
+    for i, row in zip(known, kernels.iloc[known].to_dict("records")):
+        levels[i] = busiest_memory_level(row) if labels[i] == "memory" else ""
+        reasons[i] = bound_reason(row, labels[i], levels[i])
+    has_occupancy = np.flatnonzero((kernels["achieved_occupancy_pct"].notna()
+                                    | kernels["theoretical_occupancy_pct"].notna()).to_numpy())
+    for i, row in zip(has_occupancy, kernels.iloc[has_occupancy].to_dict("records")):
+        notes[i] = occupancy_note(row, labels[i])
+    kernels["bound"], kernels["bound_level"] = labels, levels
+    kernels["bound_reason"], kernels["occupancy_note"] = reasons, notes
     return kernels

@@ -7,15 +7,13 @@ the kernel's intensity for that level.
 """
 from __future__ import annotations
 
-import math
-from typing import Dict, Optional
+from typing import Dict
+
+import numpy as np
+import pandas as pd
 
 PRECISIONS = ("fp64", "fp32", "fp16", "tensor")
 LEVELS = ("dram", "l2", "l1")
-
-
-def _nan(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def device_roofs(device) -> Dict[str, float]:
@@ -33,49 +31,73 @@ def ridge_points(roofs: Dict[str, float]) -> Dict[str, Dict[str, float]]:
     return out
 
 
-def dominant_precision(row) -> Optional[str]:
-    flops = {p: row[f"flops_{p}"] for p in PRECISIONS if not _nan(row[f"flops_{p}"])}
-    if not flops or max(flops.values()) <= 0:
-        return None
-    return max(flops, key=flops.get)
-
-
-def place_kernel(row, roofs: Dict[str, float]) -> dict:
-    # Readers may give the tool's own intensity (rate over rate); else FLOPs over bytes.
-    out = {f"ai_{lvl}": row.get(f"ai_{lvl}", math.nan) for lvl in LEVELS}
-    flops = row["flops"]
+def intensities(kernels: pd.DataFrame) -> Dict[str, np.ndarray]:
+    """FLOP/byte per level: the reader's own (tool-computed) value, else FLOPs over bytes."""
+    flops = kernels["flops"].to_numpy(dtype=float)
+    out = {}
     for lvl in LEVELS:
-        nbytes = row[f"{lvl}_bytes"]
-        if _nan(out[f"ai_{lvl}"]) and not _nan(flops) and not _nan(nbytes) and nbytes > 0:
-            out[f"ai_{lvl}"] = flops / nbytes
-    precision = dominant_precision(row)
-    peak = roofs.get(f"flop_per_s_{precision}") if precision else None
-    out.update(peak_flop_per_s=peak or math.nan, roofline_precision=precision or "",
-               attainable_flop_per_s=math.nan, roofline_efficiency_pct=math.nan, binding_roof="")
-    if not peak:
-        return out
-    candidates = {"compute": peak}
-    for lvl in LEVELS:
-        bw = roofs.get(f"bytes_per_s_{lvl}")
-        if bw and not _nan(out[f"ai_{lvl}"]):
-            candidates[lvl] = out[f"ai_{lvl}"] * bw
-    if len(candidates) == 1:
-        return out  # no memory roof applies: a compute roof alone says nothing about the bound
-    binding = min(candidates, key=candidates.get)
-    attainable = candidates[binding]
-    out.update(attainable_flop_per_s=attainable, binding_roof=binding)
-    if not _nan(row["flop_per_s"]) and attainable > 0:
-        out["roofline_efficiency_pct"] = 100.0 * row["flop_per_s"] / attainable
+        given = kernels[f"ai_{lvl}"].to_numpy(dtype=float) if f"ai_{lvl}" in kernels else np.full(len(kernels), np.nan)
+        nbytes = kernels[f"{lvl}_bytes"].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            derived = np.where(nbytes > 0, flops / nbytes, np.nan)
+        out[lvl] = np.where(np.isnan(given), derived, given)
     return out
+
+
+def dominant_precisions(kernels: pd.DataFrame) -> np.ndarray:
+    """The precision that did most FLOPs per kernel; "" when none did any."""
+    table = np.column_stack([kernels[f"flops_{p}"].to_numpy(dtype=float) for p in PRECISIONS])
+    filled = np.where(np.isnan(table), -np.inf, table)
+    best = filled.argmax(axis=1)
+    some = filled.max(axis=1) > 0
+    return np.where(some, np.array(PRECISIONS, dtype=object)[best], "").astype(object)
+
+
+def place_kernels(kernels: pd.DataFrame, device_of_row: np.ndarray, roofs_by_device: Dict[float, Dict[str, float]]):
+    """Roofline columns for every kernel, vectorised over the table."""
+    n = len(kernels)
+    ai = intensities(kernels)
+    precision = dominant_precisions(kernels)
+    peak = np.full(n, np.nan)
+    bandwidth = {lvl: np.full(n, np.nan) for lvl in LEVELS}
+    for device, roofs in roofs_by_device.items():
+        rows = device_of_row == device
+        for p in PRECISIONS:
+            if roofs.get(f"flop_per_s_{p}"):
+                peak[rows & (precision == p)] = roofs[f"flop_per_s_{p}"]
+        for lvl in LEVELS:
+            if roofs.get(f"bytes_per_s_{lvl}"):
+                bandwidth[lvl][rows] = roofs[f"bytes_per_s_{lvl}"]
+    # Candidate ceilings: compute roof and each memory roof at the kernel's intensity.
+    names = np.array(["compute", *LEVELS], dtype=object)
+    ceilings = np.column_stack([peak] + [ai[lvl] * bandwidth[lvl] for lvl in LEVELS])
+    with np.errstate(invalid="ignore"):
+        has_memory_roof = ~np.isnan(ceilings[:, 1:]).all(axis=1)
+        placeable = ~np.isnan(peak) & has_memory_roof  # a compute roof alone says nothing of the bound
+        filled = np.where(np.isnan(ceilings), np.inf, ceilings)
+        binding = filled.argmin(axis=1)
+        attainable = np.where(placeable, filled.min(axis=1), np.nan)
+        achieved = kernels["flop_per_s"].to_numpy(dtype=float)
+        efficiency = np.where(attainable > 0, 100.0 * achieved / attainable, np.nan)
+    return {
+        **{f"ai_{lvl}": ai[lvl] for lvl in LEVELS},
+        "peak_flop_per_s": peak,
+        "roofline_precision": precision,
+        "attainable_flop_per_s": attainable,
+        "roofline_efficiency_pct": efficiency,
+        "binding_roof": np.where(placeable, names[binding], "").astype(object),
+    }
 
 
 def apply_roofline(profile) -> None:
     kernels = profile.kernels
     if kernels.empty:
         return
-    placed = []
-    for row in kernels.to_dict("records"):
-        device = profile.device(None if _nan(row["device"]) else int(row["device"]))
-        placed.append(place_kernel(row, device_roofs(device)))
-    for col in placed[0]:
-        kernels[col] = [p[col] for p in placed]
+    devices = kernels["device"].to_numpy(dtype=float)
+    known = [float(d.id) for d in profile.devices]
+    # Launches without a device id (or an unknown one) use the profile's first device.
+    fallback = known[0] if known else np.nan
+    device_of_row = np.where(np.isin(devices, known), devices, fallback)
+    roofs = {float(d.id): device_roofs(d) for d in profile.devices}
+    for col, values in place_kernels(kernels, device_of_row, roofs).items():
+        kernels[col] = values
