@@ -6,7 +6,8 @@ import {h, replace, errorBox, loading, debounce} from "../dom.js";
 import * as fmt from "../format.js";
 import {boundChip} from "./table.js";
 
-const RULE_TYPES = {0: "info", 1: "ok", 2: "warning", 3: "error"};
+// Nsight Compute's MsgType (docs/FORMAT.md, rules.json.gz).
+const RULE_TYPES = {0: "info", 1: "ok", 2: "optimisation", 3: "warning", 4: "error"};
 
 const UNITS = {
   duration_ns: "ns", shared_mem_bytes: "bytes", dram_bytes_read: "bytes", dram_bytes_write: "bytes",
@@ -26,7 +27,11 @@ function showValue(key, v) {
 
 function metricValue(v) {
   if (v === null || v === undefined) return fmt.MISSING;
-  if (typeof v === "number") return Number.isInteger(v) ? v.toLocaleString("en-US") : String(Number(v.toPrecision(6)));
+  if (typeof v === "number") {
+    if (Number.isInteger(v)) return v.toLocaleString("en-US");
+    const a = Math.abs(v);
+    return a !== 0 && (a < 1e-6 || a >= 1e15) ? v.toPrecision(6) : Number(v.toPrecision(6)).toLocaleString("en-US", {maximumFractionDigits: 12});
+  }
   return String(v);
 }
 
@@ -67,14 +72,15 @@ export async function renderDetail(drawer, ctx) {
     .sort((a, b) => (b.estimated_speedup_pct ?? -1) - (a.estimated_speedup_pct ?? -1) || a.i - b.i)
     .map((r) => h("tr", {class: `rule rule-${RULE_TYPES[r.type] || "info"}`, "data-rule": r.rule || null},
       h("td", null, h("span", {class: "rule-type"}, RULE_TYPES[r.type] || String(r.type ?? ""))),
-      h("td", null, r.section || r.name || fmt.MISSING),
-      h("td", null, h("div", {class: "rule-title"}, r.title || r.rule || ""), h("div", {class: "rule-msg"}, r.message || "")),
+      h("td", null, h("div", {class: "rule-title"}, r.title || r.rule || "",
+        r.section || r.name ? h("span", {class: "muted small"}, ` · ${r.section || r.name}`) : null),
+        h("div", {class: "rule-msg"}, r.message || "")),
       h("td", {class: "numeric", "data-col": "estimated_speedup_pct", "data-value": r.estimated_speedup_pct ?? null},
         fmt.isMissing(r.estimated_speedup_pct) ? fmt.MISSING : `${fmt.num(r.estimated_speedup_pct)} %`,
         r.speedup_type ? h("div", {class: "muted small"}, String(r.speedup_type)) : null)));
   const rulesSection = h("section", null, h("h4", null, `Nsight Compute rules (${rules.length})`),
     rules.length ? h("table", {class: "data rules", "data-role": "rules"},
-      h("thead", null, h("tr", null, ["Type", "Section", "Finding", "Est. speedup"].map((t) => h("th", null, t)))),
+      h("thead", null, h("tr", null, ["Type", "Finding (section)", "Est. speedup"].map((t) => h("th", null, t)))),
       h("tbody", null, ruleRows)) : h("p", {class: "muted"}, "The report holds no rule results for this launch."));
 
   const colRows = Object.keys(row).map((key) =>
@@ -85,9 +91,12 @@ export async function renderDetail(drawer, ctx) {
   const names = Object.keys(raw).sort();
   const metricRows = names.map((name) => {
     const pair = Array.isArray(raw[name]) ? raw[name] : [raw[name], ""];
+    const shown = metricValue(pair[0]);
+    const long = shown.length > 120;
     return h("tr", {"data-metric": name},
       h("td", {class: "mono"}, name),
-      h("td", {class: "numeric", "data-value": pair[0] ?? null}, metricValue(pair[0])),
+      h("td", {class: typeof pair[0] === "number" ? "numeric" : "str", "data-value": pair[0] ?? null, title: long ? shown : null},
+        long ? `${shown.slice(0, 117)}…` : shown),
       h("td", {class: "muted"}, pair[1] ?? ""));
   });
   const countLine = h("span", {class: "muted", "data-role": "metric-count"}, `${names.length} metrics`);
