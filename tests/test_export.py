@@ -47,7 +47,7 @@ def bad_inputs(samples: Path, tmp: Path):
         "truncated_tail.ncu-rep": real[:-1],
         "random.ncu-rep": os.urandom(4096),
         "text.ncu-rep": b"this is a text file, not a report\n",
-        "not_ncu.csv": (samples / "vtune" / "amplxe2015_hotspots_openmp.csv").read_bytes(),
+        "not_ncu.csv": b"step,loss,lr\n1,2.31,0.001\n2,2.05,0.001\n",  # a CSV of no profiler
     }
     for name, data in cases.items():
         (tmp / name).write_bytes(data)

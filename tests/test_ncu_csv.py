@@ -201,14 +201,18 @@ def test_both_real_csvs_sniff_as_ncu_csv(samples_dir):
     assert sniff(sample(samples_dir, ESMM_CSV)) == "ncu-csv"
 
 
-def test_other_csv_is_rejected_in_one_line(samples_dir):
-    path = sample(samples_dir, VTUNE_CSV)
-    assert not ncu_csv.looks_like_ncu_csv(path.read_bytes())
-    with pytest.raises(InputError) as sniffed:
-        sniff(path)
+def test_other_csv_is_rejected_in_one_line(samples_dir, tmp_path):
+    """Another profiler's CSV is not ncu's (the ncu reader says how to export one), and a CSV
+    of no profiler at all is no report (detection says so) - both in one line naming the file."""
+    vtune = sample(samples_dir, VTUNE_CSV)
+    assert not ncu_csv.looks_like_ncu_csv(vtune.read_bytes())
     with pytest.raises(InputError) as read:
-        read_ncu_csv(path)
-    for error in (sniffed.value, read.value):
+        read_ncu_csv(vtune)
+    plain = tmp_path / "training_log.csv"
+    plain.write_text("step,loss,lr\n1,2.31,0.001\n2,2.05,0.001\n")  # not a report of any tool
+    with pytest.raises(InputError) as sniffed:
+        sniff(plain)
+    for error, path in ((sniffed.value, plain), (read.value, vtune)):
         assert "\n" not in str(error) and str(path) in str(error)
     assert "ncu --csv --page details" in str(read.value) and "--page raw" in str(read.value)
 
