@@ -15,6 +15,9 @@ EXPORT_EPILOG = """\
 examples:
   tb-hwprof export report.ncu-rep --logdir runs --run baseline
   tb-hwprof export ncu_output.csv --logdir runs --run baseline-csv      # `ncu --csv` text
+  tb-hwprof export report.sqlite --logdir runs                          # nsys export --type sqlite
+  tb-hwprof export workloads/vcopy/MI200 --logdir runs --run vcopy      # rocprof-compute workload folder
+  tb-hwprof export results.csv kernel_trace.csv hotspots.csv --logdir runs   # rocprof v1/v3, VTune CSV
   tb-hwprof export v1.ncu-rep v2.ncu-rep --logdir runs --run series     # runs series/v1, series/v2
   tensorboard --logdir runs
 
@@ -84,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="convert profiler reports into TensorBoard runs",
                             description="Convert profiler reports into TensorBoard runs.",
                             epilog=EXPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    export.add_argument("files", nargs="+", metavar="FILE", help="report(s): .ncu-rep or `ncu --csv` output")
+    export.add_argument("files", nargs="+", metavar="FILE", help="report file(s) or rocprof-compute workload folder(s)")
     export.add_argument("--logdir", default="runs", help="TensorBoard log folder (default: runs)")
     export.add_argument("--run", help="run name (default: the file name without extension)")
     export.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")

@@ -1,15 +1,31 @@
 """Format detection by content (the extension is only a tie-breaker) and `read()`."""
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from .errors import InputError
 
 SNIFF_BYTES = 64 << 10
+SUPPORTED = ("tb-hwprof reads Nsight Compute .ncu-rep and `ncu --csv` output, Nsight Systems SQLite exports "
+             "(`nsys export --type sqlite`), rocprof v1/v2/v3 and rocprof-compute/Omniperf outputs, "
+             "and VTune `-report ... -format csv` reports")
+# format name -> (reader module, function): each reader is imported only when its format is met.
+READERS = {
+    "ncu-rep": ("tb_hwprof.readers.ncu_rep", "read_ncu_rep"),
+    "ncu-csv": ("tb_hwprof.readers.ncu_csv", "read_ncu_csv"),
+    "nsys-sqlite": ("tb_hwprof.readers.nsys_sqlite", "read_nsys_sqlite"),
+    "rocprof-compute": ("tb_hwprof.readers.rocprof_compute", "read_workload"),
+    "rocprof-db": ("tb_hwprof.readers.rocprof_db", "read_rocprof_db"),
+    "rocprof": ("tb_hwprof.readers.rocprof", "read_rocprof"),
+    "vtune-csv": ("tb_hwprof.readers.vtune", "read_vtune"),
+}
+# Containers only their own tool can open: say which command turns them into what we read.
+NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # .nsys-rep and .qdrep alike (2021.2-2026.1 seen)
 
 
 def sniff(path: Path) -> str:
-    """Name of the format of `path`: 'ncu-rep', 'ncu-csv', 'nsys-sqlite', or raise InputError."""
+    """Name of the format of `path` (a key of READERS), or raise InputError saying what it is."""
     if Path(path).is_dir():
         from .readers import rocprof_compute  # the one folder input: a rocprof-compute / Omniperf workload
         if rocprof_compute.is_workload(Path(path)):
@@ -24,7 +40,7 @@ def sniff(path: Path) -> str:
     except OSError as e:
         raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
     if not head:
-        raise InputError(path, "file is empty", "pass a report written by ncu")
+        raise InputError(path, "file is empty", "pass a profiler report; " + SUPPORTED)
     if head.startswith(b"NVR\x00"):
         return "ncu-rep"
     from .readers import ncu_csv  # imported here: keeps `import tb_hwprof` light
@@ -44,11 +60,14 @@ def sniff(path: Path) -> str:
         raise InputError(path, "SQLite database but not an Nsight Systems export (no StringIds with "
                          "CUPTI_ACTIVITY_KIND_* / TARGET_INFO_* tables)",
                          "pass an `nsys export --type sqlite` file, an Nsight Compute report or `ncu --csv` output")
+    if path.suffix in (".nsys-rep", ".qdrep") or head.startswith(NSYS_REPORT_MAGIC):
+        raise InputError(path, "an Nsight Systems report container, which only nsys can open",
+                         f"run `nsys export --type sqlite -o report.sqlite {path.name}` where nsys is "
+                         "installed, then export the .sqlite")
     amd_intel = _sniff_rocprof_vtune(path, head)
     if amd_intel:
         return amd_intel
-    raise InputError(path, "unrecognised report format",
-                     "tb-hwprof reads Nsight Compute .ncu-rep files and `ncu --csv` output")
+    raise InputError(path, "unrecognised report format", SUPPORTED)
 
 
 def _sniff_rocprof_vtune(path: Path, head: bytes):
@@ -72,30 +91,9 @@ def _is_text(head: bytes) -> bool:
 
 
 def read(path):
-    """Read any supported report into a analysed `Profile` (format detected from the content)."""
+    """Read any supported report into an analysed `Profile` (format detected from the content)."""
     from .analysis import analyse
 
     path = Path(path)
-    fmt = sniff(path)
-    if fmt == "ncu-rep":
-        from .readers.ncu_rep import read_ncu_rep
-        profile = read_ncu_rep(path)
-    elif fmt == "nsys-sqlite":
-        from .readers.nsys_sqlite import read_nsys_sqlite
-        profile = read_nsys_sqlite(path)
-    elif fmt == "rocprof-compute":
-        from .readers.rocprof_compute import read_workload
-        profile = read_workload(path)
-    elif fmt == "rocprof-db":
-        from .readers.rocprof_db import read_rocprof_db
-        profile = read_rocprof_db(path)
-    elif fmt == "rocprof":
-        from .readers.rocprof import read_rocprof
-        profile = read_rocprof(path)
-    elif fmt == "vtune-csv":
-        from .readers.vtune import read_vtune
-        profile = read_vtune(path)
-    else:
-        from .readers.ncu_csv import read_ncu_csv
-        profile = read_ncu_csv(path)
-    return analyse(profile)
+    module, function = READERS[sniff(path)]
+    return analyse(getattr(importlib.import_module(module), function)(path))

@@ -96,7 +96,7 @@ def test_failure_mid_write_keeps_previous_run(logdir_with_run, samples_dir, monk
     def disk_full(*_):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tables, "write_raw_metrics", disk_full)
+    monkeypatch.setattr(tables, "details_doc", disk_full)
     with pytest.raises(OSError):
         writer.write_run(profile, logdir_with_run, "baseline", overwrite=True)
     assert tree(logdir_with_run) == before
@@ -184,3 +184,14 @@ def test_missing_ncu_report_module_says_how_to_install(tmp_path, armleth):
     assert result.returncode == 1
     assert "pip install 'tb-hwprof[ncu]'" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
+
+
+def test_nsys_report_containers_say_how_to_export(samples_dir, tmp_path):
+    """.nsys-rep / .qdrep need the nsys CLI: one line with the command, nothing written."""
+    containers = sorted((samples_dir / "nsys").glob("*.nsys-rep")) + sorted((samples_dir / "nsys").glob("*.qdrep"))
+    assert containers
+    for path in containers:
+        result = cli("export", path, "--logdir", tmp_path / "runs")
+        assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1
+        assert str(path) in result.stderr and "nsys export --type sqlite" in result.stderr
+    assert not (tmp_path / "runs").exists()

@@ -18,8 +18,8 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis import compare
-from tb_hwprof.logdir import metadata, reader
-from tb_hwprof.plugin import hwprof_plugin, rawindex, static, store
+from tb_hwprof.logdir import metadata, reader, tables
+from tb_hwprof.plugin import hwprof_plugin, static, store
 
 REPO = Path(__file__).resolve().parent.parent
 P = "/data/plugin/tb_hwprof"
@@ -198,36 +198,27 @@ def test_kernel_detail(app, samples_dir):
     app.json("/kernel", expect=400, run=SPY)
 
 
-@pytest.mark.parametrize("block", [1 << 20, 4096, 333])  # small blocks: many checkpoints, entries across them
-def test_raw_metrics_index_equals_the_reader(logdir, monkeypatch, block):
-    monkeypatch.setattr(rawindex, "BLOCK", block)
-    expected = reader.read_raw_metrics(logdir / SPY)
-    index = rawindex.RawMetricsIndex(logdir / SPY / "plugins/tb_hwprof" / metadata.RAW_METRICS).build()
-    assert index.count == len(expected) == 105
-    assert [index.launch(i) for i in range(105)] == expected
+def test_kernel_detail_reads_one_details_file(logdir, monkeypatch):
+    """/kernel answers from the launch's own details file, equal to the whole-run reader."""
+    expected_raw, expected_rules = reader.read_all_details(logdir / SPY, 105)
+    app = App(logdir)
+    opened = []
+    real = tables.read_json_gz
+    monkeypatch.setattr(tables, "read_json_gz", lambda path: opened.append(Path(path).name) or real(path))
+    for launch in (0, 57, 104):
+        got = app.json("/kernel", run=SPY, launch=str(launch))
+        assert got["raw_metrics"] == expected_raw[launch] and got["rules"] == expected_rules[launch]
+    assert set(opened) == {Path(metadata.details_file(0)).name}  # 105 launches: one file, read per new launch
 
 
-def test_kernel_detail_when_raw_metrics_are_laid_out_otherwise(tmp_path, samples_dir, ncu_report_module):
-    """Keys in another order: the index declines and the reader answers, with the same data."""
+def test_kernel_detail_of_a_truncated_details_file_is_422(tmp_path, samples_dir, ncu_report_module):
     logs = tmp_path / "logs"
     tb_hwprof.export(ncu(samples_dir, "spyinfer_a10_105launches_2023.2.0.ncu-rep"), logs, "run")
-    path = logs / "run/plugins/tb_hwprof" / metadata.RAW_METRICS
-    doc = json.loads(gzip.decompress(path.read_bytes()))
-    expected = reader.read_raw_metrics(logs / "run", 104)
-    path.write_bytes(gzip.compress(json.dumps({"launches": doc["launches"], "metric_sets": doc["metric_sets"]}).encode()))
-    app = App(logs)
-    assert app.json("/kernel", run="run", launch="104")["raw_metrics"] == expected
-    assert app.store.loads["raw_index"] == 1
-
-
-def test_kernel_detail_of_a_truncated_raw_metrics_file_is_422(tmp_path, samples_dir, ncu_report_module):
-    logs = tmp_path / "logs"
-    tb_hwprof.export(ncu(samples_dir, "spyinfer_a10_105launches_2023.2.0.ncu-rep"), logs, "run")
-    path = logs / "run/plugins/tb_hwprof" / metadata.RAW_METRICS
+    path = logs / "run/plugins/tb_hwprof" / metadata.details_file(3)
     path.write_bytes(path.read_bytes()[:-1000])
     app = App(logs)
     error = app.json("/kernel", expect=422, run="run", launch="3")["error"]
-    assert metadata.RAW_METRICS in error and "re-export" in error
+    assert metadata.details_file(3) in error and "re-export" in error
     assert app.json("/kernels", run="run")["rows"] == 105  # the table itself is fine
 
 

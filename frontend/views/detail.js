@@ -6,7 +6,7 @@ import {h, replace, errorBox, loading, debounce} from "../dom.js";
 import * as fmt from "../format.js";
 import {boundChip} from "./table.js";
 
-// Nsight Compute's MsgType (docs/FORMAT.md, rules.json.gz).
+// Nsight Compute's MsgType (docs/FORMAT.md, details files).
 const RULE_TYPES = {0: "info", 1: "ok", 2: "optimisation", 3: "warning", 4: "error"};
 
 const UNITS = {

@@ -10,13 +10,20 @@ FORMAT_VERSION = 1
 ASSET_DIR = ("plugins", PLUGIN_NAME)
 MANIFEST = "profile.json"  # provenance, devices, roofs, summary, notes, file index
 KERNELS = "kernels.json.gz"  # columnar kernels table
-RAW_METRICS = "raw_metrics.json.gz"  # per launch {metric: [value, unit]}, stored columnar
-RULES = "rules.json.gz"  # per launch: the tool's own rule results
+# Per-launch details (every raw metric, the tool's rule results) in files of DETAILS_CHUNK launches,
+# so the plugin's kernel-detail view reads one small file, never the whole run's counters.
+DETAILS_DIR = "details"
+DETAILS_CHUNK = 1000
 
 # Event-file tags.
 MANIFEST_TAG = "tb_hwprof/profile"  # plugin_name tb_hwprof, BLOB_SEQUENCE: the manifest JSON
 SCALAR_PREFIX = "tb_hwprof/"  # scalars, plugin_name "scalars", shown by the Scalars / Time Series tabs
 EVENTS_SUFFIX = ".tb-hwprof"
+
+
+def details_file(launch: int) -> str:
+    """Asset path (relative to the asset folder) of the details file holding `launch`."""
+    return f"{DETAILS_DIR}/{launch // DETAILS_CHUNK * DETAILS_CHUNK:09d}.json.gz"
 
 
 def plugin_content() -> bytes:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import List, Tuple
 
 from ..errors import FormatVersionError, InputError
 from ..model import Device, Profile, Provenance
@@ -38,13 +39,43 @@ def read_kernels(run_dir):
         raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
 
 
+def read_details(run_dir, launch: int) -> Tuple[dict, list]:
+    """({metric: [value, unit]}, rule results) of one launch: reads only that launch's details file."""
+    path = asset_dir(run_dir) / metadata.details_file(launch)
+    doc = _read_table(path, "details")
+    entry = doc["launches"][launch - doc["first_launch"]]
+    return tables.expand_launch(doc, entry), entry["rules"]
+
+
+def read_all_details(run_dir, count: int) -> Tuple[List[dict], List[list]]:
+    """Every launch's raw metrics and rule results, in launch order."""
+    raw, rules = [], []
+    for first in range(0, count, metadata.DETAILS_CHUNK):
+        doc = _read_table(asset_dir(run_dir) / metadata.details_file(first), "details")
+        raw += [tables.expand_launch(doc, e) for e in doc["launches"]]
+        rules += [e["rules"] for e in doc["launches"]]
+    return raw, rules
+
+
 def read_raw_metrics(run_dir, launch=None):
     """Every launch's {metric: [value, unit]} (a list), or one launch's (a dict)."""
-    return tables.read_raw_metrics(asset_dir(run_dir) / metadata.RAW_METRICS, launch)
+    if launch is not None:
+        return read_details(run_dir, launch)[0]
+    return read_all_details(run_dir, read_manifest(run_dir)["kernel_count"])[0]
 
 
-def read_rules(run_dir):
-    return tables.read_json_gz(asset_dir(run_dir) / metadata.RULES)
+def read_rules(run_dir, launch=None):
+    """Every launch's rule results (a list of lists), or one launch's (a list)."""
+    if launch is not None:
+        return read_details(run_dir, launch)[1]
+    return read_all_details(run_dir, read_manifest(run_dir)["kernel_count"])[1]
+
+
+def _read_table(path: Path, what: str):
+    try:
+        return tables.read_json_gz(path)
+    except (OSError, ValueError, KeyError, EOFError) as e:
+        raise InputError(path, f"unreadable {what} ({e})", "re-export the run with --overwrite") from None
 
 
 def read_summaries(run_dir, manifest: dict) -> dict:
@@ -65,8 +96,7 @@ def load_run(run_dir, with_details: bool = True) -> Profile:
     """A Profile from <logdir>/<run>/; with_details=False skips raw metrics and rules."""
     manifest = read_manifest(run_dir)
     kernels = read_kernels(run_dir)
-    raw = read_raw_metrics(run_dir) if with_details else []
-    rules = read_rules(run_dir) if with_details else []
+    raw, rules = read_all_details(run_dir, manifest["kernel_count"]) if with_details else ([], [])
     return Profile(
         provenance=Provenance(**manifest["provenance"]),
         devices=[Device.from_dict(d) for d in manifest["devices"]],

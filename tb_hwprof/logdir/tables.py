@@ -75,32 +75,25 @@ def read_json_gz(path: Path) -> Any:
         return json.load(f)
 
 
-def write_raw_metrics(path: Path, raw_metrics: List[Dict[str, list]]) -> None:
-    """Per-launch {metric: [value, unit]} stored columnar: launches of one report mostly share
-    a metric set, so names and units are written once per set and each launch is a value list.
-    Values must already be JSON-safe (readers give None for NaN); allow_nan=False enforces it."""
+def details_doc(first_launch: int, raw_metrics: List[Dict[str, list]], rules: List[list]) -> dict:
+    """One details file: launches first_launch.. with their raw metrics and rule results.
+
+    Launches of one report mostly share a metric set, so names and units are written once per
+    set and each launch is a value list.  Values must already be JSON-safe (readers give None
+    for NaN); the encoder's allow_nan=False enforces it."""
     sets: Dict[tuple, int] = {}
     set_docs, launches = [], []
-    for raw in raw_metrics:
+    for raw, launch_rules in zip(raw_metrics, rules):
         key = tuple((name, unit) for name, (_, unit) in raw.items())
         if key not in sets:
             sets[key] = len(set_docs)
             set_docs.append({"names": [k[0] for k in key], "units": [k[1] for k in key]})
-        launches.append({"set": sets[key], "values": [v for v, _ in raw.values()]})
-    doc = {"metric_sets": set_docs, "launches": launches}
-    with gzip.open(path, "wb", compresslevel=GZIP_LEVEL) as f:
-        f.write(json.dumps(doc, allow_nan=False, separators=(",", ":")).encode("utf-8"))
+        launches.append({"set": sets[key], "values": [v for v, _ in raw.values()], "rules": clean(launch_rules)})
+    return {"first_launch": first_launch, "metric_sets": set_docs, "launches": launches}
 
 
-def read_raw_metrics(path: Path, launch: Optional[int] = None):
-    """All launches' {metric: [value, unit]}, or only launch `launch`'s."""
-    doc = read_json_gz(path)
-    sets = doc["metric_sets"]
+def expand_launch(doc: dict, entry: dict) -> Dict[str, list]:
+    """{metric: [value, unit]} of one launch entry of a details file."""
+    metric_set = doc["metric_sets"][entry["set"]]
+    return {n: [v, u] for n, v, u in zip(metric_set["names"], entry["values"], metric_set["units"])}
 
-    def expand(entry):
-        names, units = sets[entry["set"]]["names"], sets[entry["set"]]["units"]
-        return {n: [v, u] for n, v, u in zip(names, entry["values"], units)}
-
-    if launch is not None:
-        return expand(doc["launches"][launch])
-    return [expand(entry) for entry in doc["launches"]]

@@ -63,7 +63,8 @@ def manifest_of(profile, scalars: dict) -> dict:
         "summary": scalars,
         "notes": list(profile.notes),
         "kernel_count": len(profile.kernels),
-        "files": {"kernels": metadata.KERNELS, "raw_metrics": metadata.RAW_METRICS, "rules": metadata.RULES,
+        "files": {"kernels": metadata.KERNELS, "details": metadata.DETAILS_DIR,
+                  "details_chunk": metadata.DETAILS_CHUNK,
                   **{f"summary_{name}": summary_file(name) for name in profile.summaries}},
     }
 
@@ -79,8 +80,7 @@ def _write_assets(profile, staging: Path, manifest: dict) -> None:
     assets = staging.joinpath(*metadata.ASSET_DIR)
     assets.mkdir(parents=True)
     tables.write_json_gz(assets / metadata.KERNELS, tables.kernels_to_json(profile.kernels))  # already JSON-safe
-    tables.write_raw_metrics(assets / metadata.RAW_METRICS, profile.raw_metrics)
-    tables.write_json_gz(assets / metadata.RULES, tables.clean(profile.rules))
+    _write_details(profile, assets)
     for name, frame in profile.summaries.items():
         doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
         tables.write_json_gz(assets / summary_file(name), tables.clean(doc))
@@ -88,6 +88,20 @@ def _write_assets(profile, staging: Path, manifest: dict) -> None:
     import json
     tmp.write_text(json.dumps(tables.clean(manifest), indent=1, sort_keys=True, allow_nan=False))
     os.rename(tmp, assets / metadata.MANIFEST)
+
+
+def _write_details(profile, assets: Path) -> None:
+    """Raw metrics and rule results, DETAILS_CHUNK launches a file (absent ones as empty)."""
+    (assets / metadata.DETAILS_DIR).mkdir()
+    n = len(profile.kernels)
+    raw = profile.raw_metrics or [{}] * n
+    rules = profile.rules or [[]] * n
+    if len(raw) != n or len(rules) != n:
+        raise HwprofError(f"reader bug: {len(raw)} raw metric sets and {len(rules)} rule lists for {n} launches")
+    for first in range(0, n, metadata.DETAILS_CHUNK):
+        last = first + metadata.DETAILS_CHUNK
+        doc = tables.details_doc(first, raw[first:last], rules[first:last])
+        tables.write_json_gz(assets / metadata.details_file(first), doc)
 
 
 def _write_events(staging: Path, scalars: dict, manifest: dict, step: int) -> None:

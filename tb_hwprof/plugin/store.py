@@ -19,10 +19,11 @@ from urllib.parse import unquote
 
 from ..errors import HwprofError, InputError
 from ..logdir import metadata, reader
-from . import encode, rawindex
+from . import encode
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")  # C:\... is absolute too, whatever the server's OS
-RUN_FILES = (metadata.MANIFEST, metadata.KERNELS, metadata.RAW_METRICS, metadata.RULES)
+# A re-export swaps the whole run folder in, so these change whenever any file of the run does.
+RUN_FILES = (metadata.MANIFEST, metadata.KERNELS, metadata.DETAILS_DIR)
 MAX_LOADED = 8  # runs whose tables stay in memory (a 100k-launch run holds ~100 MB)
 # What a damaged file raises while being read: all become a 422 naming the file.
 READ_ERRORS = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError)
@@ -128,33 +129,15 @@ class RunEntry:
                              "re-export the run with --overwrite") from None
 
     def raw_metrics(self, launch: int) -> dict:
-        return self.memo(("raw", launch), lambda: self._raw_metrics(launch))
-
-    def _raw_metrics(self, launch: int) -> dict:
-        """Through the index (one entry parsed); the reader (whole file) if the layout surprised it."""
-        index = self.memo("raw_index", self._raw_index)
-        if index is not None:
-            try:
-                return index.launch(launch)
-            except READ_ERRORS:  # LayoutError included: the reader decides what is wrong
-                pass
-        return _read_detail(reader.read_raw_metrics, self.run_dir, launch, self.asset_dir / metadata.RAW_METRICS)
-
-    def _raw_index(self) -> Optional["rawindex.RawMetricsIndex"]:
-        path = self.asset_dir / metadata.RAW_METRICS
-        self.loads["raw_index"] += 1
-        try:
-            index = rawindex.RawMetricsIndex(path).build()
-        except rawindex.LayoutError:
-            return None
-        except READ_ERRORS as e:
-            raise InputError(path, f"unreadable raw metrics ({type(e).__name__}: {_why(e)})",
-                             "re-export the run with --overwrite") from None
-        return index if index.count == self.manifest.get("kernel_count") else None
+        return self.details(launch)[0]
 
     def rules(self, launch: int) -> list:
-        return self.memo(("rules", launch), lambda: _read_detail(
-            lambda d, i: reader.read_rules(d)[i], self.run_dir, launch, self.asset_dir / metadata.RULES))
+        return self.details(launch)[1]
+
+    def details(self, launch: int):
+        """(raw metrics, rules) of one launch: one details file of DETAILS_CHUNK launches is read."""
+        return self.memo(("details", launch), lambda: _read_detail(
+            reader.read_details, self.run_dir, launch, self.asset_dir / metadata.details_file(launch)))
 
 
 def _why(e: BaseException) -> str:
