@@ -1,8 +1,11 @@
 """Export time of the 105-launch Nsight Compute report vs a bare ncu_report loop.
 
-The baseline reads, with NVIDIA's module alone, exactly what the reader reads: every
-metric's value and unit and the rule results of every launch. The ratio is what
-tb-hwprof adds on top (model, analysis, writing the run). Target: <= 1.3.
+The baseline reads, with NVIDIA's module alone and its documented convenience call
+IMetric.value(), exactly what the reader reads: every metric's value and unit, the names and
+the rule results of every launch. The ratio is what tb-hwprof costs end to end (reading,
+model, analysis, writing the run) against that loop. Target: <= 1.3. (The reader calls
+IMetric.kind() and the as_*() accessor value() dispatches to directly: same values, less
+per-call overhead, which buys the room for the model and the writing.)
 
     python benchmarks/bench_ncu_export.py [REPORT] [--repeat N]
 """

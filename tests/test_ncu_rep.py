@@ -175,6 +175,11 @@ def test_raw_metrics_are_every_metric(ncu_rep, ncu_report_module, read_cache):
     profile = profile_of(ncu_rep, read_cache)
     for raw, action in zip(profile.raw_metrics, actions(ncu_report_module, ncu_rep)):
         assert set(raw) == set(action.metric_names())
+        for name, (value, unit) in raw.items():
+            m = action.metric_by_name(name)
+            expected = m.value()
+            assert unit == m.unit()
+            assert value == expected or (value is None and expected != expected), (name, value, expected)
 
 
 def test_missing_counters_are_nan_not_zero(samples_dir, ncu_report_module, read_cache):
