@@ -5,6 +5,7 @@ import importlib
 from pathlib import Path
 
 from .errors import InputError
+from .readers.common import read_input_bytes
 
 SNIFF_BYTES = 64 << 10
 SUPPORTED = ("tb-hwprof reads Nsight Compute .ncu-rep and `ncu --csv` output, Nsight Systems SQLite exports "
@@ -30,15 +31,7 @@ def sniff(path: Path) -> str:
         from .readers import rocprof_compute  # the one folder input: a rocprof-compute / Omniperf workload
         if rocprof_compute.is_workload(Path(path)):
             return "rocprof-compute"
-    try:
-        with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except FileNotFoundError:
-        raise InputError(path, "no such file", "check the path") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a folder, not a report file", "pass the report file itself") from None
-    except OSError as e:
-        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
+    head = read_input_bytes(path, SNIFF_BYTES)
     if not head:
         raise InputError(path, "file is empty", "pass a profiler report; " + SUPPORTED)
     if head.startswith(b"NVR\x00"):

@@ -1,6 +1,24 @@
 """Small helpers every reader shares."""
 import hashlib
+from pathlib import Path
+from typing import Optional
+
+from ..errors import InputError
 
 
 def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def read_input_bytes(path, limit: Optional[int] = None) -> bytes:
+    """The file's bytes (the first `limit` of them), with one-line errors a user can act on."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            return f.read() if limit is None else f.read(limit)
+    except FileNotFoundError:
+        raise InputError(path, "no such file", "check the path") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a folder, not a report file", "pass the report file itself") from None
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None

@@ -37,7 +37,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from ..errors import InputError
 from ..model import Profile, Provenance, normalise_kernels
 from . import ncu_metrics
-from .common import sha256_of
+from .common import read_input_bytes, sha256_of
 
 LONG, RAW = "ncu-csv-long", "ncu-csv-raw"
 NOT_NCU_FIX = ("export with `ncu --csv --page details` or `ncu --csv --page raw` "
@@ -434,17 +434,6 @@ def _records(lines: List[str]) -> Iterable[List[str]]:
     return csv.reader(line for line in lines if not _is_ncu_log(line))
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such file", "check the path") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a folder, not a report file", "pass the report file itself") from None
-    except OSError as e:
-        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
-
-
 def _no_header_error(path: Path, lines: List[str]) -> InputError:
     if any(_is_ncu_log(line) for line in lines):
         return InputError(path, "Nsight Compute console output without a CSV table",
@@ -454,7 +443,7 @@ def _no_header_error(path: Path, lines: List[str]) -> InputError:
 
 def read_ncu_csv(path) -> Profile:
     path = Path(path)
-    data = _read_bytes(path)
+    data = read_input_bytes(path)
     if not data.strip():
         raise InputError(path, "file is empty", NOT_NCU_FIX)
     if b"\x00" in data[:64 << 10]:

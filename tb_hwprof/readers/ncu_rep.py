@@ -15,7 +15,7 @@ from typing import Dict, List, Tuple
 from ..errors import InputError, MissingDependency
 from ..model import Profile, Provenance, normalise_kernels
 from . import ncu_metrics
-from .common import sha256_of
+from .common import read_input_bytes, sha256_of
 
 MAGIC = b"NVR\x00"
 INSTALL_HINT = "pip install 'tb-hwprof[ncu]' (NVIDIA's ncu-report module; no GPU needed)"
@@ -138,7 +138,7 @@ def action_rules(action) -> List[dict]:
 
 def read_ncu_rep(path) -> Profile:
     path = Path(path)
-    data = path.read_bytes()
+    data = read_input_bytes(path)
     check_container(path, data)
     ncu_report = import_ncu_report()
     ctx = ncu_report.load_report(str(path))
