@@ -55,6 +55,14 @@ def splice_run(doc_bytes: bytes, run: str) -> bytes:
     return b'{"run":' + dumps(run) + b"," + body[1:]
 
 
+def splice_field(doc_bytes: bytes, key: str, value: Any) -> bytes:
+    """`{key: value, ...doc}` from the bytes of a JSON object (see splice_run)."""
+    body = doc_bytes.lstrip()
+    if not body.startswith(b"{"):
+        raise ValueError("not a JSON object")
+    return b"{" + dumps(key) + b":" + dumps(value) + b"," + body[1:]
+
+
 def check_columnar(doc: Any, expected_rows: Optional[int] = None) -> None:
     """A columnar table: every listed column present with `rows` values (and as many as the
     manifest announced, which catches a table from another export)."""

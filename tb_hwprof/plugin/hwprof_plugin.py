@@ -9,7 +9,8 @@ from tensorboard.plugins import base_plugin
 
 from ..logdir import metadata
 
-ROUTES = ("/runs", "/kernels", "/kernel_groups", "/kernel", "/roofline", "/bottlenecks", "/compare", "/static/*")
+ROUTES = ("/runs", "/kernels", "/kernel_groups", "/kernel", "/roofline", "/bottlenecks", "/compare", "/static/*",
+          "/summary", "/cpu_hotspots")
 
 
 class HwprofPlugin(base_plugin.TBPlugin):

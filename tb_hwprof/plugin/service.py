@@ -15,7 +15,7 @@ from werkzeug import wrappers
 
 from ..logdir import metadata
 from . import encode, static, views
-from .store import HttpError, RunEntry, RunStore, check_run_name
+from .store import HttpError, RunEntry, RunStore, check_run_name, check_summary_name
 
 logger = logging.getLogger("tb_hwprof")
 JSON = "application/json"
@@ -29,6 +29,7 @@ class Service:
             "/runs": self.runs, "/kernels": self.kernels, "/kernel_groups": self.kernel_groups,
             "/kernel": self.kernel, "/roofline": self.roofline, "/bottlenecks": self.bottlenecks,
             "/compare": self.compare, "/static/*": self.static,
+            "/summary": self.summary, "/cpu_hotspots": self.cpu_hotspots,
         }
 
     def __call__(self, route: str, environ, start_response):
@@ -98,6 +99,13 @@ class Service:
         base, run = self._entry(request, "base"), self._entry(request, "run")
         key = ("compare", base.run, base.signature)  # cached in `run`'s entry, valid while base is unchanged
         return json_response(request, run.memo(key, lambda: encode.response(views.compare_runs(base, run))))
+
+    def summary(self, request):
+        entry = self._entry(request)
+        return json_response(request, entry.summary_response(check_summary_name(request.args.get("name"))))
+
+    def cpu_hotspots(self, request):
+        return self._cached_view(request, "cpu_hotspots", views.cpu_hotspots)
 
     def static(self, request):
         prefix = f"/data/plugin/{metadata.PLUGIN_NAME}/static/"

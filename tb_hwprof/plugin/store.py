@@ -22,6 +22,7 @@ from ..logdir import metadata, reader
 from . import encode
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")  # C:\... is absolute too, whatever the server's OS
+_SUMMARY_NAME = re.compile(r"[a-z0-9_]{1,100}")  # as the writer names them: no path can be spelled
 # A re-export swaps the whole run folder in, so these change whenever any file of the run does.
 RUN_FILES = (metadata.MANIFEST, metadata.KERNELS, metadata.DETAILS_DIR)
 MAX_LOADED = 8  # runs whose tables stay in memory (a 100k-launch run holds ~100 MB)
@@ -47,6 +48,13 @@ def check_run_name(run: Optional[str]) -> str:
         if "\x00" in form or form.startswith(("/", "\\")) or ".." in parts or _DRIVE.match(form):
             raise HttpError(400, f"bad run name {run!r}: runs are relative names inside the logdir")
     return run
+
+
+def check_summary_name(name: Optional[str]) -> str:
+    """400 unless `name` is a summary table name (the writer's rule: lowercase letters, digits, '_')."""
+    if not name or not _SUMMARY_NAME.fullmatch(name):
+        raise HttpError(400, f"bad summary table name {name!r}: lowercase letters, digits and '_' (see /runs)")
+    return name
 
 
 def signature(asset_dir: Path) -> Tuple:
@@ -126,6 +134,40 @@ class RunEntry:
             return make(raw, doc)
         except READ_ERRORS as e:
             raise InputError(path, f"unreadable kernels table ({_why(e)})",
+                             "re-export the run with --overwrite") from None
+
+    def summary_names(self) -> list:
+        """Names of the run's summary tables (the manifest's `summary_<name>` files)."""
+        files = self.manifest.get("files") or {}
+        return sorted(k[len("summary_"):] for k in files if k.startswith("summary_"))
+
+    def _summary_path(self, name: str) -> Path:
+        if name not in self.summary_names():
+            have = ", ".join(self.summary_names()) or "none"
+            raise HttpError(404, f"run {self.run!r} has no summary table {name!r} (it has: {have})")
+        # Only the file name counts: a manifest cannot point outside the asset folder.
+        return self.asset_dir / Path(str(self.manifest["files"][f"summary_{name}"])).name
+
+    def summary_response(self, name: str) -> bytes:
+        """gzip of {"run", "name", ...the table's columnar JSON}, as summary_<name>.json.gz holds it."""
+        return self.memo(("summary_response", name), lambda: self._read_summary(name, lambda raw, doc: encode.gzip_bytes(
+            encode.splice_run(encode.splice_field(raw, "name", name), self.run))))
+
+    def summary(self, name: str):
+        """One summary table as a DataFrame (units in .attrs)."""
+        from ..logdir import tables
+        return self.memo(("summary", name), lambda: self._read_summary(name, lambda raw, doc: tables.frame_from_json(doc)))
+
+    def _read_summary(self, name: str, make):
+        path = self._summary_path(name)
+        self.loads["summary"] += 1
+        try:
+            raw = gzip.decompress(path.read_bytes())
+            doc = encode.loads(raw)
+            encode.check_columnar(doc)
+            return make(raw, doc)
+        except READ_ERRORS as e:
+            raise InputError(path, f"unreadable summary table ({_why(e)})",
                              "re-export the run with --overwrite") from None
 
     def raw_metrics(self, launch: int) -> dict:

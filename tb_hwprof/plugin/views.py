@@ -5,6 +5,7 @@ import math
 from typing import Optional
 
 from ..analysis import compare, groups
+from ..model import Profile, Provenance, normalise_kernels
 from .store import HttpError, RunEntry
 
 RUN_FIELDS = ("tool", "tool_version", "source_path", "source_format", "export_time")
@@ -19,6 +20,8 @@ def run_info(run: str, manifest: Optional[dict], error: Optional[str]) -> dict:
         info["devices"] = [{"id": d.get("id"), "name": d.get("name", ""), "architecture": d.get("architecture", "")}
                            for d in manifest.get("devices") or []]
         info["kernel_count"] = manifest.get("kernel_count")
+        files = manifest.get("files") or {}
+        info["summaries"] = sorted(k[len("summary_"):] for k in files if k.startswith("summary_"))
     return info
 
 
@@ -77,3 +80,27 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
 
 def compare_runs(base: RunEntry, run: RunEntry) -> dict:
     return {"base": base.run, "run": run.run, **compare.compare_kernels(base.kernels(), run.kernels())}
+
+
+def cpu_hotspots(entry: RunEntry) -> dict:
+    """/cpu_hotspots: the run's CPU functions (analysis/cpu_hotspots.py) and its CPU advice."""
+    from ..analysis import cpu_hotspots as hot
+    from ..analysis.advice import cpu as cpu_advice
+    from ..logdir import tables
+    if "cpu_hotspots" not in entry.summary_names():
+        raise HttpError(404, f"run {entry.run!r} has no CPU hotspots (export a VTune hotspots or "
+                             f"uarch-exploration CSV report)")
+    table = entry.summary("cpu_hotspots")
+    frame = hot.hotspot_table(table)
+    doc = tables.clean(tables.frame_to_json(frame, hot.UNITS))
+    profile = Profile(Provenance(**_provenance(entry.manifest)), [], normalise_kernels([]),
+                      summaries={"cpu_hotspots": table})
+    return {"run": entry.run, **doc, "totals": hot.totals(frame),
+            "topdown": {"available": hot.has_topdown(frame), "thresholds": hot.tma_thresholds()},
+            "advice": tables.clean(cpu_advice.advise(profile))}
+
+
+def _provenance(manifest: dict) -> dict:
+    prov = manifest.get("provenance") or {}
+    return {k: str(prov.get(k, "")) for k in ("tool", "tool_version", "source_path", "source_sha256",
+                                                "source_format", "export_time")}

@@ -170,11 +170,15 @@ def hotspots(header: List[str], frame: pd.DataFrame, units: Dict[str, str]) -> T
     out = pd.DataFrame({"name": name})
     for key, col in (("module", "Module"), ("function_full", "Function (Full)"), ("source_file", "Source File")):
         out[key] = frame[col].astype(str) if col in frame.columns and col != group else ""
-    cpu = _series(frame, find_column(header, "CPU Time") if "CPU Time" in header else None)
+    # Bottom-up / hotspots reports: "CPU Time" is the row's own (self) time; top-down tree reports
+    # split it into "CPU Time:Self" and "CPU Time:Total" (callees included).
+    self_col = next((c for c in ("CPU Time", "CPU Time:Self") if c in header), None)
+    cpu = _series(frame, self_col)
     spin = _series(frame, next((c for c in ("CPU Time:Spin Time", "Spin Time") if c in header), None))
     over = _series(frame, next((c for c in ("CPU Time:Overhead Time", "Overhead Time") if c in header), None))
     eff_col = "CPU Time:Effective Time" if "CPU Time:Effective Time" in header else None
     out["cpu_time_s"], out["spin_time_s"], out["overhead_time_s"] = cpu, spin, over
+    out["total_time_s"] = _series(frame, "CPU Time:Total" if "CPU Time:Total" in header else None)
     if eff_col:
         out["effective_time_s"] = _series(frame, eff_col)
     elif spin.notna().any() or over.notna().any():
@@ -202,6 +206,7 @@ def hotspots(header: List[str], frame: pd.DataFrame, units: Dict[str, str]) -> T
         notes.append(f"{int(loops.sum())} rows are loops ('[Loop at line N in f]' / '[Outside any loop]'): "
                      "the report was grouped by loop")
     out.attrs["units"] = {"cpu_time_s": "s", "spin_time_s": "s", "overhead_time_s": "s", "effective_time_s": "s",
+                          "total_time_s": "s",
                           **{k: "%" for k in TOPDOWN_COLUMNS}, **units}
     return out, notes
 
