@@ -16,6 +16,8 @@ examples:
   tb-hwprof export report.ncu-rep --logdir runs --run baseline
   tb-hwprof export ncu_output.csv --logdir runs --run baseline-csv      # `ncu --csv` text
   tb-hwprof export report.sqlite --logdir runs                          # nsys export --type sqlite
+  tb-hwprof export report.nsys-rep --logdir runs --nvtx-range train_step   # needs nsys on PATH
+  tb-hwprof export report.sqlite --logdir runs --time-range 2000000000:2500000000   # a window, ns
   tb-hwprof export workloads/vcopy/MI200 --logdir runs --run vcopy      # rocprof-compute workload folder
   tb-hwprof export results.csv kernel_trace.csv hotspots.csv --logdir runs   # rocprof v1/v3, VTune CSV
   tb-hwprof export v1.ncu-rep v2.ncu-rep --logdir runs --run series     # runs series/v1, series/v2
@@ -68,11 +70,42 @@ def cmd_export(args) -> int:
         profiles.append(read(path))
         _progress(args, f"[{i}/{len(files)}] read {path} ({len(profiles[-1].kernels)} launches, "
                         f"{time.perf_counter() - started:.2f} s)")
+    for path, profile in zip(files, profiles):
+        set_trace_window(args, path, profile)
     for i, (profile, name) in enumerate(zip(profiles, names), 1):
         run_dir = write_run(profile, logdir, name, overwrite=args.overwrite, step=args.step)
         _progress(args, f"[{i}/{len(files)}] wrote {run_dir}")
+        _report_timeline(run_dir)
     print(f"exported {len(files)} run(s) to {logdir}: tensorboard --logdir {logdir}")
     return 0
+
+
+def set_trace_window(args, path: Path, profile) -> None:
+    """--time-range / --nvtx-range: the part of a trace the export keeps (tracers only)."""
+    if args.time_range is None and args.nvtx_range is None:
+        return
+    if profile.timeline is None:
+        _progress(args, f"{path}: no timeline in this report: --time-range/--nvtx-range ignored")
+        return
+    from .analysis import timeline as tl
+    if args.nvtx_range is not None:
+        window = tl.nvtx_window(profile.timeline, args.nvtx_range, every=args.nvtx_instances == "all")
+    else:
+        window = tl.time_window(profile.timeline, *tl.parse_time_range(args.time_range))
+    profile.timeline.window = window
+
+
+def _report_timeline(run_dir: Path) -> None:
+    """How many trace events the export kept and dropped (printed: it is the export's result)."""
+    from .logdir.reader import read_manifest
+    info = read_manifest(run_dir).get("timeline")
+    if not info:
+        return
+    window = info.get("window")
+    where = f" in {window['label']} [{window['start_ns']}, {window['end_ns']}] ns" if window else ""
+    kept = ", ".join(f"{n} {k}" for k, n in info["kept"].items() if n and k != "flow")
+    print(f"{run_dir}: timeline kept {info['kept_events']} events, dropped {info['dropped_events']}{where}"
+          f" ({kept or 'nothing'}; {info['kept']['flow']} launch flows)")
 
 
 def _progress(args, line: str) -> None:
@@ -92,6 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--run", help="run name (default: the file name without extension)")
     export.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")
     export.add_argument("--step", type=int, default=0, help="step of the scalar summaries (default 0)")
+    window = export.add_mutually_exclusive_group()
+    window.add_argument("--time-range", metavar="START:END",
+                        help="traces: keep only events overlapping START..END ns on the report's clock (for "
+                             "Nsight Systems, from the start of the capture session, as the nsys GUI shows it); "
+                             "either side may be left empty")
+    window.add_argument("--nvtx-range", metavar="NAME",
+                        help="traces: keep only events overlapping the NVTX range NAME (see --nvtx-instances)")
+    export.add_argument("--nvtx-instances", choices=("first", "all"), default="first",
+                        help="with --nvtx-range: the first range of that name (default), or from the first "
+                             "one's start to the last one's end")
     export.add_argument("--quiet", action="store_true", help="no progress lines")
     export.add_argument("--debug", action="store_true", help="show tracebacks")
     export.set_defaults(func=cmd_export)

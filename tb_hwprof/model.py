@@ -11,6 +11,7 @@ import dataclasses
 import math
 from typing import Any, Dict, List, Optional
 
+import numpy as np
 import pandas as pd
 
 # name -> (unit, dtype, description).  Order is the table order.
@@ -139,6 +140,8 @@ class Profile:
     notes: List[str] = dataclasses.field(default_factory=list)
     # Tool-computed aggregate tables by name (e.g. "cuda_gpu_kern_sum"); see docs/FORMAT.md.
     summaries: Dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
+    # Every traced slice of a capture (tracers such as Nsight Systems); None for counter profilers.
+    timeline: Optional["Timeline"] = None
 
     def device(self, device_id) -> Optional[Device]:
         for d in self.devices:
@@ -186,3 +189,51 @@ def normalise_kernels(rows, copy: bool = True) -> pd.DataFrame:
             df[col] = pd.to_numeric(series, errors="coerce").astype("float64")
     extra = [c for c in df.columns if c not in KERNEL_COLUMNS]
     return df[list(KERNEL_COLUMNS) + extra]
+
+
+# ------------------------------------------------------------------ timeline (tracers)
+# Slice categories, by code (Timeline.slices["cat"]); the trace file's "cat" strings.
+TIMELINE_CATEGORIES = ("kernel", "memcpy", "memset", "cuda_api", "nvtx")
+GPU_CATEGORIES = ("kernel", "memcpy", "memset")
+# Columns of Timeline.slices: one numpy array each, one value per slice.
+SLICE_COLUMNS = {"start": np.int64, "end": np.int64, "track": np.int32, "name": np.int32, "cat": np.int8,
+                 "flow": np.int64, "bytes": np.int64}
+
+
+@dataclasses.dataclass
+class Track:
+    """One row of a timeline: a CPU thread (pid, tid as the OS numbers them) or a GPU stream."""
+
+    pid: int
+    tid: int
+    process: str
+    thread: str
+    kind: str  # "thread" or "stream"
+    device: Optional[int] = None  # streams: the GPU
+
+
+@dataclasses.dataclass
+class Window:
+    """The part of a capture to keep, in the tool's own ns timestamps; label says how it was chosen."""
+
+    start_ns: int
+    end_ns: int
+    label: str = ""
+
+
+@dataclasses.dataclass
+class Timeline:
+    """Slices columnar, as numpy arrays (a 1M-kernel capture is arrays, never 1M Python objects).
+
+    slices[column] per SLICE_COLUMNS: start/end ns, track (index into `tracks`), name (index into
+    `names`), cat (index into TIMELINE_CATEGORIES), flow (id shared by a launching API call and
+    the GPU operation it launched, -1 for none), bytes (memory operations, -1 otherwise).
+    """
+
+    tracks: List[Track]
+    names: List[str]
+    slices: Dict[str, np.ndarray]
+    window: Optional[Window] = None  # what an export keeps (None: everything)
+
+    def __len__(self) -> int:
+        return int(self.slices["start"].size)

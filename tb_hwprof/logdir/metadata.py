@@ -14,6 +14,10 @@ KERNELS = "kernels.json.gz"  # columnar kernels table
 # so the plugin's kernel-detail view reads one small file, never the whole run's counters.
 DETAILS_DIR = "details"
 DETAILS_CHUNK = 1000
+# Traces (Nsight Systems): the timeline as Chrome trace-event JSON (Perfetto, chrome://tracing) and
+# the same slices as columns for the plugin's Timeline view.
+TIMELINE = "timeline.json.gz"
+TIMELINE_INDEX = "timeline_index.npz"
 
 # Event-file tags.
 MANIFEST_TAG = "tb_hwprof/profile"  # plugin_name tb_hwprof, BLOB_SEQUENCE: the manifest JSON

@@ -81,6 +81,11 @@ def _write_assets(profile, staging: Path, manifest: dict) -> None:
     assets.mkdir(parents=True)
     tables.write_json_gz(assets / metadata.KERNELS, tables.kernels_to_json(profile.kernels))  # already JSON-safe
     _write_details(profile, assets)
+    if getattr(profile, "timeline", None) is not None:  # tracers: the trace file and its index
+        from . import trace
+        manifest["timeline"] = trace.write_timeline(profile.timeline, assets / metadata.TIMELINE,
+                                                    assets / metadata.TIMELINE_INDEX)
+        manifest["files"].update(timeline=metadata.TIMELINE, timeline_index=metadata.TIMELINE_INDEX)
     for name, frame in profile.summaries.items():
         doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
         tables.write_json_gz(assets / summary_file(name), tables.clean(doc))

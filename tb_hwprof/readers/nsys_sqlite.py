@@ -27,6 +27,7 @@ import pandas as pd
 from ..analysis.summary import gpu_activity
 from ..errors import InputError
 from ..model import Device, Peak, Profile, Provenance, normalise_kernels
+from . import nsys_timeline
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -229,9 +230,10 @@ KERNEL_SELECT = [
     ("coalesce((gridX << 32) | (gridY << 16) | gridZ, -1)", ("gridX", "gridY", "gridZ")),
     ("coalesce((blockX << 32) | (blockY << 16) | blockZ, -1)", ("blockX", "blockY", "blockZ")),
     ("coalesce(staticSharedMemory + dynamicSharedMemory, -1)", ("staticSharedMemory", "dynamicSharedMemory")),
+    ("(coalesce(globalPid, 0) >> 24) & 16777215", ("globalPid",)),  # the process (flows pair by pid + id)
 ]
 KERNEL_FIELDS = ["start", "end", "device", "context", "stream", "correlation", "short", "demangled", "mangled",
-                 "registers", "grid", "block", "shared"]
+                 "registers", "grid", "block", "shared", "pid"]
 
 
 def _kernel_sql(present: Sequence[str]) -> str:
@@ -245,11 +247,18 @@ def _nan_negative(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def read_kernels(conn) -> pd.DataFrame:
+def kernel_columns(conn) -> Dict[str, np.ndarray]:
+    """Per launch, in GPU start order: the integer columns of KERNEL_FIELDS (-1 = absent)."""
     present = columns(conn, KERNEL)
     n = conn.execute(f"SELECT count(*) FROM {KERNEL}").fetchone()[0]
     m = _int_matrix(conn, _kernel_sql(present), len(KERNEL_SELECT), n)
-    c = dict(zip(KERNEL_FIELDS, m.T))
+    return {f: np.ascontiguousarray(m[:, i]) for i, f in enumerate(KERNEL_FIELDS)}
+
+
+def read_kernels(conn, c: Optional[Dict[str, np.ndarray]] = None) -> pd.DataFrame:
+    present = columns(conn, KERNEL)
+    c = kernel_columns(conn) if c is None else c
+    n = c["start"].size
     id_cols = [col for col in ("shortName", "demangledName", "mangledName") if col in present]
     strings = _strings(conn, " UNION ".join(f'SELECT "{col}" FROM {KERNEL}' for col in id_cols))
     demangled = _lookup(strings, c["demangled"])
@@ -574,6 +583,29 @@ def read_summaries(conn, names: Set[str], kernels: pd.DataFrame) -> Dict[str, pd
     return out
 
 
+def memcpy_labels(conn, names: Set[str]) -> Dict[int, str]:
+    """copyKind -> label, from the export's own enum table when it has one."""
+    if "ENUM_CUDA_MEMCPY_OPER" in names:
+        return {int(i): label for i, label in conn.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
+    return dict(MEMCPY_KINDS)
+
+
+def read_timeline_and_idle(conn, names: Set[str], devices, kcols, kernels: pd.DataFrame,
+                           summaries: Dict[str, pd.DataFrame]):
+    """The capture's Timeline; adds the idle-time summaries (gaps, utilisation, attribution)."""
+    timeline, extras = nsys_timeline.read_timeline(
+        conn, names, devices, kcols, kernels["name"].to_numpy() if kcols is not None else None,
+        memcpy_labels(conn, names), NVTX in names)
+    span = _capture_span(conn, names)
+    if timeline is not None and span is not None:
+        idle = nsys_timeline.idle_summaries(conn, names, timeline, extras, span)
+        for name, df in idle.items():
+            if len(df):
+                df.attrs["units"] = units_of(df)
+                summaries[name] = df
+    return timeline
+
+
 def _notes(meta: Dict[str, str], names: Set[str], kernels: pd.DataFrame) -> List[str]:
     notes = []
     if meta:
@@ -605,16 +637,19 @@ def read_nsys_sqlite(path) -> Profile:
                              "CUPTI_ACTIVITY_KIND_* / TARGET_INFO_* tables)",
                              "export the report with `nsys export --type sqlite REPORT.nsys-rep`")
         meta = export_metadata(conn, names)
+        devices = read_devices(conn, names)
         try:
-            kernels = read_kernels(conn) if KERNEL in names else normalise_kernels([])
+            kcols = kernel_columns(conn) if KERNEL in names else None
+            kernels = read_kernels(conn, kcols) if kcols is not None else normalise_kernels([])
             summaries = read_summaries(conn, names, kernels)
+            timeline = read_timeline_and_idle(conn, names, devices, kcols, kernels, summaries)
         except (sqlite3.DatabaseError, ValueError) as e:
             raise InputError(path, f"damaged or unexpected Nsight Systems export ({e})",
                              "re-run `nsys export --type sqlite`") from None
-        devices = read_devices(conn, names)
     finally:
         conn.close()
     provenance = Provenance(tool="nsys", tool_version=meta.get("EXPORT_PRODUCT_VERSION", ""),
                             source_path=str(path.resolve()), source_sha256=sha256_file(path),
                             source_format="nsys-sqlite")
-    return Profile(provenance, devices, kernels, notes=_notes(meta, names, kernels), summaries=summaries)
+    return Profile(provenance, devices, kernels, notes=_notes(meta, names, kernels), summaries=summaries,
+                   timeline=timeline)

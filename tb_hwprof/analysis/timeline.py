@@ -1,0 +1,178 @@
+"""GPU time over a capture: busy islands, idle gaps, utilisation per time bin, what overlapped the gaps.
+
+Interval arithmetic on numpy arrays of int64 nanoseconds (no file format, no Python loop per
+interval): a capture of 1,000,000 kernels is a few sorts and cumulative sums.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..errors import HwprofError
+from ..model import TIMELINE_CATEGORIES, Window
+from .summary import interval_union_ns
+
+Intervals = Tuple[np.ndarray, np.ndarray]  # (starts, ends), int64 ns
+
+# Bins of the utilisation-over-time table: enough for a sparkline a page wide, few enough to
+# store per device in every run.
+UTILISATION_BINS = 200
+# Idle gaps listed per device with what the CPU was doing then (the longest ones).
+TOP_GAPS = 20
+
+
+def _i64(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def merge(starts, ends) -> Intervals:
+    """The union of [start, end) intervals as sorted disjoint islands (touching ones merged)."""
+    starts, ends = _i64(starts), _i64(ends)
+    if starts.size == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, reach = starts[order], np.maximum.accumulate(ends[order])
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]  # an island starts where an interval begins after all before it ended
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], reach[last]
+
+
+def idle_gaps(islands: Intervals, span: Tuple[int, int]) -> Intervals:
+    """Stretches of `span` that no island covers: before the first, between, and after the last."""
+    s, e = islands
+    lo, hi = int(span[0]), int(span[1])
+    inside = (e > lo) & (s < hi)
+    s, e = np.clip(s[inside], lo, hi), np.clip(e[inside], lo, hi)
+    gap_s = np.concatenate([[lo], e])
+    gap_e = np.concatenate([s, [hi]])
+    keep = gap_e > gap_s
+    return gap_s[keep], gap_e[keep]
+
+
+def overlap_ns(a: Intervals, b: Intervals) -> int:
+    """Length of union(a) ∩ union(b): |A| + |B| - |A ∪ B| (three sorts, no pairwise loop)."""
+    union_a, union_b = interval_union_ns(*a), interval_union_ns(*b)
+    both = interval_union_ns(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+    return int(union_a + union_b - both)
+
+
+def clip(intervals: Intervals, span: Tuple[int, int]) -> Intervals:
+    s, e = np.clip(_i64(intervals[0]), span[0], span[1]), np.clip(_i64(intervals[1]), span[0], span[1])
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def starts_inside(points, intervals: Intervals) -> np.ndarray:
+    """Per point: does it fall within [start, end] of any of the intervals."""
+    s, e = merge(*intervals)
+    points = _i64(points)
+    if s.size == 0:
+        return np.zeros(points.size, dtype=bool)
+    i = np.searchsorted(s, points, side="right") - 1  # the last island starting at or before the point
+    ok = i >= 0
+    return ok & (points <= e[np.where(ok, i, 0)])
+
+
+def busy_before(islands: Intervals, t: np.ndarray) -> np.ndarray:
+    """Busy time from the first island up to each instant t (islands sorted and disjoint)."""
+    s, e = islands
+    t = _i64(t)
+    if s.size == 0:
+        return np.zeros(t.size, dtype=np.int64)
+    done = np.concatenate([[0], np.cumsum(e - s)])  # busy time of the first k islands
+    k = np.searchsorted(s, t, side="right")  # islands starting at or before t
+    partial = np.where(k > 0, np.minimum(t, e[np.maximum(k - 1, 0)]) - s[np.maximum(k - 1, 0)], 0)
+    return done[np.maximum(k - 1, 0)] * (k > 0) + np.clip(partial, 0, None)
+
+
+def utilisation(islands: Intervals, span: Tuple[int, int], bins: int = UTILISATION_BINS) -> pd.DataFrame:
+    """busy_pct per equal time bin of `span` (bin_start_ns, bin_end_ns, busy_ns, busy_pct)."""
+    lo, hi = int(span[0]), int(span[1])
+    n = max(1, min(bins, hi - lo))
+    edges = lo + (np.arange(n + 1, dtype=np.float64) * (hi - lo) / n).astype(np.int64)
+    edges[-1] = hi
+    busy = np.diff(busy_before(islands, edges))
+    width = np.diff(edges)
+    return pd.DataFrame({"bin_start_ns": edges[:-1], "bin_end_ns": edges[1:], "busy_ns": busy,
+                         "busy_pct": np.where(width > 0, 100.0 * busy / np.maximum(width, 1), np.nan)})
+
+
+def longest(gaps: Intervals, top: int = TOP_GAPS) -> Intervals:
+    """The `top` longest gaps, longest first (earlier first on ties)."""
+    s, e = gaps
+    order = np.lexsort((s, -(e - s)))[:top]
+    return s[order], e[order]
+
+
+def best_overlap(gaps: Intervals, starts, ends) -> Tuple[np.ndarray, np.ndarray]:
+    """Per gap: index of the interval covering most of it (shortest on ties: the innermost of nested
+    ranges) and that overlap in ns; -1 / 0 where nothing overlaps.  Loops over the (few) gaps only."""
+    starts, ends = _i64(starts), _i64(ends)
+    best = np.full(gaps[0].size, -1, dtype=np.int64)
+    amount = np.zeros(gaps[0].size, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    sorted_s = starts[order]
+    for g, (gs, ge) in enumerate(zip(gaps[0].tolist(), gaps[1].tolist())):
+        cand = order[: np.searchsorted(sorted_s, ge, side="left")]  # started before the gap ends
+        cand = cand[ends[cand] > gs]
+        if cand.size == 0:
+            continue
+        ov = np.minimum(ends[cand], ge) - np.maximum(starts[cand], gs)
+        pick = np.lexsort((ends[cand] - starts[cand], -ov))[0]
+        best[g], amount[g] = cand[pick], ov[pick]
+    return best, amount
+
+
+def gap_share(idle: int, part: int) -> Optional[float]:
+    return 100.0 * part / idle if idle > 0 else None
+
+
+# ---------------------------------------------------------------- export windows
+
+def parse_time_range(text: str):
+    """'START:END' in ns (either side may be empty: open) -> (start, end)."""
+    parts = str(text).split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        lo = int(parts[0]) if parts[0].strip() else None
+        hi = int(parts[1]) if parts[1].strip() else None
+    except ValueError:
+        raise HwprofError(f"bad --time-range {text!r}: use START:END in ns, e.g. 2000000000:3000000000") from None
+    if lo is not None and hi is not None and hi < lo:
+        raise HwprofError(f"bad --time-range {text!r}: END is before START")
+    return lo, hi
+
+
+def time_window(timeline, lo, hi):
+    """The Window of --time-range (open sides extend to the capture's first / last slice)."""
+    s = timeline.slices
+    first = int(s["start"].min()) if s["start"].size else 0
+    last = int(s["end"].max()) if s["end"].size else 0
+    start, end = first if lo is None else int(lo), last if hi is None else int(hi)
+    return Window(start, end, f"--time-range {'' if lo is None else lo}:{'' if hi is None else hi}")
+
+
+def nvtx_window(timeline, name: str, every: bool = False):
+    """The Window of the first NVTX range named `name` (every=True: from the first one's start to
+    the last one's end).  HwprofError naming some of the ranges when there is none of that name."""
+    s = timeline.slices
+    is_nvtx = s["cat"] == TIMELINE_CATEGORIES.index("nvtx")
+    ids = [i for i, n in enumerate(timeline.names) if n == name]
+    hit = is_nvtx & np.isin(s["name"], ids)
+    if not hit.any():
+        ids, counts = np.unique(s["name"][is_nvtx], return_counts=True)
+        present = [timeline.names[i] for i in ids[np.lexsort((ids, -counts))].tolist()]  # most frequent first
+        shown = ", ".join(repr(p[:60]) for p in present[:8]) or "none"
+        raise HwprofError(f"no NVTX range named {name!r} in this capture (ranges: {shown}"
+                          f"{', ...' if len(present) > 8 else ''})")
+    starts, ends = s["start"][hit], s["end"][hit]
+    if every:
+        return Window(int(starts.min()), int(ends.max()), f"--nvtx-range {name} (all {int(hit.sum())})")
+    first = int(np.argmin(starts))
+    return Window(int(starts[first]), int(ends[first]), f"--nvtx-range {name} (first of {int(hit.sum())})")

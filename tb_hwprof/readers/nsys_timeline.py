@@ -1,0 +1,371 @@
+"""Part of the Nsight Systems SQLite reader: the capture's slices as a columnar Timeline, and the
+GPU idle-time summaries computed from it (gpu_idle_gaps, gpu_utilisation, gpu_idle_attribution).
+
+Rows come out of SQLite as integer tuples straight into numpy (one array per column, never one
+Python object per row); names are resolved once per distinct string id.  Thread ids are nsys'
+globalTid: pid = (globalTid >> 24) & 0xFFFFFF, tid = globalTid & 0xFFFFFF.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import timeline as tl
+from ..model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+OSRT = "OSRT_API"
+CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
+_API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaLaunchKernel_v7000 -> cudaLaunchKernel
+PID_MASK = 0xFFFFFF
+GPU_PID_BASE = 100_000_000  # GPU "processes" of the trace: above any Linux pid (pid_max <= 2^22)
+
+# CUDA calls that block the calling thread until the GPU (or a stream) drains: explicit
+# synchronisation, and the copies/sets without "Async", which synchronise by CUDA's rules.
+SYNC_API = re.compile(r"^cu(?:da)?(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|CtxSynchronize|"
+                      r"Memcpy(?!\w*Async)\w*|Memset(?!\w*Async)\w*)$")
+# NVTX ranges that mark input loading (PyTorch's DataLoader iterator, typical user annotations).
+DATA_LOADING_NVTX = re.compile(r"data.?load|load.?data|data.?fetch|fetch.?data|__next__|next_data|collate|"
+                               r"prefetch|input.?pipeline|read.?batch|batch.?load", re.I)
+# OS runtime calls that read files or sockets (the data a loader waits for).
+OS_READS = re.compile(r"^(?:read|pread|pread64|readv|preadv|preadv2|fread|fread_unlocked|recv|recvfrom|recvmsg)$")
+
+
+def api_name(name: str) -> str:
+    return _API_VERSION_TAG.sub("", name or "")
+
+
+def _int_columns(conn, sql: str, ncols: int) -> List[np.ndarray]:
+    """Integer result columns as int64 arrays (NULL must be coalesced away in `sql`)."""
+    cur = conn.execute(sql)
+    flat = np.fromiter(itertools.chain.from_iterable(cur), dtype=np.int64)
+    m = flat.reshape(-1, ncols)
+    return [np.ascontiguousarray(m[:, i]) for i in range(ncols)]
+
+
+def _string_map(conn, ids: np.ndarray) -> Dict[int, str]:
+    uniq = np.unique(ids)
+    if uniq.size == 0:
+        return {}
+    conn.execute("DROP TABLE IF EXISTS temp.tbh_ids")
+    conn.execute("CREATE TEMP TABLE tbh_ids (id INTEGER PRIMARY KEY)")
+    conn.executemany("INSERT INTO tbh_ids VALUES (?)", ((int(i),) for i in uniq))
+    return dict(conn.execute("SELECT s.id, s.value FROM StringIds s JOIN tbh_ids USING (id)").fetchall())
+
+
+class NameTable:
+    """Distinct names -> small integer ids, shared by every slice category."""
+
+    def __init__(self):
+        self.index: Dict[str, int] = {}
+
+    def codes(self, labels: Sequence[str], per_row_codes: np.ndarray) -> np.ndarray:
+        """Ids of labels[per_row_codes] (labels given once per distinct value)."""
+        ids = np.array([self.index.setdefault(str(label), len(self.index)) for label in labels], dtype=np.int32)
+        return ids[per_row_codes] if len(ids) else np.zeros(per_row_codes.size, dtype=np.int32)
+
+    def names(self) -> List[str]:
+        return list(self.index)
+
+
+# ---------------------------------------------------------------- slices per category
+
+def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: Optional[np.ndarray],
+             table: NameTable, memcpy_labels: Dict[int, str]):
+    """(start, end, device, context, stream, pid, correlation, cat, name id, bytes) of kernels, copies, sets."""
+    parts = []
+    if kernel_cols is not None and kernel_names is not None and kernel_names.size:
+        codes, uniques = pd.factorize(kernel_names)
+        parts.append((kernel_cols["start"], kernel_cols["end"], kernel_cols["device"], kernel_cols["context"],
+                      kernel_cols["stream"], kernel_cols["pid"], kernel_cols["correlation"],
+                      np.full(codes.size, CAT["kernel"], np.int8), table.codes(list(uniques), codes),
+                      np.full(codes.size, -1, np.int64)))
+    for t, cat in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
+        if t not in names:
+            continue
+        kind = "coalesce(copyKind, 0)" if t == MEMCPY else "0"
+        cols = _int_columns(conn, f"""SELECT start, end, deviceId, coalesce(contextId, 0), coalesce(streamId, 0),
+                                         (coalesce(globalPid, 0) >> 24) & {PID_MASK}, coalesce(correlationId, -1),
+                                         {kind}, coalesce(bytes, 0) FROM {t}""", 9)
+        kinds, inverse = np.unique(cols[7], return_inverse=True)
+        labels = [f"[CUDA memcpy {memcpy_labels.get(int(k), f'kind {int(k)}')}]" if t == MEMCPY else "[CUDA memset]"
+                  for k in kinds]
+        parts.append((*cols[:7], np.full(cols[0].size, CAT[cat], np.int8), table.codes(labels, inverse), cols[8]))
+    if not parts:
+        return None
+    return [np.concatenate([p[i] for p in parts]) for i in range(10)]
+
+
+def _api_calls(conn, table: NameTable):
+    """(start, end, globalTid, correlation, name id) of CUDA runtime/driver calls."""
+    start, end, gtid, corr, nid = _int_columns(
+        conn, f"SELECT start, end, globalTid, coalesce(correlationId, -1), nameId FROM {RUNTIME}", 5)
+    strings = _string_map(conn, nid)
+    uniq, inverse = np.unique(nid, return_inverse=True)
+    labels = [api_name(strings.get(int(i), f"api {int(i)}")) for i in uniq]
+    return start, end, gtid, corr, table.codes(labels, inverse), labels, inverse
+
+
+def _nvtx_ranges(conn, table: NameTable):
+    """(start, end, globalTid, name id, labels, per-row label codes) of closed NVTX ranges (tbh_range)."""
+    start, end, gtid, nid = _int_columns(conn, "SELECT start, end, tid, nid FROM tbh_range ORDER BY rid", 4)
+    texts = dict(conn.execute("SELECT id, name FROM tbh_name").fetchall())
+    uniq, inverse = np.unique(nid, return_inverse=True)
+    labels = [texts.get(int(i), "") for i in uniq]
+    return start, end, gtid, table.codes(labels, inverse), labels, inverse
+
+
+# ---------------------------------------------------------------- tracks
+
+def _thread_names(conn, names: Set[str], gtids: np.ndarray) -> Dict[int, str]:
+    if "ThreadNames" not in names or gtids.size == 0:
+        return {}
+    rows = conn.execute("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId")
+    wanted = set(gtids.tolist())
+    return {g: v for g, v in rows if g in wanted}
+
+
+def _process_names(conn, names: Set[str]) -> Dict[int, str]:
+    if "PROCESSES" not in names:
+        return {}
+    return {int(pid): name or "" for pid, name in conn.execute("SELECT pid, name FROM PROCESSES")}
+
+
+def cpu_tracks(conn, names: Set[str], gtids: np.ndarray) -> Tuple[List[Track], np.ndarray]:
+    """Tracks of the distinct threads in `gtids`, and each row's track index (from 0)."""
+    uniq, inverse = np.unique(gtids, return_inverse=True)
+    threads, procs = _thread_names(conn, names, uniq), _process_names(conn, names)
+    tracks = []
+    for g in uniq.tolist():
+        pid, tid = (g >> 24) & PID_MASK, g & PID_MASK
+        process = procs.get(pid) or f"process {pid}"
+        tracks.append(Track(pid=pid, tid=tid, process=f"{process} ({pid})",
+                            thread=threads.get(g) or f"thread {tid}", kind="thread"))
+    return tracks, inverse.astype(np.int32)
+
+
+def gpu_tracks(devices: List[Device], device, context, stream) -> Tuple[List[Track], np.ndarray]:
+    """One track per (device, context, stream); the stream id is the track's tid unless two
+    contexts of one device use the same stream id."""
+    keys = np.stack([device, context, stream], axis=1) if device.size else np.zeros((0, 3), np.int64)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    per_stream = pd.Series(1, index=pd.MultiIndex.from_arrays([uniq[:, 0], uniq[:, 2]])).groupby(level=[0, 1]).sum()
+    dev_names = {d.id: d.name for d in devices}
+    tracks = []
+    for dev, ctx, st in uniq.tolist():
+        shared = per_stream.get((dev, st), 1) > 1
+        label = f"Stream {st}" + (f" (context {ctx})" if shared else "")
+        name = dev_names.get(dev)
+        tracks.append(Track(pid=GPU_PID_BASE + dev, tid=ctx * 100_000 + st if shared else st,
+                            process=f"GPU {dev}" + (f" ({name})" if name else ""), thread=label,
+                            kind="stream", device=dev))
+    return tracks, inverse.reshape(-1).astype(np.int32)
+
+
+# ---------------------------------------------------------------- flows
+
+def flow_ids(api_key: np.ndarray, gpu_key: np.ndarray, gpu_start: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Flow id per API call and per GPU operation: 0.. for each (pid, correlation) found on both
+    sides, -1 elsewhere.  A call that launched several operations (a graph) flows to the first."""
+    api_flow = np.full(api_key.size, -1, np.int64)
+    gpu_flow = np.full(gpu_key.size, -1, np.int64)
+    order = np.lexsort((gpu_start, gpu_key))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = gpu_key[order][1:] != gpu_key[order][:-1]
+    firsts = order[first]  # the earliest GPU operation of each key
+    valid_api = api_key >= 0
+    common = np.intersect1d(api_key[valid_api], gpu_key[firsts])
+    api_unique, api_first = np.unique(api_key, return_index=True)  # one call per key (ids are unique per process)
+    keep = np.isin(api_unique, common)
+    ids = np.arange(int(keep.sum()), dtype=np.int64)
+    api_flow[api_first[keep]] = ids
+    gpu_sorted_keys = gpu_key[firsts]
+    hit = np.isin(gpu_sorted_keys, common)
+    gpu_flow[firsts[hit]] = np.searchsorted(common, gpu_sorted_keys[hit])
+    return api_flow, gpu_flow
+
+
+def _key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    # pid < 2^24 and correlation ids < 2^31: one int64, negative where there is no correlation id.
+    return np.where(corr >= 0, (pid.astype(np.int64) << 32) | (corr & 0xFFFFFFFF), -1)
+
+
+# ---------------------------------------------------------------- the timeline
+
+def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Optional[dict],
+                  kernel_names: Optional[np.ndarray], memcpy_labels: Dict[int, str], has_ranges: bool):
+    """(Timeline, extras) of the capture, or (None, None) when it has no CUDA trace.  extras holds
+    per-category arrays the idle-time summaries reuse (sync-call intervals, NVTX labels)."""
+    table = NameTable()
+    gpu = _gpu_ops(conn, names, kernel_cols, kernel_names, table, memcpy_labels)
+    api = _api_calls(conn, table) if RUNTIME in names else None
+    nvtx = _nvtx_ranges(conn, table) if has_ranges else None
+    if gpu is None and api is None and nvtx is None:
+        return None, None
+    g_start, g_end, g_dev, g_ctx, g_stream, g_pid, g_corr, g_cat, g_name, g_bytes = gpu if gpu is not None else \
+        [np.zeros(0, np.int64)] * 7 + [np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int64)]
+    gpu_tr, gpu_track = gpu_tracks(devices, g_dev, g_ctx, g_stream)
+    cpu_gtids = np.concatenate([x[2] for x in (api, nvtx) if x is not None] or [np.zeros(0, np.int64)])
+    cpu_tr, cpu_track = cpu_tracks(conn, names, cpu_gtids)
+    n_api = api[0].size if api is not None else 0
+    api_flow, gpu_flow = flow_ids(_key((api[2] >> 24) & PID_MASK, api[3]) if api is not None else np.zeros(0, np.int64),
+                                  _key(g_pid, g_corr), g_start)
+    parts = [dict(start=g_start, end=g_end, track=gpu_track, name=g_name, cat=g_cat, flow=gpu_flow, bytes=g_bytes)]
+    offset = len(gpu_tr)
+    if api is not None:
+        parts.append(dict(start=api[0], end=api[1], track=cpu_track[:n_api] + offset, name=api[4],
+                          cat=np.full(n_api, CAT["cuda_api"], np.int8), flow=api_flow, bytes=np.full(n_api, -1, np.int64)))
+    if nvtx is not None:
+        n = nvtx[0].size
+        parts.append(dict(start=nvtx[0], end=nvtx[1], track=cpu_track[n_api:] + offset, name=nvtx[3],
+                          cat=np.full(n, CAT["nvtx"], np.int8), flow=np.full(n, -1, np.int64), bytes=np.full(n, -1, np.int64)))
+    slices = {col: np.concatenate([p[col] for p in parts]).astype(dtype, copy=False)
+              for col, dtype in SLICE_COLUMNS.items()}
+    extras = {"gpu": (g_start, g_end, g_dev), "api": api, "nvtx": nvtx}
+    return Timeline(tracks=gpu_tr + cpu_tr, names=table.names(), slices=slices), extras
+
+
+# ---------------------------------------------------------------- idle-time summaries
+
+def _mask_of(labels: List[str], inverse: np.ndarray, pattern: re.Pattern) -> np.ndarray:
+    hit = np.array([bool(pattern.search(label)) for label in labels], dtype=bool)
+    return hit[inverse] if hit.size else np.zeros(inverse.size, dtype=bool)
+
+
+def _os_reads(conn, names: Set[str]) -> tl.Intervals:
+    if OSRT not in names:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ids = [i for i, v in conn.execute(f"SELECT id, value FROM StringIds WHERE id IN (SELECT DISTINCT nameId FROM {OSRT})")
+           if OS_READS.match(v or "")]
+    if not ids:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    start, end = _int_columns(conn, f"SELECT start, end FROM {OSRT} WHERE nameId IN ({','.join(map(str, ids))}) "
+                                    "AND end IS NOT NULL", 2)
+    return start, end
+
+
+def _thread_label(timeline: Timeline, track: int) -> str:
+    t = timeline.tracks[track]
+    return f"{t.thread} [{t.process}]"
+
+
+def _gap_context(conn, names, timeline: Timeline, gaps: tl.Intervals, cat: str, threads=None):
+    """Per gap: (name, thread, overlap ns) of the `cat` slice covering most of it."""
+    s = timeline.slices
+    mask = s["cat"] == CAT[cat]
+    if threads is not None:
+        mask &= np.isin(s["track"], threads)
+    idx = np.flatnonzero(mask)
+    best, amount = tl.best_overlap(gaps, s["start"][idx], s["end"][idx])
+    out = []
+    for b, a in zip(best.tolist(), amount.tolist()):
+        if b < 0:
+            out.append(("", "", 0))
+        else:
+            i = idx[b]
+            out.append((timeline.names[s["name"][i]], _thread_label(timeline, int(s["track"][i])), a))
+    return out
+
+
+def _osrt_context(conn, names: Set[str], gaps: tl.Intervals, gtids: List[int]):
+    """Per gap: (call, overlap ns) of the OS runtime call of the CUDA threads covering most of it."""
+    if OSRT not in names or not gtids or gaps[0].size == 0:
+        return [("", 0)] * gaps[0].size
+    conn.execute("DROP TABLE IF EXISTS temp.tbh_gap")
+    conn.execute("CREATE TEMP TABLE tbh_gap (g INTEGER PRIMARY KEY, s INTEGER, e INTEGER)")
+    conn.executemany("INSERT INTO tbh_gap VALUES (?, ?, ?)", zip(range(gaps[0].size), gaps[0].tolist(), gaps[1].tolist()))
+    rows = conn.execute(f"""
+        SELECT g, nameId, ov FROM (
+            SELECT g.g, o.nameId, min(o.end, g.e) - max(o.start, g.s) AS ov,
+                   row_number() OVER (PARTITION BY g.g ORDER BY min(o.end, g.e) - max(o.start, g.s) DESC,
+                                      o.end - o.start) AS rn
+            FROM tbh_gap g JOIN {OSRT} o ON o.start < g.e AND o.end > g.s
+            WHERE o.globalTid IN ({','.join(map(str, gtids))}))
+        WHERE rn = 1""").fetchall()
+    strings = _string_map(conn, np.array([r[1] for r in rows], dtype=np.int64))
+    out = [("", 0)] * gaps[0].size
+    for g, nid, ov in rows:
+        out[g] = (strings.get(nid, ""), int(ov))
+    return out
+
+
+def idle_summaries(conn, names: Set[str], timeline: Timeline, extras: dict,
+                   span: Tuple[int, int]) -> Dict[str, pd.DataFrame]:
+    """gpu_idle_gaps (the longest gaps per device and what the CPU did then), gpu_utilisation
+    (busy % per time bin) and gpu_idle_attribution (idle time overlapping data loading, reads,
+    synchronisation) for each device with GPU work."""
+    g_start, g_end, g_dev = extras["gpu"]
+    if g_start.size == 0:
+        return {}
+    api, nvtx = extras["api"], extras["nvtx"]
+    sync = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    cuda_tracks: Optional[np.ndarray] = None
+    cuda_gtids: List[int] = []
+    if api is not None:
+        is_sync = _mask_of(api[5], api[6], SYNC_API)
+        sync = (api[0][is_sync], api[1][is_sync])
+        cuda_tracks = np.unique(timeline.slices["track"][timeline.slices["cat"] == CAT["cuda_api"]])
+        cuda_gtids = np.unique(api[2]).tolist()
+    loading = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if nvtx is not None:
+        is_loading = _mask_of(nvtx[4], nvtx[5], DATA_LOADING_NVTX)
+        loading = (nvtx[0][is_loading], nvtx[1][is_loading])
+    reads = _os_reads(conn, names)
+    gaps_rows, util_rows, attr_rows = [], [], []
+    for dev in np.unique(g_dev).tolist():
+        on = g_dev == dev
+        islands = tl.merge(g_start[on], g_end[on])
+        gaps = tl.idle_gaps(islands, span)
+        util = tl.utilisation(islands, span)
+        util.insert(0, "device", dev)
+        util_rows.append(util)
+        gaps_rows.append(_gap_table(conn, names, timeline, dev, gaps, sync, cuda_tracks, cuda_gtids))
+        attr_rows.append(_attribution(dev, gaps, span, {"data loading (NVTX ranges)": loading,
+                                                        "file/socket reads (OS runtime)": reads,
+                                                        "CUDA synchronisation calls": sync}, sync))
+    return {"gpu_idle_gaps": pd.concat(gaps_rows, ignore_index=True),
+            "gpu_utilisation": pd.concat(util_rows, ignore_index=True),
+            "gpu_idle_attribution": pd.concat(attr_rows, ignore_index=True)}
+
+
+def _gap_table(conn, names, timeline, dev, gaps, sync, cuda_tracks, cuda_gtids) -> pd.DataFrame:
+    top = tl.longest(gaps)
+    nvtx = _gap_context(conn, names, timeline, top, "nvtx")
+    api = _gap_context(conn, names, timeline, top, "cuda_api", cuda_tracks)
+    osrt = _osrt_context(conn, names, top, cuda_gtids)
+    after_sync = tl.starts_inside(top[0], sync)
+    return pd.DataFrame({
+        "device": np.full(top[0].size, dev, np.int64), "rank": np.arange(1, top[0].size + 1, dtype=np.int64),
+        "start_ns": top[0], "end_ns": top[1], "duration_ns": top[1] - top[0],
+        "nvtx_range": [n for n, _, _ in nvtx], "nvtx_thread": [t for _, t, _ in nvtx],
+        "nvtx_overlap_ns": np.array([o for _, _, o in nvtx], np.int64),
+        "cuda_api": [n for n, _, _ in api], "cuda_api_thread": [t for _, t, _ in api],
+        "cuda_api_overlap_ns": np.array([o for _, _, o in api], np.int64),
+        "osrt_call": [n for n, _ in osrt], "osrt_overlap_ns": np.array([o for _, o in osrt], np.int64),
+        "starts_in_sync": after_sync})
+
+
+def _attribution(dev: int, gaps: tl.Intervals, span, activities: Dict[str, tl.Intervals], sync) -> pd.DataFrame:
+    idle = int((gaps[1] - gaps[0]).sum())
+    rows = [{"activity": "all idle time", "intervals": int(gaps[0].size), "cpu_ns": None, "idle_overlap_ns": idle}]
+    for label, (s, e) in activities.items():
+        clipped = tl.clip((s, e), span)
+        rows.append({"activity": label, "intervals": int(s.size), "cpu_ns": tl.interval_union_ns(*clipped),
+                     "idle_overlap_ns": tl.overlap_ns(clipped, gaps) if s.size else 0})
+    in_sync = tl.starts_inside(gaps[0], sync)
+    rows.append({"activity": "gaps starting in a synchronisation call", "intervals": int(in_sync.sum()),
+                 "cpu_ns": None, "idle_overlap_ns": int((gaps[1] - gaps[0])[in_sync].sum())})
+    out = pd.DataFrame(rows)
+    out.insert(0, "device", dev)
+    out["idle_ns"] = idle
+    out["idle_share_pct"] = [tl.gap_share(idle, v) for v in out["idle_overlap_ns"]]
+    out["cpu_ns"] = out["cpu_ns"].astype("float64")
+    out["idle_share_pct"] = out["idle_share_pct"].astype("float64")
+    return out
