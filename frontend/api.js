@@ -57,4 +57,6 @@ export const api = {
   roofline: (run) => getJSON("roofline", {run}),
   bottlenecks: (run) => getJSON("bottlenecks", {run}),
   compare: (base, run) => getJSON("compare", {base, run}),
+  summary: (run, name) => getJSON("summary", {run, name}),
+  cpuHotspots: (run) => getJSON("cpu_hotspots", {run}),
 };

@@ -10,6 +10,7 @@ import * as kernelsView from "./views/kernels.js";
 import * as rooflineView from "./views/roofline.js";
 import * as bottlenecksView from "./views/bottlenecks.js";
 import * as compareView from "./views/compare.js";
+import * as cpuView from "./views/cpu.js";
 import {renderDetail} from "./views/detail.js";
 
 const VIEWS = {
@@ -18,7 +19,13 @@ const VIEWS = {
   roofline: {label: "Roofline", module: rooflineView},
   bottlenecks: {label: "Bottlenecks", module: bottlenecksView},
   compare: {label: "Compare", module: compareView},
+  // `when(runInfo)`: the nav shows the entry only for runs that can fill it.
+  cpu: {label: "CPU hotspots", module: cpuView, when: hasSummary("cpu_hotspots")},
 };
+
+function hasSummary(name) {
+  return (info) => Boolean(info && Array.isArray(info.summaries) && info.summaries.includes(name));
+}
 // Views that open the kernel-detail drawer when the state names a launch.
 const DETAIL_VIEWS = new Set(["kernels", "roofline", "bottlenecks"]);
 
@@ -141,6 +148,11 @@ class App {
     this.persist();
     const seq = ++this.seq;
     for (const b of this.nav.children) b.classList.toggle("active", b.dataset.view === this.state.view);
+    const info = this.runInfo(this.state.run);
+    for (const b of this.nav.children) {
+      const when = VIEWS[b.dataset.view].when;
+      b.hidden = Boolean(when) && !when(info) && b.dataset.view !== this.state.view;
+    }
     this.renderPicker();
     document.body.dataset.view = this.state.view;
     const container = h("div", {class: "view", "data-view": this.state.view});

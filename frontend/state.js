@@ -3,7 +3,7 @@
 // (without our hash) when the tab is re-opened or the page reloads.
 
 const STORAGE_KEY = "tb_hwprof.state.v1";
-export const VIEWS = ["runs", "kernels", "roofline", "bottlenecks", "compare"];
+export const VIEWS = ["runs", "kernels", "roofline", "bottlenecks", "compare", "cpu"];
 const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level"];
 
 export function parse(hash) {

@@ -152,8 +152,10 @@ EXPECTED_RUNS = {"armleth_v1", "lakshya", "broken", "future", "xss", "big", V6}
 
 
 @pytest.fixture(scope="module")
-def tensorboard(logdir, tmp_path_factory):
-    """A TensorBoard serving `logdir`; tries the default data server, then --load_fast=false."""
+def tensorboard(logdir, tmp_path_factory, request):
+    """A TensorBoard serving `logdir`; tries the default data server, then --load_fast=false.
+    Waits for the requesting module's EXPECTED_RUNS (other browser tests import this fixture)."""
+    expected = getattr(request.module, "EXPECTED_RUNS", EXPECTED_RUNS)
     log_dir = tmp_path_factory.mktemp("tb-log")
     failures = []
     for extra in ([], ["--load_fast=false"]):
@@ -169,12 +171,12 @@ def tensorboard(logdir, tmp_path_factory):
         while time.time() < deadline and proc.poll() is None:
             try:
                 seen = {r["run"] for r in _get_json(f"{base}/data/plugin/tb_hwprof/runs")["runs"]}
-                if EXPECTED_RUNS <= seen:
+                if expected <= seen:
                     break
             except (urllib.error.URLError, OSError, ValueError, KeyError):
                 pass
             time.sleep(0.5)
-        if EXPECTED_RUNS <= seen:
+        if expected <= seen:
             try:
                 yield base
             finally:

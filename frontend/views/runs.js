@@ -11,7 +11,9 @@ function devices(list) {
 export function render(container, ctx) {
   const rows = ctx.runs.flatMap((r) => {
     const selected = r.run === ctx.state.run;
-    const pick = () => ctx.navigate({run: r.run, view: "kernels", launch: null, page: null, q: null});
+    // CPU-only runs (VTune) have no kernels: open their CPU hotspots instead.
+    const cpu = Array.isArray(r.summaries) && r.summaries.includes("cpu_hotspots") && !r.kernel_count;
+    const pick = () => ctx.navigate({run: r.run, view: cpu ? "cpu" : "kernels", launch: null, page: null, q: null, sort: null});
     const known = Boolean(r.tool || r.source_path);  // an unreadable manifest leaves only the error
     const main = h("tr", {"data-run": r.run, class: ["clickable", selected ? "selected" : "", r.error ? "run-error" : ""],
       onclick: pick, title: "open the kernels of this run"},

@@ -1,0 +1,262 @@
+"""The plugin in a real browser on VTune (CPU hotspots) and AMD (rocprof-compute) runs.
+
+Same machinery as tests/test_browser.py (its fixtures and helpers are imported): a real
+TensorBoard + headless Chromium. Expected values come from the raw CSVs (csv module) or the
+model (tb_hwprof.read). Screenshots go to test-artifacts/screenshots/.
+"""
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+from test_browser import (_export, _log_pos, browser, column, session, tensorboard,  # noqa: F401 (fixtures)
+                          wait_rows)
+from tb_hwprof.logdir import tables
+
+LOOPS, OPENMP, LOOPS_XSS = "vtune_2018_loops", "vtune_2015_openmp", "vtune_2018_loops_renamed"
+BMM1, MI200, NVIDIA = "amd_bmm1_mi300x", "amd_vcopy_mi200", "nvidia_lakshya"
+SAME_MI200, SAME_MI300 = "amd_vcopy_mi200_as_naive_gemm", "amd_vcopy_mi300x_as_naive_gemm"
+SOURCES = {
+    LOOPS: "vtune/amplxe2018_advanced_hotspots_loops.csv", OPENMP: "vtune/amplxe2015_hotspots_openmp.csv",
+    BMM1: "rocprof/rocprof-compute_bmm1_mi300x", MI200: "rocprof/omniperf_vcopy_mi200",
+    NVIDIA: "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep",
+}
+# A C++ name with every character HTML cares about; it must show as text.
+CPU_XSS = "std::vector<int>& operator<<(std::vector<int>&, A<B>&&) <img src=x onerror=alert(1)>"
+EXPECTED_RUNS = {*SOURCES, LOOPS_XSS, SAME_MI200, SAME_MI300}  # what the imported `tensorboard` waits for
+
+
+def _rewrite(run_dir, filename, edit):
+    path = run_dir / "plugins" / "tb_hwprof" / filename
+    doc = tables.read_json_gz(path)
+    edit(doc)
+    tables.write_json_gz(path, doc)
+
+
+def _rename_kernels(doc, name, demangled):
+    doc["data"]["name"] = [name] * doc["rows"]
+    doc["data"]["demangled_name"] = [demangled] * doc["rows"]
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory, samples_dir, ncu_report_module):
+    import tb_hwprof
+    root = tmp_path_factory.mktemp("browser_cpu_amd") / "logs"
+    for run, rel in SOURCES.items():
+        _export([samples_dir / rel], root, run)
+    # The loops report with its first row renamed to a name full of <, > and &.
+    _export([samples_dir / SOURCES[LOOPS]], root, LOOPS_XSS)
+    _rewrite(root / LOOPS_XSS, "summary_cpu_hotspots.json.gz", lambda d: d["data"]["name"].__setitem__(0, CPU_XSS))
+    # AMD vecCopy runs renamed to the NVIDIA kernel (no NVIDIA and AMD sample share a kernel name),
+    # with the " [clone .kd]" suffix AMD tools append.
+    nvidia = tb_hwprof.read(samples_dir / SOURCES[NVIDIA]).kernels
+    for run, rel in ((SAME_MI200, SOURCES[MI200]), (SAME_MI300, "rocprof/omniperf_vcopy_mi300x")):
+        _export([samples_dir / rel], root, run)
+        _rewrite(root / run, "kernels.json.gz",
+                 lambda d: _rename_kernels(d, nvidia["name"][0], nvidia["demangled_name"][0] + " [clone .kd]"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def model(samples_dir):
+    import tb_hwprof
+    cache = {}
+
+    def read(run):
+        if run not in cache:
+            cache[run] = tb_hwprof.read(samples_dir / SOURCES[run])
+        return cache[run]
+    return read
+
+
+def csv_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def texts(frame, role, col):
+    return frame.eval_on_selector_all(f"table[data-role={role}] tbody tr[data-row-id] td[data-col={col}]",
+                                      "cells => cells.map(c => c.textContent)")
+
+
+# --------------------------------------------------------------------------- CPU hotspots
+
+def test_cpu_hotspots_rows_sorting_and_filter(session, samples_dir):
+    rows = sorted(csv_rows(samples_dir / SOURCES[LOOPS]), key=lambda r: -float(r["CPU Time"]))
+    session.open()
+    frame = session.go(f"#view=cpu&run={LOOPS}")
+    wait_rows(frame, "cpu-hotspots", len(rows))
+    assert frame.locator("nav.views button[data-view=cpu]").is_visible()
+    assert frame.locator("nav.views button.active").inner_text() == "CPU hotspots"
+    # Rows: the CSV's, largest self time first; times in seconds as the report has them.
+    assert texts(frame, "cpu-hotspots", "name") == [r["Function"] for r in rows]
+    assert [float(v) for v in column(frame, "cpu-hotspots", "self_time_s")] == [float(r["CPU Time"]) for r in rows]
+    assert texts(frame, "cpu-hotspots", "module") == [r["Module"] for r in rows]
+    assert texts(frame, "cpu-hotspots", "source_file") == [r["Source File"] for r in rows]
+    assert "Self time (s)" in frame.locator("th[data-col=self_time_s]").inner_text()
+    total = sum(float(r["CPU Time"]) for r in rows)
+    share = [float(v) for v in column(frame, "cpu-hotspots", "self_pct")]
+    assert share == pytest.approx([100 * float(r["CPU Time"]) / total for r in rows])
+    assert float(frame.locator("[data-role=cpu-time]").get_attribute("data-value")) == pytest.approx(total)
+    # A bottom-up report has no total (with callees) time: shown missing, never 0.
+    assert set(texts(frame, "cpu-hotspots", "total_time_s")) == {"—"}
+    # Top-down: no such columns in a hotspots report; the legend gives Intel's TMA thresholds.
+    legend = frame.locator("[data-role=topdown-legend]")
+    assert legend.locator("li[data-label=memory-bound]").get_attribute("data-threshold") == "20"
+    assert legend.locator("li[data-label=front-end-bound]").get_attribute("data-threshold") == "15"
+    assert "uarch-exploration" in legend.locator("[data-role=topdown-missing]").inner_text()
+    assert set(texts(frame, "cpu-hotspots", "topdown_label")) == {"unknown"}
+    assert "No finding" in frame.locator("[data-role=advice]").inner_text()
+    session.shot("cpu-hotspots-loops")
+
+    # Sorting: self time flips to ascending; source file sorts as text.
+    frame.click("table[data-role=cpu-hotspots] th[data-col=self_time_s]")
+    asc = [float(v) for v in column(frame, "cpu-hotspots", "self_time_s")]
+    assert asc == sorted(float(r["CPU Time"]) for r in rows)
+    assert "sort=self_time_s%3Aasc" in frame.evaluate("location.hash")
+    frame.click("table[data-role=cpu-hotspots] th[data-col=source_file]")
+    assert frame.evaluate("""() => {
+        const v = [...document.querySelectorAll('table[data-role=cpu-hotspots] td[data-col=source_file]')].map(c => c.textContent);
+        return v.every((x, i) => i === 0 || v[i - 1].localeCompare(x) <= 0);
+    }""")
+    # Filter over function, module and source file.
+    query = "gwce_new"
+    hits = [r for r in rows if any(query in r[c].lower() for c in ("Function", "Function (Full)", "Module", "Source File"))]
+    frame.fill("input[data-role=filter]", query)
+    wait_rows(frame, "cpu-hotspots", len(hits))
+    frame.fill("input[data-role=filter]", "itpackv.F")
+    wait_rows(frame, "cpu-hotspots", sum(r["Source File"] == "itpackv.F" for r in rows))
+
+
+def test_cpu_advice_card_on_openmp_spinning(session, samples_dir):
+    rows = csv_rows(samples_dir / SOURCES[OPENMP])
+    cpu = sum(float(r["CPU Time"]) for r in rows)
+    spin = sum(float(r["Spin Time"]) for r in rows)
+    session.open()
+    frame = session.go(f"#view=cpu&run={OPENMP}")
+    wait_rows(frame, "cpu-hotspots", len(rows))
+    card = frame.locator("[data-role=advice] .advice-card[data-advice-id='cpu.spin']")
+    assert card.get_attribute("data-severity") == "high"
+    evidence = card.locator("[data-role=evidence]").inner_text()
+    assert f"Spin Time {spin:.2f} s of {cpu:.2f} s CPU time ({100 * spin / cpu:.1f}%" in evidence
+    assert "__kmp_barrier (libiomp5.so)" in evidence
+    assert float(frame.locator("[data-role=spin-pct]").get_attribute("data-value")) == pytest.approx(100 * spin / cpu)
+    barrier = next(r for r in rows if r["Function"] == "__kmp_barrier")
+    cell = frame.locator("tr[data-name='__kmp_barrier'] td[data-col=spin_pct]")
+    assert float(cell.get_attribute("data-value")) == pytest.approx(100 * float(barrier["Spin Time"]) / float(barrier["CPU Time"]))
+    session.shot("cpu-hotspots-openmp-advice")
+
+
+def test_cpu_function_name_with_html_characters_is_text(session):
+    session.open()
+    frame = session.go(f"#view=cpu&run={LOOPS_XSS}")
+    wait_rows(frame, "cpu-hotspots")
+    cell = frame.locator("table[data-role=cpu-hotspots] tr[data-name] td[data-col=name]").first
+    assert cell.inner_text().strip() == CPU_XSS
+    assert frame.locator("table[data-role=cpu-hotspots] tbody tr").first.get_attribute("data-name") == CPU_XSS
+    assert frame.locator("img").count() == 0 and session.page.locator("img[src=x]").count() == 0
+    frame.fill("input[data-role=filter]", "<int>&")
+    wait_rows(frame, "cpu-hotspots", 1)
+    session.shot("cpu-hotspots-html-name")
+    assert not session.dialogs
+
+
+def test_vtune_run_opens_cpu_view_and_gpu_runs_hide_it(session):
+    frame = session.open()
+    frame.wait_for_selector(f"tr[data-run={LOOPS}]")
+    frame.click(f"tr[data-run={LOOPS}]")
+    wait_rows(frame, "cpu-hotspots")
+    assert frame.locator("nav.views button.active").inner_text() == "CPU hotspots"
+    frame = session.go(f"#view=kernels&run={BMM1}")
+    wait_rows(frame, "kernels")
+    assert frame.locator("nav.views button[data-view=cpu]").is_hidden()
+
+
+# --------------------------------------------------------------------------- AMD in the GPU views
+
+def circles(frame):
+    return frame.eval_on_selector_all("svg[data-role=roofline] circle", """cs => cs.map(c => ({
+        launch: c.dataset.launchId, cx: +c.getAttribute('cx'), cy: +c.getAttribute('cy'),
+        ai: +c.dataset.ai, flops: +c.dataset.flops}))""")
+
+
+def test_amd_roofline_positions_and_measured_roofs(session, model):
+    kernels = model(BMM1).kernels
+    drawn = kernels[(kernels["flops"] / kernels["dram_bytes"] > 0) & (kernels["flops"] / kernels["duration_ns"] > 0)]
+    assert len(drawn) == 150  # the matrix-core GEMM launches; fillBufferAligned does no FLOPs
+    session.open()
+    frame = session.go(f"#view=roofline&run={BMM1}")
+    svg = frame.locator("svg[data-role=roofline]")
+    svg.wait_for()
+    frame.wait_for_function("n => document.querySelectorAll('svg[data-role=roofline] circle').length === n",
+                            arg=len(drawn))
+    box = {k: float(svg.get_attribute(f"data-{k}")) for k in
+           ("x-min", "x-max", "y-min", "y-max", "plot-left", "plot-right", "plot-top", "plot-bottom")}
+    got = {int(c["launch"]): c for c in circles(frame)}
+    for _, k in drawn.iterrows():
+        ai = k["flops"] / k["dram_bytes"]  # FLOP per HBM byte, from the model's counters
+        flops = k["flops"] / (k["duration_ns"] * 1e-9)
+        c = got[int(k["launch_id"])]
+        assert c["ai"] == pytest.approx(ai, rel=1e-9) and c["flops"] == pytest.approx(flops, rel=1e-9)
+        assert c["cx"] == pytest.approx(_log_pos(ai, box["x-min"], box["x-max"], box["plot-left"], box["plot-right"]), abs=1.0)
+        assert c["cy"] == pytest.approx(_log_pos(flops, box["y-min"], box["y-max"], box["plot-bottom"], box["plot-top"]), abs=1.0)
+    # Roofs from rocprof-compute's roofline.csv: measured, MFMA (tensor) and HBM.
+    assert svg.locator("line.compute-roof[data-roof=flop_per_s_tensor][data-source=measured]").count() == 1
+    assert svg.locator("line.memory-roof[data-roof=bytes_per_s_dram][data-source=measured]").count() == 1
+    legend = frame.locator("[data-role=roof-legend]")
+    assert legend.locator("li[data-source=measured]").count() >= 5
+    assert "roofline.csv" in legend.locator("li[data-roof=bytes_per_s_dram] .source").get_attribute("title")
+    session.shot("roofline-amd-bmm1-mi300x")
+
+
+def test_amd_copy_kernel_roofline_draws_roofs_and_says_why_no_points(session):
+    session.open()
+    frame = session.go(f"#view=roofline&run={MI200}")
+    frame.locator("svg[data-role=roofline]").wait_for()
+    assert frame.locator("svg[data-role=roofline] circle").count() == 0  # vecCopy: 0 FLOP, 0 intensity
+    assert "3 launch(es) without a positive" in frame.locator("main").inner_text()
+    assert frame.locator("svg line.memory-roof[data-roof=bytes_per_s_dram]").count() == 1
+    session.shot("roofline-amd-vcopy-mi200")
+
+
+def test_amd_kernels_view(session, model):
+    kernels = model(BMM1).kernels
+    session.open()
+    frame = session.go(f"#view=kernels&run={BMM1}")
+    wait_rows(frame, "kernels", 200)  # one page of 301
+    assert "of 301 launches" in frame.locator("[data-role=table-info]").inner_text()
+    durations = [float(v) for v in column(frame, "kernels", "duration_ns")]
+    assert durations == kernels["duration_ns"].tolist()[:200]
+    assert not any("[clone" in n or ".kd" in n for n in texts(frame, "kernels", "name"))
+    session.shot("kernels-amd-bmm1")
+
+
+def test_compare_nvidia_vs_amd(session, model):
+    nvidia, amd = model(NVIDIA).kernels, model(MI200).kernels
+    base_ns, run_ns = nvidia["duration_ns"].sum(), amd["duration_ns"].sum()
+    session.open()
+    frame = session.go(f"#view=compare&base={NVIDIA}&run={SAME_MI200}")
+    frame.wait_for_function("() => document.querySelectorAll('table[data-role=matched] tbody tr').length === 1")
+    row = frame.locator("table[data-role=matched] tbody tr")
+    assert "naive_gemm" in row.locator("td").first.inner_text()
+    assert float(row.locator("td[data-col=speedup]").get_attribute("data-value")) == pytest.approx(base_ns / run_ns)
+    assert float(frame.locator("[data-role=speedup]").get_attribute("data-value")) == pytest.approx(base_ns / run_ns)
+    session.shot("compare-nvidia-vs-amd-same-name")
+    # The MI300X workload lacks HBM counters and durations: those cells are "—", nothing crashes.
+    frame = session.go(f"#view=compare&base={NVIDIA}&run={SAME_MI300}")
+    frame.wait_for_function("() => document.querySelectorAll('table[data-role=matched] tbody tr').length === 1")
+    row = frame.locator("table[data-role=matched] tbody tr")
+    for col in ("dram_throughput_pct", "memory_throughput_pct", "speedup"):
+        assert row.locator(f"td[data-col={col}]").inner_text().strip() == "—"
+    assert row.locator("td[data-col=l2_hit_rate_pct]").inner_text().strip()[0] in "+−±"
+    # Different kernels on each side: nothing matched, both listed, totals compare.
+    frame = session.go(f"#view=compare&base={NVIDIA}&run={BMM1}")
+    frame.locator("table[data-role=only-in-run]").wait_for()
+    assert "naive_gemm" in frame.locator("table[data-role=only-in-base]").inner_text()
+    assert "batched_matrix_multiplication" in frame.locator("table[data-role=only-in-run]").inner_text()
+    bmm = model(BMM1).kernels["duration_ns"].sum()
+    assert float(frame.locator("[data-role=speedup]").get_attribute("data-value")) == pytest.approx(base_ns / bmm)
+    assert not math.isnan(bmm)
+    session.shot("compare-nvidia-vs-amd")
