@@ -30,6 +30,12 @@ RUNS = {
     "ncu_a10g_sgemm_roofline": "ncu/esmm_a10g_rooflineset_2023.1.1.ncu-rep",
     "ncu_rtx3080_montecarlo": "ncu/montecarlo_rtx3080_full_2020.2.1.ncu-rep",
     "ncu_v100_gene_cli_metrics": "ncu/gene_v100_cli_flops_2020.ncu-rep",
+    # AMD: rocprof-compute / Omniperf workload folders (measured roofs from roofline.csv).
+    "amd_mi200_vcopy_omniperf": "rocprof/omniperf_vcopy_mi200",
+    "amd_mi300x_bmm1_rocprof_compute": "rocprof/rocprof-compute_bmm1_mi300x",
+    # Intel VTune CSV reports: CPU hotspots (the 2015 OpenMP one shows the spin advice).
+    "vtune_amplxe2018_loops": "vtune/amplxe2018_advanced_hotspots_loops.csv",
+    "vtune_amplxe2015_openmp": "vtune/amplxe2015_hotspots_openmp.csv",
 }
 
 
