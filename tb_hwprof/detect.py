@@ -9,8 +9,8 @@ from .readers.common import read_input_bytes
 
 SNIFF_BYTES = 64 << 10
 SUPPORTED = ("tb-hwprof reads Nsight Compute .ncu-rep and `ncu --csv` output, Nsight Systems SQLite exports "
-             "(`nsys export --type sqlite`), rocprof v1/v2/v3 and rocprof-compute/Omniperf outputs, "
-             "and VTune `-report ... -format csv` reports")
+             "(`nsys export --type sqlite`; .nsys-rep/.qdrep with nsys on PATH; `nsys stats --format csv`), "
+             "rocprof v1/v2/v3 and rocprof-compute/Omniperf outputs, and VTune `-report ... -format csv` reports")
 # format name -> (reader module, function): each reader is imported only when its format is met.
 READERS = {
     "ncu-rep": ("tb_hwprof.readers.ncu_rep", "read_ncu_rep"),
@@ -20,6 +20,8 @@ READERS = {
     "rocprof-db": ("tb_hwprof.readers.rocprof_db", "read_rocprof_db"),
     "rocprof": ("tb_hwprof.readers.rocprof", "read_rocprof"),
     "vtune-csv": ("tb_hwprof.readers.vtune", "read_vtune"),
+    "nsys-rep": ("tb_hwprof.readers.nsys_rep", "read_nsys_rep"),
+    "nsys-stats-csv": ("tb_hwprof.readers.nsys_stats", "read_nsys_stats"),
 }
 # Containers only their own tool can open: say which command turns them into what we read.
 NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # .nsys-rep and .qdrep alike (2021.2-2026.1 seen)
@@ -53,10 +55,14 @@ def sniff(path: Path) -> str:
         raise InputError(path, "SQLite database but not an Nsight Systems export (no StringIds with "
                          "CUPTI_ACTIVITY_KIND_* / TARGET_INFO_* tables)",
                          "pass an `nsys export --type sqlite` file, an Nsight Compute report or `ncu --csv` output")
-    if path.suffix in (".nsys-rep", ".qdrep") or head.startswith(NSYS_REPORT_MAGIC):
-        raise InputError(path, "an Nsight Systems report container, which only nsys can open",
-                         f"run `nsys export --type sqlite -o report.sqlite {path.name}` where nsys is "
-                         "installed, then export the .sqlite")
+    if head.startswith(NSYS_REPORT_MAGIC):
+        return "nsys-rep"  # converted by nsys when it is on PATH, else a one-line error naming the command
+    if path.suffix in (".nsys-rep", ".qdrep"):
+        raise InputError(path, "not an Nsight Systems report (no report header)",
+                         "pass the file `nsys profile` wrote, or its `nsys export --type sqlite` output")
+    from .readers import nsys_stats
+    if nsys_stats.looks_like_nsys_stats(head):
+        return "nsys-stats-csv"
     amd_intel = _sniff_rocprof_vtune(path, head)
     if amd_intel:
         return amd_intel

@@ -1,0 +1,150 @@
+"""`nsys stats --format csv` output (a secondary Nsight Systems input): summary tables only.
+
+What `nsys stats` prints to stdout mixes, per report script, a "Processing [db] with [.../NAME.py]..."
+line with either a CSV block (header + rows, ended by a blank line) or a "SKIPPED: ..." line; a
+"Generating SQLite file ..." line may come first.  `nsys stats -o PREFIX` writes one bare CSV
+block per file (PREFIX_NAME.csv).  Each block becomes Profile.summaries[NAME] with the column
+names the SQLite reader uses (total_ns, avg_ns, ..., sizes in bytes); skipped reports become notes.
+There are no per-launch rows in this output, so the kernels table is empty.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pandas as pd
+
+from ..errors import InputError
+from ..model import Profile, Provenance, normalise_kernels
+from .common import read_input_bytes
+from .nsys_sqlite import sha256_file, units_of
+
+_PROCESSING = re.compile(r"^Processing \[(?P<db>.*)\] with \[(?P<script>.*?)\]\.\.\.\s*$")
+_SKIPPED = re.compile(r"^SKIPPED: (?P<why>.*)$")
+_VERSION_IN_PATH = re.compile(r"[/\\](\d{4}\.\d+\.\d+)[/\\]")
+# Header cells nsys stats prints -> the SQLite reader's column names (units in the suffix).
+COLUMNS = {"Time (%)": "time_pct", "Total Time (ns)": "total_ns", "Num Calls": "num_calls",
+           "Instances": "instances", "Count": "count", "Avg (ns)": "avg_ns", "Med (ns)": "med_ns",
+           "Min (ns)": "min_ns", "Max (ns)": "max_ns", "StdDev (ns)": "stddev_ns", "Name": "name",
+           "Operation": "operation", "Range": "name", "Style": "style", "Total (MB)": "total_bytes",
+           "Avg (MB)": "avg_bytes", "Med (MB)": "med_bytes", "Min (MB)": "min_bytes", "Max (MB)": "max_bytes",
+           "StdDev (MB)": "stddev_bytes"}
+# `nsys stats -o PREFIX` names each file PREFIX_<report>.csv: the report is the longest of these it ends with.
+KNOWN_REPORTS = ("cuda_api_sum", "cuda_api_gpu_sum", "cuda_gpu_kern_sum", "cuda_gpu_kern_gb_sum", "cuda_gpu_sum",
+                 "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "cuda_kern_exec_sum", "nvtx_sum",
+                 "nvtx_gpu_proj_sum", "nvtx_kern_sum", "nvtx_pushpop_sum", "nvtx_startend_sum", "osrt_sum",
+                 "openmp_sum", "openacc_sum", "syscall_sum", "um_sum", "um_total_sum", "um_cpu_page_faults_sum",
+                 "mpi_event_sum", "vulkan_marker_sum", "vulkan_gpu_marker_sum", "opengl_khr_range_sum",
+                 "opengl_khr_gpu_range_sum", "dx11_pix_sum", "dx12_gpu_marker_sum", "dx12_pix_sum", "wddm_queue_sum")
+MB = 1e6  # nsys stats prints memory sizes in MB of 10^6 bytes
+_UNIT_SUFFIX = {"%": "pct", "ns": "ns", "us": "us", "ms": "ms", "s": "s", "mb": "bytes", "b": "bytes"}
+# A header nsys stats writes for its *_sum reports: the time share first, then the total.
+_HEADER = re.compile(r"^(?:\"?Time \(%\)\"?|\"?Time\(%\)\"?),")
+
+
+def looks_like_nsys_stats(head: bytes) -> bool:
+    """Detection by content: nsys stats' progress lines, or a bare *_sum CSV header."""
+    text = head.decode("utf-8", "replace")
+    lines = text.splitlines()
+    if any(_PROCESSING.match(line) for line in lines[:50]):
+        return True
+    return bool(lines) and bool(_HEADER.match(lines[0])) and ("Total Time (ns)" in lines[0])
+
+
+def column_name(label: str) -> Tuple[str, float]:
+    """(our column name, factor to our unit) of one header cell."""
+    label = label.strip()
+    if label in COLUMNS:
+        return COLUMNS[label], MB if label.endswith("(MB)") else 1.0
+    m = re.match(r"^(.*?)\s*\(([^)]*)\)$", label)
+    base, unit = (m.group(1), m.group(2).lower()) if m else (label, "")
+    name = re.sub(r"[^a-z0-9]+", "_", base.lower()).strip("_") or "column"
+    suffix = _UNIT_SUFFIX.get(unit, re.sub(r"[^a-z0-9]+", "_", unit).strip("_"))
+    return (f"{name}_{suffix}" if suffix else name), (MB if unit == "mb" else 1.0)
+
+
+def _table(rows: List[List[str]]) -> pd.DataFrame:
+    header, body = rows[0], rows[1:]
+    frame = pd.DataFrame(body, columns=None).reindex(columns=range(len(header)))
+    out = {}
+    for i, label in enumerate(header):
+        name, factor = column_name(label)
+        while name in out:  # two cells mapping to one name: keep both
+            name += "_2"
+        values = frame[i].fillna("").astype(str).str.strip()
+        numbers = pd.to_numeric(values, errors="coerce")
+        if len(values) and numbers.notna().all():
+            # Integers stay integers where nsys printed them so (counts, totals in ns); MB become bytes.
+            integral = factor == 1.0 and values.str.fullmatch(r"-?\d+").all()
+            out[name] = numbers.astype("int64") if integral else (numbers * factor).astype("float64")
+        else:
+            out[name] = values
+    table = pd.DataFrame(out)
+    table.attrs["units"] = units_of(table)
+    return table
+
+
+def _report_name(script: str) -> str:
+    stem = Path(script.replace("\\", "/")).stem
+    return re.sub(r"[^a-z0-9_]+", "_", stem.lower()).strip("_") or "nsys_stats"
+
+
+def parse_blocks(text: str, fallback_name: str):
+    """(tables {name: frame}, skipped [(name, why)], nsys version or "") of stats output."""
+    tables: Dict[str, pd.DataFrame] = {}
+    skipped: List[Tuple[str, str]] = []
+    version, name, block = "", fallback_name, []
+
+    def flush():
+        if len(block) >= 1:
+            rows = list(csv.reader(io.StringIO("\n".join(block))))
+            if rows and rows[0]:
+                key, n = name, 2
+                while key in tables:
+                    key, n = f"{name}_{n}", n + 1
+                tables[key] = _table(rows)
+        block.clear()
+
+    for line in text.splitlines():
+        m = _PROCESSING.match(line)
+        if m:
+            flush()
+            name = _report_name(m.group("script"))
+            v = _VERSION_IN_PATH.search(m.group("script"))
+            version = version or (v.group(1) if v else "")
+            continue
+        s = _SKIPPED.match(line)
+        if s:
+            flush()
+            skipped.append((name, s.group("why").strip()))
+            continue
+        if not line.strip():
+            flush()
+            continue
+        if block or "," in line:
+            block.append(line)
+        # other lines ("Generating SQLite file ...", notices) carry no table
+    flush()
+    return tables, skipped, version
+
+
+def read_nsys_stats(path) -> Profile:
+    path = Path(path)
+    text = read_input_bytes(path).decode("utf-8", "replace")
+    stem = path.stem.lower()
+    fallback = max((r for r in KNOWN_REPORTS if stem.endswith(r)), key=len, default="nsys_stats")
+    tables, skipped, version = parse_blocks(text, fallback)
+    if not tables and not skipped:
+        raise InputError(path, "nsys stats output without any report block",
+                         "run `nsys stats --format csv REPORT` and pass what it prints")
+    notes = [f"`nsys stats --format csv` output: summary tables only ({', '.join(tables) or 'none'}); "
+             "no per-launch rows and no timeline (export the report with `nsys export --type sqlite` for those)"]
+    notes += [f"nsys stats skipped {name}: {why}" for name, why in skipped]
+    if "cuda_gpu_kern_sum" in tables:
+        notes.append("per-kernel totals are in the cuda_gpu_kern_sum summary; the kernels table is empty")
+    provenance = Provenance(tool="nsys", tool_version=version, source_path=str(path.resolve()),
+                            source_sha256=sha256_file(path), source_format="nsys-stats-csv")
+    return Profile(provenance, [], normalise_kernels([]), notes=notes, summaries=tables)
