@@ -5,6 +5,7 @@ interval): a capture of 1,000,000 kernels is a few sorts and cumulative sums.
 """
 from __future__ import annotations
 
+import re
 from typing import Optional, Tuple
 
 import numpy as np
@@ -15,6 +16,18 @@ from ..model import TIMELINE_CATEGORIES, Window
 from .summary import interval_union_ns
 
 Intervals = Tuple[np.ndarray, np.ndarray]  # (starts, ends), int64 ns
+
+# CUDA calls that block the calling thread until the GPU (or a stream) drains: explicit
+# synchronisation, and the copies without "Async", which CUDA's API sync rules make wait for the
+# copy (memsets are asynchronous to the host, so they are left out).  Names without the runtime's
+# _vNNNN tag; cuda* runtime and cu* driver forms.
+SYNC_API = re.compile(r"^cu(?:da)?(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|CtxSynchronize|"
+                      r"Memcpy(?!\w*Async)\w*)$")
+# NVTX ranges that mark input loading (PyTorch's DataLoader iterator, typical user annotations).
+DATA_LOADING_NVTX = re.compile(r"data.?load|load.?data|data.?fetch|fetch.?data|__next__|next_data|collate|"
+                               r"prefetch|input.?pipeline|read.?batch|batch.?load", re.I)
+# OS runtime calls that read files or sockets (the data a loader waits for).
+OS_READS = re.compile(r"^(?:read|pread|pread64|readv|preadv|preadv2|fread|fread_unlocked|recv|recvfrom|recvmsg)$")
 
 # Bins of the utilisation-over-time table: enough for a sparkline a page wide, few enough to
 # store per device in every run.

@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from tensorboard.summary.writer.record_writer import RecordWriter
 
 from .. import __version__
+from ..analysis.advice import advise
 from ..analysis.roofline import device_roofs, ridge_points
 from ..analysis.summary import headline_scalars
 from ..errors import HwprofError, RunExists
@@ -62,6 +63,7 @@ def manifest_of(profile, scalars: dict) -> dict:
                      for d in profile.devices},
         "summary": scalars,
         "notes": list(profile.notes),
+        "advice": advise(profile),  # findings with their numbers (tb_hwprof.analysis.advice)
         "kernel_count": len(profile.kernels),
         "files": {"kernels": metadata.KERNELS, "details": metadata.DETAILS_DIR,
                   "details_chunk": metadata.DETAILS_CHUNK,

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import timeline as tl
+from ..analysis.timeline import DATA_LOADING_NVTX, OS_READS, SYNC_API
 from ..model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -27,15 +28,7 @@ _API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaLaunchKernel_v7000 -> cudaLau
 PID_MASK = 0xFFFFFF
 GPU_PID_BASE = 100_000_000  # GPU "processes" of the trace: above any Linux pid (pid_max <= 2^22)
 
-# CUDA calls that block the calling thread until the GPU (or a stream) drains: explicit
-# synchronisation, and the copies/sets without "Async", which synchronise by CUDA's rules.
-SYNC_API = re.compile(r"^cu(?:da)?(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|CtxSynchronize|"
-                      r"Memcpy(?!\w*Async)\w*|Memset(?!\w*Async)\w*)$")
-# NVTX ranges that mark input loading (PyTorch's DataLoader iterator, typical user annotations).
-DATA_LOADING_NVTX = re.compile(r"data.?load|load.?data|data.?fetch|fetch.?data|__next__|next_data|collate|"
-                               r"prefetch|input.?pipeline|read.?batch|batch.?load", re.I)
-# OS runtime calls that read files or sockets (the data a loader waits for).
-OS_READS = re.compile(r"^(?:read|pread|pread64|readv|preadv|preadv2|fread|fread_unlocked|recv|recvfrom|recvmsg)$")
+
 
 
 def api_name(name: str) -> str:
@@ -329,7 +322,7 @@ def idle_summaries(conn, names: Set[str], timeline: Timeline, extras: dict,
         gaps_rows.append(_gap_table(conn, names, timeline, dev, gaps, sync, cuda_tracks, cuda_gtids))
         attr_rows.append(_attribution(dev, gaps, span, {"data loading (NVTX ranges)": loading,
                                                         "file/socket reads (OS runtime)": reads,
-                                                        "CUDA synchronisation calls": sync}, sync))
+                                                        "CUDA synchronisation calls": sync}, sync, islands))
     return {"gpu_idle_gaps": pd.concat(gaps_rows, ignore_index=True),
             "gpu_utilisation": pd.concat(util_rows, ignore_index=True),
             "gpu_idle_attribution": pd.concat(attr_rows, ignore_index=True)}
@@ -352,14 +345,18 @@ def _gap_table(conn, names, timeline, dev, gaps, sync, cuda_tracks, cuda_gtids) 
         "starts_in_sync": after_sync})
 
 
-def _attribution(dev: int, gaps: tl.Intervals, span, activities: Dict[str, tl.Intervals], sync) -> pd.DataFrame:
+def _attribution(dev: int, gaps: tl.Intervals, span, activities: Dict[str, tl.Intervals], sync,
+                 islands: tl.Intervals) -> pd.DataFrame:
     idle = int((gaps[1] - gaps[0]).sum())
     rows = [{"activity": "all idle time", "intervals": int(gaps[0].size), "cpu_ns": None, "idle_overlap_ns": idle}]
     for label, (s, e) in activities.items():
         clipped = tl.clip((s, e), span)
         rows.append({"activity": label, "intervals": int(s.size), "cpu_ns": tl.interval_union_ns(*clipped),
                      "idle_overlap_ns": tl.overlap_ns(clipped, gaps) if s.size else 0})
-    in_sync = tl.starts_inside(gaps[0], sync)
+    # Only gaps between the first and last GPU operation: the one after the last operation starts in
+    # the program's final synchronisation as a matter of course.
+    interior = (gaps[0] >= islands[0][0]) & (gaps[1] <= islands[1][-1])
+    in_sync = tl.starts_inside(gaps[0], sync) & interior
     rows.append({"activity": "gaps starting in a synchronisation call", "intervals": int(in_sync.sum()),
                  "cpu_ns": None, "idle_overlap_ns": int((gaps[1] - gaps[0])[in_sync].sum())})
     out = pd.DataFrame(rows)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import List
 
-DOMAINS = ("cpu",)  # modules of this package, asked in this order
+DOMAINS = ("cpu", "gpu_timeline")  # modules of this package, asked in this order
 SEVERITIES = ("high", "medium", "low")
 
 

@@ -1,0 +1,147 @@
+"""Export of a 1,000,000-kernel Nsight Systems capture vs a bare sqlite3 fetch of its kernels.
+
+A real export (default: the DLProf one, which has NVTX ranges) is grown, in SQL, to
+KERNELS kernels and NVTX ranges: its kernel rows, the API calls that launched them and its
+NVTX ranges are copied again and again, each copy shifted in time by the span of the
+original and in correlation id by the largest id, so launches, projections and flows still
+pair up (synthetic for scale only; every row is a real row moved).  Memory copies and the
+other API calls stay as they were.
+
+Then two subprocesses run on the same file, each reporting its own wall time and peak RSS:
+  baseline: sqlite3 fetchall() of (start, end, streamId, shortName) of the kernel table;
+  export:   `tb-hwprof export` (read + analyse + write, the timeline trace included).
+Targets: export <= 4x the fetch, <= 600 MB peak.
+
+    python benchmarks/bench_nsys_export.py [--kernels 1000000] [--nvtx 200000] [--keep PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
+DEFAULT = SAMPLES / "nsys" / "dlprof_rtx2070s_nvtx_2022.1.3.sqlite"
+KERNEL, RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
+TARGET_RATIO, TARGET_MB = 4.0, 600
+
+
+def _cols(conn, table):
+    return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _copy_rows(conn, table: str, where: str, copies: int, period: int, corr_step: int, limit=None) -> int:
+    """Insert `copies` shifted copies (1..copies) of the rows `where` selects; returns rows added."""
+    shift = {"start": f"start + c * {period}", "end": f"end + c * {period}",
+             "correlationId": f"correlationId + c * {corr_step}"}
+    cols = _cols(conn, table)
+    exprs = ", ".join(shift.get(c, f'"{c}"') for c in cols)
+    conn.execute(f"CREATE TEMP TABLE orig AS SELECT * FROM {table} WHERE {where}")
+    lim = f"LIMIT {int(limit)}" if limit is not None else ""
+    cur = conn.execute(f"""INSERT INTO {table} ({', '.join(f'"{c}"' for c in cols)})
+                           SELECT {exprs} FROM copies CROSS JOIN orig WHERE c BETWEEN 1 AND {copies}
+                           ORDER BY c, orig.rowid {lim}""")
+    conn.execute("DROP TABLE temp.orig")
+    return cur.rowcount
+
+
+def grow(src: Path, dst: Path, kernels: int = 1_000_000, nvtx: int = 200_000) -> dict:
+    """Copy `src` to `dst` and grow it to at least `kernels` kernels and exactly `nvtx` NVTX ranges
+    (when the source has any); returns the row counts."""
+    shutil.copyfile(src, dst)
+    conn = sqlite3.connect(dst)
+    tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    has_nvtx = NVTX in tables
+    launches = f"correlationId IN (SELECT correlationId FROM {KERNEL})"
+    parts = [f"SELECT min(start) AS s, max(end) AS e FROM {KERNEL}",
+             f"SELECT min(start), max(end) FROM {RUNTIME} WHERE {launches}"]
+    if has_nvtx:
+        parts.append(f"SELECT min(start), max(end) FROM {NVTX} WHERE end IS NOT NULL")
+    lo, hi = conn.execute(f"SELECT min(s), max(e) FROM ({' UNION ALL '.join(parts)})").fetchone()
+    period = hi - lo + 1000
+    corr_step = conn.execute(f"SELECT max(correlationId) FROM {RUNTIME}").fetchone()[0] + 1
+    n_kernels = conn.execute(f"SELECT count(*) FROM {KERNEL}").fetchone()[0]
+    copies = -(-kernels // n_kernels) - 1
+    conn.execute(f"CREATE TEMP TABLE copies (c INTEGER PRIMARY KEY)")
+    conn.execute(f"""INSERT INTO copies WITH RECURSIVE n(c) AS (SELECT 1 UNION ALL SELECT c + 1 FROM n
+                     WHERE c < {max(copies, 1)}) SELECT c FROM n""")
+    _copy_rows(conn, KERNEL, "1", copies, period, corr_step)
+    _copy_rows(conn, RUNTIME, launches, copies, period, corr_step)
+    if has_nvtx:
+        n_ranges = conn.execute(f"SELECT count(*) FROM {NVTX} WHERE end IS NOT NULL").fetchone()[0]
+        nvtx_copies = max(-(-nvtx // n_ranges) - 1, 0)
+        _copy_rows(conn, NVTX, "end IS NOT NULL", min(nvtx_copies, copies), period, corr_step,
+                   limit=max(nvtx - n_ranges, 0))
+    conn.commit()
+    counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (KERNEL, RUNTIME, NVTX)
+              if t in tables}
+    conn.close()
+    return counts
+
+
+FETCH = """
+import resource, sqlite3, sys, time, json
+t = time.perf_counter()
+conn = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+rows = conn.execute("SELECT start, end, streamId, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+print(json.dumps({"s": time.perf_counter() - t, "rows": len(rows),
+                  "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+EXPORT = """
+import resource, sys, time, json
+sys.path.insert(0, sys.argv[3])
+t = time.perf_counter()
+from tb_hwprof.cli import main
+rc = main(["export", sys.argv[1], "--logdir", sys.argv[2], "--run", "big", "--overwrite"])
+print(json.dumps({"s": time.perf_counter() - t, "rc": rc,
+                  "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run_child(code: str, *args) -> dict:
+    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"child failed:\n{done.stdout}\n{done.stderr}")
+    sys.stderr.write(done.stderr)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("source", nargs="?", type=Path, default=DEFAULT)
+    parser.add_argument("--kernels", type=int, default=1_000_000)
+    parser.add_argument("--nvtx", type=int, default=200_000)
+    parser.add_argument("--keep", type=Path, help="keep the grown export at this path (and reuse it if present)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        grown = args.keep or Path(tmp) / "grown.sqlite"
+        if not grown.exists():
+            started = time.perf_counter()
+            counts = grow(args.source, grown, args.kernels, args.nvtx)
+            print(f"grew {args.source.name} -> {grown} in {time.perf_counter() - started:.1f} s: {counts}")
+        print(f"file: {grown.stat().st_size / 1e6:.0f} MB")
+        base = run_child(FETCH, grown)
+        ours = run_child(EXPORT, grown, Path(tmp) / "logs", REPO)
+        run = Path(tmp) / "logs" / "big" / "plugins" / "tb_hwprof"
+        sizes = {p.name: p.stat().st_size for p in run.glob("*") if p.is_file()}
+    ratio = ours["s"] / base["s"]
+    print(f"bare sqlite3 fetchall (start, end, streamId, shortName): {base['s']:.2f} s, "
+          f"peak {base['mb']:.0f} MB, {base['rows']} rows")
+    print(f"tb-hwprof export (read + analyse + write + trace):        {ours['s']:.2f} s, peak {ours['mb']:.0f} MB")
+    print(f"ratio export / fetch: {ratio:.2f} (target <= {TARGET_RATIO:g}); "
+          f"peak {ours['mb']:.0f} MB (target <= {TARGET_MB} MB)")
+    for name, size in sorted(sizes.items()):
+        print(f"  {name}: {size / 1e6:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""Advice for GPU traces (Nsight Systems): idle time and what caused it, copies, launch overhead.
+
+Reads the summary tables a trace export holds (docs/FORMAT.md): gpu_activity, gpu_idle_attribution,
+gpu_idle_gaps, cuda_gpu_mem_kind_sum, cuda_api_sum, and the kernels table's durations.  Rules:
+  gpu.data_loading    the GPU idles while the CPU loads data (NVTX loader ranges / OS reads)
+  gpu.pageable_copies host-to-device copies from pageable memory
+  gpu.tiny_kernels    many launches of kernels too short to hide their launch overhead
+  gpu.sync_stalls     the GPU runs dry after synchronising calls
+  gpu.copy_share      memory copies take a large share of GPU busy time
+  gpu.idle            the GPU idles much of the time between its first and last operation
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Optional
+
+import pandas as pd
+
+from ..timeline import SYNC_API
+
+# Share of the capture the GPU idles before input starvation is worth a look: a training loop
+# that feeds its GPU keeps it > 80% busy, so more than a fifth idle means time to win back.
+IDLE_SHARE_PCT = 20.0
+# Share of that idle time during which the CPU was loading data (loader NVTX ranges or file /
+# socket reads) for loading to be the likely cause rather than a coincidence.
+LOADING_SHARE_PCT = 25.0
+# Pageable host-to-device copies: the driver stages them through a pinned buffer, ~2x slower
+# and never overlapped with compute.  Severity by their share of GPU busy time.
+PAGEABLE_HIGH_PCT, PAGEABLE_MEDIUM_PCT = 10.0, 1.0
+# A kernel launch costs ~3-5 us of CPU time (cudaLaunchKernel); kernels shorter than ~10 us
+# cannot hide that, so the GPU waits on the CPU's launch rate.
+TINY_KERNEL_NS = 10_000
+# Below ~a thousand launches the overhead sums to a few ms: not worth fusing or graph capture.
+TINY_MIN_LAUNCHES = 1000
+# Idle time in gaps that begin inside a synchronising call, as a share of the GPU's active
+# window (first to last operation): a tenth is where removing syncs pays visibly.
+SYNC_STALL_PCT = 10.0
+# Copy time as a share of GPU busy time: beyond a fifth the data movement is a lever on its own.
+MEMCPY_SHARE_PCT = 20.0
+# Idle share of the active window (first to last GPU operation) for the general idle finding.
+ACTIVE_IDLE_PCT = 30.0
+TOP = 3  # examples named in the evidence
+
+
+def _finding(rule: str, severity: str, title: str, evidence: str, values: dict, suggestion: str) -> dict:
+    return {"id": f"gpu.{rule}", "severity": severity, "title": title, "evidence": evidence,
+            "values": values, "suggestion": suggestion}
+
+
+def _ms(ns) -> str:
+    return f"{float(ns) / 1e6:.3g} ms"
+
+
+def _pct(part, whole) -> float:
+    return 100.0 * float(part) / float(whole) if whole else math.nan
+
+
+def _dev(device: int, many: bool) -> str:
+    return f" (GPU {device})" if many else ""
+
+
+def _attr(attribution: Optional[pd.DataFrame], device: int, activity: str) -> Optional[pd.Series]:
+    if attribution is None:
+        return None
+    rows = attribution[(attribution["device"] == device) & (attribution["activity"] == activity)]
+    return rows.iloc[0] if len(rows) else None
+
+
+def data_loading(act: pd.Series, attribution, many: bool) -> Optional[dict]:
+    device, idle, span = int(act["device"]), float(act["idle_ns"]), float(act["span_ns"])
+    nvtx = _attr(attribution, device, "data loading (NVTX ranges)")
+    reads = _attr(attribution, device, "file/socket reads (OS runtime)")
+    parts = [(label, float(r["idle_overlap_ns"])) for label, r in (("loader NVTX ranges", nvtx),
+                                                                    ("OS file/socket reads", reads)) if r is not None]
+    if not parts or _pct(idle, span) < IDLE_SHARE_PCT:
+        return None
+    label, overlap = max(parts, key=lambda p: p[1])
+    share = _pct(overlap, idle)
+    if not overlap or share < LOADING_SHARE_PCT:
+        return None
+    return _finding("data_loading", "high" if share >= 2 * LOADING_SHARE_PCT else "medium",
+                    f"GPU idle {_pct(idle, span):.0f}% of the capture while the CPU loads data{_dev(device, many)}",
+                    f"The GPU idled {_ms(idle)} of {_ms(span)} ({_pct(idle, span):.1f}%, threshold {IDLE_SHARE_PCT:.0f}%); "
+                    f"{_ms(overlap)} of that idle time ({share:.1f}%, threshold {LOADING_SHARE_PCT:.0f}%) overlaps "
+                    f"{label}",
+                    {"device": device, "idle_ns": idle, "span_ns": span, "idle_pct": _pct(idle, span),
+                     "loading_idle_ns": overlap, "loading_share_pct": share,
+                     **{f"{k.split()[0].lower()}_idle_ns": v for k, v in parts}},
+                    "Load batches ahead of the GPU: DataLoader(num_workers=N with N up to the CPU cores per GPU, "
+                    "prefetch_factor=2-4, persistent_workers=True, pin_memory=True); move decoding and augmentation "
+                    "out of the training loop (or onto the GPU, e.g. DALI); cache preprocessed data")
+
+
+def pageable_copies(kinds: Optional[pd.DataFrame], activity: pd.DataFrame) -> Optional[dict]:
+    if kinds is None or kinds.empty:
+        return None
+    rows = kinds[kinds["operation"].astype(str).str.contains("Host-to-Device") & (kinds["src_kind"] == "Pageable")]
+    if rows.empty:
+        return None
+    count, nbytes, ns = int(rows["count"].sum()), float(rows["total_bytes"].sum()), float(rows["total_ns"].sum())
+    busy = float(activity["busy_ns"].sum())
+    share = _pct(ns, busy)
+    severity = "high" if share >= PAGEABLE_HIGH_PCT else "medium" if share >= PAGEABLE_MEDIUM_PCT else "low"
+    return _finding("pageable_copies", severity,
+                    f"{count} host-to-device copies from pageable memory",
+                    f"{count} copies moved {nbytes / 1e6:.3g} MB ({nbytes:.0f} bytes) host-to-device from pageable "
+                    f"memory in {_ms(ns)}, {share:.1f}% of GPU busy time; the driver stages pageable memory through "
+                    f"a pinned buffer, so these copies run slower and cannot overlap compute",
+                    {"copies": count, "bytes": nbytes, "copy_ns": ns, "busy_ns": busy, "share_of_busy_pct": share},
+                    "Pin the host buffers: DataLoader(pin_memory=True) and tensor.to('cuda', non_blocking=True), "
+                    "or allocate with cudaMallocHost / torch.empty(..., pin_memory=True) and copy with cudaMemcpyAsync")
+
+
+def tiny_kernels(kernels: Optional[pd.DataFrame], api: Optional[pd.DataFrame]) -> Optional[dict]:
+    if kernels is None or kernels.empty:
+        return None
+    durations = kernels["duration_ns"].dropna()
+    n = int(durations.size)
+    if n < TINY_MIN_LAUNCHES:
+        return None
+    median = float(durations.median())
+    if median >= TINY_KERNEL_NS:
+        return None
+    tiny = durations[durations < TINY_KERNEL_NS]
+    values = {"launches": n, "median_ns": median, "tiny_launches": int(tiny.size),
+              "tiny_kernel_ns": float(tiny.sum()), "kernel_ns": float(durations.sum())}
+    launch_cost = ""
+    if api is not None and len(api):
+        launches = api[api["api"].astype(str).str.match(r"^cu(?:da)?(?:LaunchKernel|LaunchKernelEx|LaunchCooperativeKernel)")]
+        if len(launches):
+            values["launch_api_ns"] = float(launches["total_ns"].sum())
+            values["launch_calls"] = int(launches["num_calls"].sum())
+            launch_cost = (f"; the CPU spent {_ms(values['launch_api_ns'])} in {values['launch_calls']} launch calls "
+                           f"({values['launch_api_ns'] / max(values['launch_calls'], 1) / 1e3:.1f} us each)")
+    return _finding("tiny_kernels", "high" if median < TINY_KERNEL_NS / 2 else "medium",
+                    f"{n} kernel launches with a median of {median / 1e3:.1f} us",
+                    f"Median kernel {median / 1e3:.2f} us (threshold {TINY_KERNEL_NS / 1e3:.0f} us) over {n} launches "
+                    f"(threshold {TINY_MIN_LAUNCHES}); {tiny.size} launches under {TINY_KERNEL_NS / 1e3:.0f} us ran "
+                    f"{_ms(tiny.sum())} of {_ms(durations.sum())} kernel time{launch_cost}",
+                    values,
+                    "Cut the launch count: fuse element-wise kernels (torch.compile, custom fused kernels), batch "
+                    "small operations, and capture the steady-state step as a CUDA graph (torch.cuda.graphs / "
+                    "torch.compile(mode='reduce-overhead')) so one launch replays many kernels")
+
+
+def sync_stalls(act: pd.Series, attribution, api: Optional[pd.DataFrame], many: bool) -> Optional[dict]:
+    device = int(act["device"])
+    row = _attr(attribution, device, "gaps starting in a synchronisation call")
+    active = float(act["last_op_ns"] - act["first_op_ns"])
+    if row is None or not active or not row["idle_overlap_ns"]:
+        return None
+    stalled, gaps = float(row["idle_overlap_ns"]), int(row["intervals"])
+    share = _pct(stalled, active)
+    if share < SYNC_STALL_PCT:
+        return None
+    calls = ""
+    top = []
+    if api is not None and len(api):
+        sync = api[api["api"].astype(str).str.match(SYNC_API)].sort_values("total_ns", ascending=False).head(TOP)
+        top = [{"api": a, "calls": int(c), "total_ns": float(t)} for a, c, t in zip(sync["api"], sync["num_calls"],
+                                                                                     sync["total_ns"])]
+        calls = "; synchronising calls: " + ", ".join(f"{t['api']} x{t['calls']} ({_ms(t['total_ns'])})" for t in top)
+    return _finding("sync_stalls", "high" if share >= 3 * SYNC_STALL_PCT else "medium",
+                    f"The GPU runs dry after synchronising calls{_dev(device, many)}",
+                    f"{gaps} idle gaps began while the CPU waited in a synchronising call, {_ms(stalled)} of idle "
+                    f"time, {share:.1f}% of the GPU's active window of {_ms(active)} (threshold {SYNC_STALL_PCT:.0f}%)"
+                    f"{calls}",
+                    {"device": device, "gaps": gaps, "stalled_ns": stalled, "active_ns": active, "share_pct": share,
+                     "top": top},
+                    "Remove synchronisation from the steady-state loop: no .item() / .cpu() / print of GPU tensors "
+                    "per step, no torch.cuda.synchronize() outside timing code, cudaMemcpyAsync on a stream instead "
+                    "of cudaMemcpy, events (cudaStreamWaitEvent) instead of host waits; queue the next launches "
+                    "before waiting")
+
+
+def copy_share(act: pd.Series, many: bool) -> Optional[dict]:
+    share = act.get("memcpy_share_pct")
+    if share is None or pd.isna(share) or share < MEMCPY_SHARE_PCT:
+        return None
+    device = int(act["device"])
+    return _finding("copy_share", "high" if share >= 2 * MEMCPY_SHARE_PCT else "medium",
+                    f"Memory copies take {share:.0f}% of GPU busy time{_dev(device, many)}",
+                    f"Copies ran {_ms(act['memcpy_ns'])} of {_ms(act['busy_ns'])} GPU busy time ({share:.1f}%, "
+                    f"threshold {MEMCPY_SHARE_PCT:.0f}%)",
+                    {"device": device, "memcpy_ns": float(act["memcpy_ns"]), "busy_ns": float(act["busy_ns"]),
+                     "share_pct": float(share)},
+                    "Move less and overlap the rest: keep tensors on the GPU between steps, copy once per batch "
+                    "(not per sample), use pinned memory with non_blocking copies on a side stream so they overlap "
+                    "compute, and check the copy direction table for device-to-host copies in the loop")
+
+
+def idle(act: pd.Series, gaps: Optional[pd.DataFrame], many: bool) -> Optional[dict]:
+    device = int(act["device"])
+    active = float(act["last_op_ns"] - act["first_op_ns"])
+    busy = float(act["busy_ns"])
+    share = _pct(active - busy, active)
+    if not active or share < ACTIVE_IDLE_PCT:
+        return None
+    examples = []
+    if gaps is not None and len(gaps):
+        own = gaps[(gaps["device"] == device) & (gaps["start_ns"] >= act["first_op_ns"]) &
+                   (gaps["end_ns"] <= act["last_op_ns"])].head(TOP)
+        for g in own.itertuples():
+            doing = ", ".join(x for x in (g.cuda_api and f"in {g.cuda_api}", g.nvtx_range and
+                                          f"inside NVTX range {str(g.nvtx_range)[:80]!r}") if x)
+            examples.append({"start_ns": int(g.start_ns), "duration_ns": int(g.duration_ns),
+                             "cuda_api": g.cuda_api, "nvtx_range": g.nvtx_range})
+            examples[-1]["text"] = f"{_ms(g.duration_ns)} at {g.start_ns} ns" + (f" ({doing})" if doing else "")
+    shown = "; longest gaps: " + "; ".join(e.pop("text") for e in examples) if examples else ""
+    return _finding("idle", "high" if share >= 2 * ACTIVE_IDLE_PCT else "medium",
+                    f"GPU idle {share:.0f}% between its first and last operation{_dev(device, many)}",
+                    f"Busy {_ms(busy)} of the {_ms(active)} from the first to the last GPU operation ({share:.1f}% idle, "
+                    f"threshold {ACTIVE_IDLE_PCT:.0f}%){shown}",
+                    {"device": device, "busy_ns": busy, "active_ns": active, "idle_pct": share, "gaps": examples},
+                    "Open the Timeline at the longest gaps: the CPU thread row shows what held back the next launch "
+                    "(Python work, a synchronising call, data loading); queue work earlier or overlap it")
+
+
+def advise(profile) -> List[dict]:
+    """GPU trace findings of a profile with a gpu_activity summary; [] otherwise."""
+    summaries = getattr(profile, "summaries", None) or {}
+    activity = summaries.get("gpu_activity")
+    if activity is None or activity.empty:
+        return []
+    attribution, gaps = summaries.get("gpu_idle_attribution"), summaries.get("gpu_idle_gaps")
+    api = summaries.get("cuda_api_sum")
+    many = len(activity) > 1
+    found = []
+    for _, act in activity.iterrows():
+        found += [data_loading(act, attribution, many), sync_stalls(act, attribution, api, many),
+                  copy_share(act, many), idle(act, gaps, many)]
+    found += [pageable_copies(summaries.get("cuda_gpu_mem_kind_sum"), activity),
+              tiny_kernels(getattr(profile, "kernels", None), api)]
+    order = {"high": 0, "medium": 1, "low": 2}
+    return sorted((f for f in found if f), key=lambda f: order[f["severity"]])
