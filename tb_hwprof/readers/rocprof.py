@@ -526,11 +526,12 @@ def read_rocprof(path, fmt: Optional[str] = None) -> Profile:
         return read_workload(path.parent)
     readers = {"rocprof-v1-csv": read_dispatch_csv, "rocprofv3-kernel-trace": read_dispatch_csv,
                "rocprof-compute-csv": read_dispatch_csv}
+    from .amd_timeline import attach  # traces also become a timeline (the nsys trace-file format)
     if fmt in readers:
-        return readers[fmt](path, fmt)
+        return attach(readers[fmt](path, fmt))
     simple = {"rocprof-stats": read_stats, "rocprof-compute-kernel-top": read_kernel_top,
               "rocprofv3-counter-collection": read_counter_collection, "rocprofv2-api-trace": read_api_trace,
               "rocprofv2-stdout": read_v2_stdout, "rocprof-v1-json": read_v1_json}
     if fmt in simple:
-        return simple[fmt](path)
+        return attach(simple[fmt](path))
     raise InputError(path, "not a rocprof report this version reads", CSV_FIX)

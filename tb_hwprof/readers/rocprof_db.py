@@ -210,8 +210,9 @@ def read_rocpd(path: Path) -> Profile:
 def read_rocprof_db(path, kind: Optional[str] = None) -> Profile:
     path = Path(path)
     kind = kind or db_kind(path)
+    from .amd_timeline import attach  # kernels, copies and API calls as a timeline
     if kind == "rocpd":
-        return read_rocpd(path)
+        return attach(read_rocpd(path))
     if kind == "rocprof-v1-db":
-        return read_v1_db(path)
+        return attach(read_v1_db(path))
     raise InputError(path, "SQLite file but not a rocprof database", FIX)
