@@ -10,7 +10,7 @@ from tensorboard.plugins import base_plugin
 from ..logdir import metadata
 
 ROUTES = ("/runs", "/kernels", "/kernel_groups", "/kernel", "/roofline", "/bottlenecks", "/compare", "/static/*",
-          "/summary", "/cpu_hotspots")
+          "/summary", "/cpu_hotspots", "/overview", "/phases", "/timeline", "/trace")
 
 
 class HwprofPlugin(base_plugin.TBPlugin):

@@ -30,6 +30,7 @@ class Service:
             "/kernel": self.kernel, "/roofline": self.roofline, "/bottlenecks": self.bottlenecks,
             "/compare": self.compare, "/static/*": self.static,
             "/summary": self.summary, "/cpu_hotspots": self.cpu_hotspots,
+            "/overview": self.overview, "/phases": self.phases, "/timeline": self.timeline, "/trace": self.trace,
         }
 
     def __call__(self, route: str, environ, start_response):
@@ -106,6 +107,26 @@ class Service:
 
     def cpu_hotspots(self, request):
         return self._cached_view(request, "cpu_hotspots", views.cpu_hotspots)
+
+    def overview(self, request):
+        return self._cached_view(request, "overview", views.overview)
+
+    def phases(self, request):
+        return self._cached_view(request, "phases", views.phases)
+
+    def timeline(self, request):
+        entry = self._entry(request)
+        args = views.timeline_args(request.args)
+        return json_response(request, encode.response(views.timeline(entry, *args)))
+
+    def trace(self, request):
+        """The trace file as a download (already gzip: sent as is, never re-encoded)."""
+        entry = self._entry(request)
+        path = views.trace_path(entry)
+        with open(path, "rb") as f:
+            data = f.read()
+        return http_util.Respond(request, data, "application/gzip", headers=[
+            ("Content-Disposition", f'attachment; filename="{views.trace_filename(entry.run)}"')])
 
     def static(self, request):
         prefix = f"/data/plugin/{metadata.PLUGIN_NAME}/static/"

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 from typing import Optional
 
 from ..analysis import compare, groups
@@ -79,7 +81,8 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
 
 
 def compare_runs(base: RunEntry, run: RunEntry) -> dict:
-    return {"base": base.run, "run": run.run, **compare.compare_kernels(base.kernels(), run.kernels())}
+    return {"base": base.run, "run": run.run, **compare.compare_kernels(base.kernels(), run.kernels()),
+            "phases": _compare_phases(base, run)}
 
 
 def cpu_hotspots(entry: RunEntry) -> dict:
@@ -104,3 +107,108 @@ def _provenance(manifest: dict) -> dict:
     prov = manifest.get("provenance") or {}
     return {k: str(prov.get(k, "")) for k in ("tool", "tool_version", "source_path", "source_sha256",
                                                 "source_format", "export_time")}
+
+
+# -- traces: overview, phases, timeline (docs/http_api.md) ---------------------------------------
+def _summaries(entry: RunEntry, names) -> dict:
+    return {n: entry.summary(n) for n in names if n in entry.summary_names()}
+
+
+def overview(entry: RunEntry) -> dict:
+    """/overview: headline figures, GPU busy/idle, the longest idle gaps and the advice."""
+    from ..analysis import trace_views
+    from ..analysis.advice import advise
+    manifest = entry.manifest
+    tables = _summaries(entry, ("gpu_activity", "gpu_utilisation", "gpu_idle_gaps", "gpu_idle_attribution"))
+    advice = manifest.get("advice")
+    if advice is None:  # exported before advice was written into the manifest: compute it now
+        profile = Profile(Provenance(**_provenance(manifest)), [], normalise_kernels([]),
+                          summaries={n: entry.summary(n) for n in entry.summary_names()})
+        advice = advise(profile)
+    names = {d.get("id"): d.get("name", "") for d in manifest.get("devices") or []}
+    return {"run": entry.run, **trace_views.overview(tables, manifest.get("summary"), advice,
+                                                     manifest.get("notes"), manifest.get("timeline"), names)}
+
+
+def phases(entry: RunEntry) -> dict:
+    """/phases: the NVTX ranges table, columnar."""
+    from ..analysis import trace_views
+    from ..logdir import tables as logdir_tables
+    source = trace_views.phase_source(_summaries(entry, ("nvtx_phases", "nvtx_sum")))
+    if source is None:
+        raise HttpError(404, f"run {entry.run!r} has no NVTX ranges (capture with `nsys profile -t cuda,nvtx` "
+                             f"and annotate phases with NVTX, e.g. torch.cuda.nvtx.range)")
+    table = entry.summary(source)
+    frame = trace_views.phases_table(table)
+    units = {c: u for c, u in table.attrs.get("units", {}).items() if c in frame.columns}
+    return {"run": entry.run, "source": source, **logdir_tables.clean(logdir_tables.frame_to_json(frame, units))}
+
+
+def _compare_phases(base: RunEntry, run: RunEntry):
+    from ..analysis import trace_views
+    sides = []
+    for entry in (base, run):
+        source = trace_views.phase_source(_summaries(entry, ("nvtx_phases", "nvtx_sum")))
+        if source is None:
+            return None
+        sides.append(entry.summary(source))
+    return trace_views.compare_phases(*sides)
+
+
+def _int_arg(args, name: str, default=None):
+    value = args.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise HttpError(400, f"{name} must be an integer (ns), got {value!r}") from None
+
+
+def timeline_args(args):
+    """(start, end, max_events) of a /timeline request."""
+    from ..analysis.trace_views import DEFAULT_MAX_EVENTS, MAX_EVENTS
+    max_events = _int_arg(args, "max_events", DEFAULT_MAX_EVENTS)
+    if max_events < 1:
+        raise HttpError(400, f"max_events must be at least 1, got {max_events}")
+    return _int_arg(args, "start"), _int_arg(args, "end"), min(max_events, MAX_EVENTS)
+
+
+def _timeline_file(entry: RunEntry, key: str) -> Path:
+    from ..logdir import metadata
+    name = (entry.manifest.get("files") or {}).get(key)
+    path = entry.asset_dir / Path(str(name)).name if name else None  # confined to the asset folder
+    if path is None or not path.is_file():
+        raise HttpError(404, f"run {entry.run!r} has no timeline (export an Nsight Systems trace; "
+                             f"{metadata.TIMELINE} is written for traces only)")
+    return path
+
+
+def timeline_index(entry: RunEntry):
+    """The run's TimelineIndex, loaded once per run and signature."""
+    from ..analysis.trace_views import TimelineIndex
+    from ..errors import InputError
+    from ..logdir import trace
+    from .store import READ_ERRORS
+
+    def load():
+        path = _timeline_file(entry, "timeline_index")
+        try:
+            return TimelineIndex(trace.read_index(path))
+        except READ_ERRORS as e:
+            raise InputError(path, f"unreadable timeline index ({type(e).__name__}: {e})",
+                             "re-export the run with --overwrite") from None
+    return entry.memo("timeline_index", load)
+
+
+def timeline(entry: RunEntry, start, end, max_events) -> dict:
+    """/timeline: the slices of a window, decimated to max_events."""
+    return {"run": entry.run, **timeline_index(entry).window(start, end, max_events)}
+
+
+def trace_path(entry: RunEntry) -> Path:
+    return _timeline_file(entry, "timeline")
+
+
+def trace_filename(run: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run).strip("._") + ".trace.json.gz"
