@@ -17,11 +17,12 @@ from tb_hwprof.logdir import tables
 
 LOOPS, OPENMP, LOOPS_XSS = "vtune_2018_loops", "vtune_2015_openmp", "vtune_2018_loops_renamed"
 BMM1, MI200, NVIDIA = "amd_bmm1_mi300x", "amd_vcopy_mi200", "nvidia_lakshya"
+ROCPD = "amd_rocpd_mi300x"
 SAME_MI200, SAME_MI300 = "amd_vcopy_mi200_as_naive_gemm", "amd_vcopy_mi300x_as_naive_gemm"
 SOURCES = {
     LOOPS: "vtune/amplxe2018_advanced_hotspots_loops.csv", OPENMP: "vtune/amplxe2015_hotspots_openmp.csv",
     BMM1: "rocprof/rocprof-compute_bmm1_mi300x", MI200: "rocprof/omniperf_vcopy_mi200",
-    NVIDIA: "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep",
+    NVIDIA: "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep", ROCPD: "rocprof/v3_rocpd_mi300x_ck_bmm_results.db",
 }
 # A C++ name with every character HTML cares about; it must show as text.
 CPU_XSS = "std::vector<int>& operator<<(std::vector<int>&, A<B>&&) <img src=x onerror=alert(1)>"
@@ -219,6 +220,17 @@ def test_amd_copy_kernel_roofline_draws_roofs_and_says_why_no_points(session):
     assert "3 launch(es) without a positive" in frame.locator("main").inner_text()
     assert frame.locator("svg line.memory-roof[data-roof=bytes_per_s_dram]").count() == 1
     session.shot("roofline-amd-vcopy-mi200")
+
+
+def test_amd_datasheet_roofs_are_marked(session):
+    session.open()
+    frame = session.go(f"#view=roofline&run={ROCPD}")
+    legend = frame.locator("[data-role=roof-legend]")
+    legend.wait_for()
+    assert legend.locator("li[data-source=datasheet]").count() == 4 and legend.locator("li[data-source=measured]").count() == 0
+    tag = legend.locator("li[data-roof=bytes_per_s_dram] .source")
+    assert tag.inner_text() == "datasheet" and "MI300X data sheet" in tag.get_attribute("title")
+    session.shot("roofline-amd-rocpd-datasheet")
 
 
 def test_amd_kernels_view(session, model):

@@ -18,13 +18,14 @@ from test_plugin_backend import App
 V2015, V2018, VSUM = "vtune/amplxe2015_openmp", "vtune/amplxe2018_loops", "vtune/summary_tab"
 MI200, MI300, BMM1 = "amd/omniperf_vcopy_mi200", "amd/omniperf_vcopy_mi300x", "amd/rocprof-compute_bmm1_mi300x"
 NVIDIA = "nvidia/lakshya_gtx1660s_full"
+ROCPD = "amd/rocpd_mi300x_ck_bmm"
 # AMD vecCopy runs renamed to the NVIDIA kernel: run name -> the AMD run it was exported as.
 SAME_NAME = {"amd/vcopy_mi200_renamed_naive_gemm": MI200, "amd/vcopy_mi300x_renamed_naive_gemm": MI300}
 SOURCES = {
     V2015: "vtune/amplxe2015_hotspots_openmp.csv", V2018: "vtune/amplxe2018_advanced_hotspots_loops.csv",
     VSUM: "vtune/vtune_summary_tab.csv", MI200: "rocprof/omniperf_vcopy_mi200",
     MI300: "rocprof/omniperf_vcopy_mi300x", BMM1: "rocprof/rocprof-compute_bmm1_mi300x",
-    NVIDIA: "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep",
+    NVIDIA: "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep", ROCPD: "rocprof/v3_rocpd_mi300x_ck_bmm_results.db",
 }
 
 
@@ -225,6 +226,17 @@ def test_mi200_vcopy_is_a_copy_on_the_roofline(app, samples_dir):
     assert all(p["flop_per_s"] == 0 and p["ai_dram"] == 0 for p in points)
     pmc = csv_rows(samples_dir / SOURCES[MI200] / "pmc_perf.csv")
     assert [p["duration_ns"] for p in points] == [int(r["End_Timestamp"]) - int(r["Start_Timestamp"]) for r in pmc]
+
+
+def test_rocpd_roofs_are_datasheet_figures_marked_so(app, model):
+    """A kernel trace has no peak measurement: the roofs are the MI300X data sheet's, tagged datasheet."""
+    doc = app.json("/roofline", run=ROCPD)
+    [device] = doc["devices"]
+    assert device["name"] == "AMD Instinct MI300X" and doc["points"] == []  # no FLOP counters in a trace
+    assert {r["source"] for r in device["roofs"].values()} == {"datasheet"}
+    assert device["roofs"]["bytes_per_s_dram"]["value"] == 5.3e12  # HBM3 5.3 TB/s
+    assert device["roofs"]["flop_per_s_fp64"]["value"] == 81.7e12 and "data sheet" in device["roofs"]["flop_per_s_fp64"]["how"]
+    assert app.json("/kernels", run=ROCPD)["rows"] == len(model(ROCPD).kernels) == 151
 
 
 def test_bmm1_matrix_core_points_use_the_mfma_roof(app, model, samples_dir):
