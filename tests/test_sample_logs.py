@@ -26,6 +26,7 @@ def test_sample_run_matches_a_fresh_export(run_dir, samples_dir, ncu_report_modu
     fresh = tb_hwprof.read(source)
     assert stored.provenance.source_sha256 == fresh.provenance.source_sha256
     pd.testing.assert_frame_equal(stored.kernels, fresh.kernels)
+    assert [d.to_dict() for d in stored.devices] == [d.to_dict() for d in fresh.devices]  # peaks and their sources
     # CPU-only runs (VTune) hold their data in summary tables: those must match too.
     assert sorted(stored.summaries) == sorted(fresh.summaries)
     for name, table in fresh.summaries.items():

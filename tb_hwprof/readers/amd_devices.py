@@ -85,7 +85,7 @@ def datasheet_peaks(name: str, cus: Optional[int] = None) -> Dict[str, Peak]:
         "flop_per_s_fp64": Peak(fp64, "FLOP/s", "datasheet", how),
         "flop_per_s_fp32": Peak(fp32, "FLOP/s", "datasheet", how),
         "flop_per_s_tensor": Peak(fp16x, "FLOP/s", "datasheet", how + " (FP16 MFMA roof)"),
-        "bytes_per_s_dram": Peak(hbm, "bytes/s", "datasheet", how),
+        "bytes_per_s_dram": Peak(hbm, "byte/s", "datasheet", how),
     }
 
 

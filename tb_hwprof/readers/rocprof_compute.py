@@ -223,7 +223,7 @@ def peaks_from_roofline(roof: Dict[str, float], mfma: str) -> Dict[str, Peak]:
     out = {}
     for key, col in (("bytes_per_s_dram", "HBMBw"), ("bytes_per_s_l2", "L2Bw"), ("bytes_per_s_l1", "L1Bw")):
         if col in roof:
-            out[key] = Peak(roof[col] * 1e9, "bytes/s", "measured", how + f"{col} GB/s")
+            out[key] = Peak(roof[col] * 1e9, "byte/s", "measured", how + f"{col} GB/s")
     for key, col in (("flop_per_s_fp64", "FP64Flops"), ("flop_per_s_fp32", "FP32Flops"),
                      ("flop_per_s_fp16", "FP16Flops"), ("flop_per_s_tensor", f"MFMA{mfma}Flops")):
         if roof.get(col):
@@ -242,18 +242,20 @@ def peaks_from_sysinfo(info: Dict[str, str], mfma: str) -> Dict[str, Peak]:
     cu, hz, line = num(info, "cu_per_gpu"), num(info, "max_sclk") * 1e6, cache_line(info)
     if math.isnan(cu) or math.isnan(hz):
         return {}
-    how = "sysinfo.csv with rocprof-compute's SOL peak formula: "
-    out = {f"flop_per_s_{p}": Peak(hz * cu * 128, "FLOP/s", "measured", how + "max_sclk x CUs x 64 lanes x 2")
+    # Theoretical peaks (clock x units), not benchmarked: tagged "datasheet" so the roofline
+    # legend does not present them as measured; roofline.csv holds the measured ones.
+    how = "theoretical, from sysinfo.csv with rocprof-compute's SOL peak formula: "
+    out = {f"flop_per_s_{p}": Peak(hz * cu * 128, "FLOP/s", "datasheet", how + "max_sclk x CUs x 64 lanes x 2")
            for p in ("fp64", "fp32", "fp16")}
-    out["flop_per_s_tensor"] = Peak(hz * cu * mfma_per_clock(info, mfma), "FLOP/s", "measured",
+    out["flop_per_s_tensor"] = Peak(hz * cu * mfma_per_clock(info, mfma), "FLOP/s", "datasheet",
                                     how + f"MFMA {mfma}: max_sclk x CUs x {mfma_per_clock(info, mfma):.0f}")
     hbm = hbm_peak_gbs(info)
     if not math.isnan(hbm):
-        out["bytes_per_s_dram"] = Peak(hbm * 1e9, "bytes/s", "measured", how + "HBM bandwidth")
+        out["bytes_per_s_dram"] = Peak(hbm * 1e9, "byte/s", "datasheet", how + "HBM bandwidth")
     l2 = hz * line * num(info, "total_l2_chan")
     if not math.isnan(l2):
-        out["bytes_per_s_l2"] = Peak(l2, "bytes/s", "measured", how + f"max_sclk x {line} B x L2 channels")
-    out["bytes_per_s_l1"] = Peak(hz * line * cu, "bytes/s", "measured", how + f"max_sclk x {line} B x CUs")
+        out["bytes_per_s_l2"] = Peak(l2, "byte/s", "datasheet", how + f"max_sclk x {line} B x L2 channels")
+    out["bytes_per_s_l1"] = Peak(hz * line * cu, "byte/s", "datasheet", how + f"max_sclk x {line} B x CUs")
     return out
 
 
