@@ -59,4 +59,9 @@ export const api = {
   compare: (base, run) => getJSON("compare", {base, run}),
   summary: (run, name) => getJSON("summary", {run, name}),
   cpuHotspots: (run) => getJSON("cpu_hotspots", {run}),
+  overview: (run) => getJSON("overview", {run}),
+  phases: (run) => getJSON("phases", {run}),
+  timeline: (run, start, end, maxEvents) => getJSON("timeline", {
+    run, ...(start === null || start === undefined ? {} : {start: Math.round(start)}),
+    ...(end === null || end === undefined ? {} : {end: Math.round(end)}), max_events: maxEvents}),
 };

@@ -11,6 +11,9 @@ import * as rooflineView from "./views/roofline.js";
 import * as bottlenecksView from "./views/bottlenecks.js";
 import * as compareView from "./views/compare.js";
 import * as cpuView from "./views/cpu.js";
+import * as overviewView from "./views/overview.js";
+import * as timelineView from "./views/timeline.js";
+import * as phasesView from "./views/phases.js";
 import {renderDetail} from "./views/detail.js";
 
 const VIEWS = {
@@ -21,6 +24,9 @@ const VIEWS = {
   compare: {label: "Compare", module: compareView},
   // `when(runInfo)`: the nav shows the entry only for runs that can fill it.
   cpu: {label: "CPU hotspots", module: cpuView, when: hasSummary("cpu_hotspots")},
+  overview: {label: "Overview", module: overviewView},
+  timeline: {label: "Timeline", module: timelineView, when: (info) => Boolean(info && info.has_timeline)},
+  phases: {label: "Phases", module: phasesView, when: (info) => hasSummary("nvtx_phases")(info) || hasSummary("nvtx_sum")(info)},
 };
 
 function hasSummary(name) {
@@ -57,7 +63,7 @@ class App {
   build() {
     this.nav = h("nav", {class: "views"}, Object.entries(VIEWS).map(([key, v]) =>
       h("button", {type: "button", "data-view": key, onclick: () => this.navigate({view: key, launch: null})}, v.label)));
-    this.picker = h("select", {id: "run-picker", "aria-label": "run", onchange: () => this.navigate({run: this.picker.value, launch: null, page: null})});
+    this.picker = h("select", {id: "run-picker", "aria-label": "run", onchange: () => this.navigate({run: this.picker.value, launch: null, page: null, start: null, end: null})});
     this.share = h("a", {class: "share", target: "_blank", rel: "noopener", title: "a link that opens this view on its own"}, "link");
     const reload = h("button", {type: "button", title: "reload runs and data", onclick: () => this.reload()}, "⟳");
     this.header = h("header", {class: "top"},

@@ -3,8 +3,8 @@
 // (without our hash) when the tab is re-opened or the page reloads.
 
 const STORAGE_KEY = "tb_hwprof.state.v1";
-export const VIEWS = ["runs", "kernels", "roofline", "bottlenecks", "compare", "cpu"];
-const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level"];
+export const VIEWS = ["runs", "kernels", "roofline", "bottlenecks", "compare", "cpu", "overview", "timeline", "phases"];
+const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level", "start", "end"];
 
 export function parse(hash) {
   const params = new URLSearchParams(String(hash || "").replace(/^#/, ""));

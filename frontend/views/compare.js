@@ -89,7 +89,30 @@ async function load(slot, ctx, base, other) {
     h("div", {class: "two-col"},
       onlyList("Only in baseline", Array.isArray(doc.only_in_base) ? doc.only_in_base : [], "only-in-base"),
       onlyList("Only in run", Array.isArray(doc.only_in_run) ? doc.only_in_run : [], "only-in-run")),
-    h("p", {class: "muted small"}, "Deltas are run minus baseline in percentage points; green = higher, red = lower (higher throughput is usually better; a lower hit rate may not matter for a compute-bound kernel)."));
+    h("p", {class: "muted small"}, "Deltas are run minus baseline in percentage points; green = higher, red = lower (higher throughput is usually better; a lower hit rate may not matter for a compute-bound kernel)."),
+    doc.phases ? phasesSection(doc.phases) : null);
+}
+
+// NVTX phases matched by range name (both runs traced with NVTX ranges).
+function phasesSection(phases) {
+  const matched = Array.isArray(phases.matched) ? phases.matched : [];
+  const only = (side) => (Array.isArray(phases[side]) ? phases[side] : []).length;
+  const rows = matched.map((m) => h("tr", {"data-name": m.name},
+    h("td", null, kernelName(m.name, m.name)),
+    h("td", {class: "numeric", "data-col": "base_instances"}, fmt.int(m.base_instances)),
+    h("td", {class: "numeric", "data-col": "run_instances"}, fmt.int(m.run_instances)),
+    h("td", {class: "numeric", "data-col": "base_ns", "data-value": m.base_ns ?? null}, fmt.duration(m.base_ns)),
+    h("td", {class: "numeric", "data-col": "run_ns", "data-value": m.run_ns ?? null}, fmt.duration(m.run_ns)),
+    h("td", {class: ["numeric", speedupClass(m.speedup)], "data-col": "speedup", "data-value": m.speedup ?? null}, fmt.ratio(m.speedup)),
+    h("td", {class: "numeric", "data-col": "base_gpu_ns", "data-value": m.base_gpu_ns ?? null}, fmt.duration(m.base_gpu_ns)),
+    h("td", {class: "numeric", "data-col": "run_gpu_ns", "data-value": m.run_gpu_ns ?? null}, fmt.duration(m.run_gpu_ns)),
+    h("td", {class: ["numeric", speedupClass(m.gpu_speedup)], "data-col": "gpu_speedup", "data-value": m.gpu_speedup ?? null}, fmt.ratio(m.gpu_speedup))));
+  return h("section", {"data-role": "phases-compare"},
+    h("h3", null, `NVTX phases matched by name (${matched.length}; only in baseline ${only("only_in_base")}, only in run ${only("only_in_run")})`),
+    h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "matched-phases"},
+      h("thead", null, h("tr", null, ["NVTX range", "Count (base)", "Count (run)", "CPU time (base)", "CPU time (run)", "Speedup",
+        "GPU time (base)", "GPU time (run)", "GPU speedup"].map((t) => h("th", null, t)))),
+      h("tbody", null, rows))));
 }
 
 function stat(label, value, role, raw, run) {

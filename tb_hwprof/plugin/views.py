@@ -24,6 +24,7 @@ def run_info(run: str, manifest: Optional[dict], error: Optional[str]) -> dict:
         info["kernel_count"] = manifest.get("kernel_count")
         files = manifest.get("files") or {}
         info["summaries"] = sorted(k[len("summary_"):] for k in files if k.startswith("summary_"))
+        info["has_timeline"] = "timeline_index" in files  # the Timeline view can open it
     return info
 
 

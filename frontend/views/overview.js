@@ -1,0 +1,161 @@
+// Overview: the run's advice (cards with the numbers behind each finding), headline
+// figures, GPU busy % per device with its utilisation over time, the longest idle gaps
+// with what the CPU was doing then, and the trace download.  Report strings are text.
+
+import {api, API} from "../api.js";
+import {h, s, replace} from "../dom.js";
+import * as fmt from "../format.js";
+import {runHeader, fetchInto} from "./common.js";
+
+export function render(container, ctx) {
+  const slot = h("div");
+  container.append(runHeader("Overview", ctx), slot);
+  load(slot, ctx).catch((e) => console.error(e));
+  return null;
+}
+
+async function load(slot, ctx) {
+  const run = ctx.state.run;
+  const doc = await fetchInto(slot, api.overview(run), `overview of ${run}`, ctx);
+  if (!doc) return;
+  const devices = Array.isArray(doc.devices) ? doc.devices : [];
+  replace(slot,
+    headline(doc.headline || {}, devices),
+    adviceSection(Array.isArray(doc.advice) ? doc.advice : []),
+    doc.has_trace ? utilisationSection(doc.utilisation || {}, devices) : h("p", {class: "muted", "data-role": "no-trace"},
+      "No GPU timeline in this run: busy/idle time and idle gaps come from traces (Nsight Systems exports)."),
+    doc.has_trace ? gapsSection(Array.isArray(doc.idle_gaps) ? doc.idle_gaps : [], ctx) : null,
+    doc.has_trace ? attributionSection(Array.isArray(doc.idle_attribution) ? doc.idle_attribution : []) : null,
+    doc.timeline ? traceSection(doc.timeline, run) : null,
+    notesSection(Array.isArray(doc.notes) ? doc.notes : []));
+}
+
+function stat(label, value, role, raw, title) {
+  return h("div", {class: "stat", title: title || null}, h("div", {class: "stat-label"}, label),
+    h("div", {class: "stat-value", "data-role": role, "data-value": raw ?? null}, value));
+}
+
+function headline(hl, devices) {
+  const busy = hl.gpu_busy_pct;
+  const items = [
+    stat("GPU busy", fmt.isMissing(busy) ? fmt.MISSING : `${busy < 1 ? fmt.num(busy, 2) : fmt.pct(busy)} %`, "gpu-busy", busy,
+      "GPU busy time (kernels, copies, sets) over the capture span"),
+    stat("GPU idle", fmt.isMissing(hl.gpu_idle_ms) ? fmt.MISSING : fmt.duration(hl.gpu_idle_ms * 1e6), "gpu-idle", hl.gpu_idle_ms),
+    stat("Kernel launches", fmt.int(hl.kernel_launches), "kernel-launches", hl.kernel_launches),
+    stat("Kernel time", fmt.isMissing(hl.total_kernel_time_ms) ? fmt.MISSING : fmt.duration(hl.total_kernel_time_ms * 1e6),
+      "kernel-time", hl.total_kernel_time_ms),
+    stat("Copies / busy", fmt.isMissing(hl.memcpy_share_of_busy_pct) ? fmt.MISSING : `${fmt.pct(hl.memcpy_share_of_busy_pct)} %`,
+      "memcpy-share", hl.memcpy_share_of_busy_pct, "time a memcpy ran / GPU busy time"),
+  ];
+  for (const d of devices) {
+    items.push(stat(`GPU ${d.device} busy, first→last op`, fmt.isMissing(d.active_busy_pct) ? fmt.MISSING : `${fmt.pct(d.active_busy_pct)} %`,
+      `active-busy-${d.device}`, d.active_busy_pct, `${d.name || ""}: busy time between the first and last GPU operation`));
+  }
+  return h("div", {class: "totals", "data-role": "headline"}, items);
+}
+
+function valueText(key, v) {
+  if (typeof v !== "number") return null;
+  if (key.endsWith("_ns")) return fmt.duration(v);
+  if (key.endsWith("_pct")) return `${fmt.pct(v)} %`;
+  if (key === "bytes" || key.endsWith("_bytes")) return fmt.bytes(v);
+  return fmt.num(v);
+}
+
+function adviceCard(a) {
+  const values = a.values && typeof a.values === "object" ? Object.entries(a.values) : [];
+  const shown = values.map(([k, v]) => [k, valueText(k, v)]).filter(([, t]) => t !== null);
+  return h("div", {class: ["advice-card", `severity-${a.severity || "low"}`], "data-advice-id": a.id, "data-severity": a.severity},
+    h("div", {class: "advice-title"}, h("span", {class: "severity"}, a.severity || ""), " ", a.title || a.id),
+    h("div", {class: "advice-evidence", "data-role": "evidence"}, a.evidence || ""),
+    shown.length ? h("dl", {class: "advice-values", "data-role": "values"}, shown.map(([k, t]) =>
+      [h("dt", null, k), h("dd", {"data-key": k, "data-value": a.values[k]}, t)])) : null,
+    h("div", {class: "advice-suggestion", "data-role": "suggestion"}, a.suggestion || ""));
+}
+
+function adviceSection(items) {
+  return h("section", {"data-role": "advice"}, h("h3", null, `Advice (${items.length})`),
+    items.length ? h("div", {class: "advice-cards"}, items.map(adviceCard))
+      : h("p", {class: "muted"}, "No finding: no rule's evidence is in this run."));
+}
+
+const SPARK_W = 900, SPARK_H = 70;
+
+function sparkline(util, device) {
+  const idx = [];
+  for (let i = 0; i < (util.device || []).length; i++) if (util.device[i] === device) idx.push(i);
+  if (!idx.length) return null;
+  const t0 = util.bin_start_ns[idx[0]], t1 = util.bin_end_ns[idx[idx.length - 1]];
+  const x = (t) => ((t - t0) / Math.max(1, t1 - t0)) * SPARK_W;
+  const y = (p) => SPARK_H - (Math.max(0, Math.min(100, p || 0)) / 100) * SPARK_H;
+  let d = `M 0 ${SPARK_H}`;
+  for (const i of idx) d += ` L ${x(util.bin_start_ns[i]).toFixed(1)} ${y(util.busy_pct[i]).toFixed(1)} L ${x(util.bin_end_ns[i]).toFixed(1)} ${y(util.busy_pct[i]).toFixed(1)}`;
+  d += ` L ${SPARK_W} ${SPARK_H} Z`;
+  return s("svg", {class: "sparkline", viewBox: `0 0 ${SPARK_W} ${SPARK_H}`, preserveAspectRatio: "none",
+    "data-role": "utilisation", "data-device": device, "data-bins": idx.length, role: "img",
+    "aria-label": `GPU ${device} busy % over the capture`},
+    s("path", {d, class: "spark-fill"}),
+    s("line", {x1: 0, x2: SPARK_W, y1: y(50), y2: y(50), class: "spark-grid"}));
+}
+
+function utilisationSection(util, devices) {
+  return h("section", {"data-role": "utilisation-section"}, h("h3", null, "GPU busy over the capture"),
+    devices.map((d) => h("div", {class: "spark-row"},
+      h("div", {class: "spark-label"}, `GPU ${d.device}${d.name ? ` · ${d.name}` : ""}: busy ${fmt.duration(d.busy_ns)} of ${fmt.duration(d.span_ns)} (${fmt.pct(d.busy_pct)} %), idle ${fmt.duration(d.idle_ns)}; kernels ${fmt.duration(d.kernel_ns)}, copies ${fmt.duration(d.memcpy_ns)}, sets ${fmt.duration(d.memset_ns)}`),
+      sparkline(util, d.device),
+      h("div", {class: "spark-axis muted small"}, h("span", null, `${fmt.int(d.span_start_ns ?? (util.bin_start_ns || [])[0])} ns`),
+        h("span", null, "busy % per bin (200 bins; line at 50 %)")))));
+}
+
+function gapsSection(gaps, ctx) {
+  const rows = gaps.map((g) => h("tr", {"data-rank": g.rank, "data-device": g.device},
+    h("td", {class: "numeric"}, fmt.int(g.rank)),
+    h("td", {class: "numeric", "data-col": "duration_ns", "data-value": g.duration_ns}, fmt.duration(g.duration_ns)),
+    h("td", {class: "numeric mono small", "data-col": "start_ns"}, fmt.int(g.start_ns)),
+    h("td", {"data-col": "nvtx_range"}, g.nvtx_range ? h("span", {class: "kname", title: `${g.nvtx_range}\n${g.nvtx_thread}`}, g.nvtx_range) : fmt.MISSING),
+    h("td", {"data-col": "cuda_api", title: g.cuda_api_thread || null}, g.cuda_api || fmt.MISSING,
+      g.cuda_api ? h("span", {class: "muted small"}, ` ${fmt.duration(g.cuda_api_overlap_ns)}`) : null),
+    h("td", {"data-col": "osrt_call"}, g.osrt_call || fmt.MISSING),
+    h("td", {"data-col": "starts_in_sync"}, g.starts_in_sync ? "yes" : ""),
+    h("td", null, h("button", {type: "button", class: "link", "data-role": "show-gap",
+      onclick: () => {
+        const pad = Math.max(1000, Math.round((g.end_ns - g.start_ns) * 0.25));
+        ctx.navigate({view: "timeline", start: String(g.start_ns - pad), end: String(g.end_ns + pad)});
+      }}, "timeline →"))));
+  return h("section", null, h("h3", null, `Longest GPU idle gaps (${gaps.length}) and what the CPU was doing`),
+    gaps.length ? h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "idle-gaps"},
+      h("thead", null, h("tr", null, ["#", "Idle", "Start (ns)", "NVTX range", "CUDA API call", "OS runtime call",
+        "Began in a sync", ""].map((t) => h("th", null, t)))),
+      h("tbody", null, rows))) : h("p", {class: "muted"}, "The GPU never idled."));
+}
+
+function attributionSection(rows) {
+  return h("section", null, h("h3", null, "Idle time overlapping CPU activity"),
+    h("table", {class: "data compact", "data-role": "idle-attribution"},
+      h("thead", null, h("tr", null, ["GPU", "Activity", "Intervals", "Idle time during it", "Share of idle"].map((t) => h("th", null, t)))),
+      h("tbody", null, rows.map((r) => h("tr", {"data-activity": r.activity},
+        h("td", {class: "numeric"}, fmt.int(r.device)), h("td", null, r.activity),
+        h("td", {class: "numeric"}, fmt.int(r.intervals)),
+        h("td", {class: "numeric", "data-value": r.idle_overlap_ns}, fmt.duration(r.idle_overlap_ns)),
+        h("td", {class: "numeric"}, `${fmt.pct(r.idle_share_pct)} %`))))));
+}
+
+export function traceLink(run) {
+  const url = new URL("trace", API);
+  url.searchParams.set("run", run);
+  return url.href;
+}
+
+function traceSection(info, run) {
+  const w = info.window;
+  return h("section", {"data-role": "trace-info"}, h("h3", null, "Trace file"),
+    h("p", null, `${fmt.int(info.kept_events)} slices kept, ${fmt.int(info.dropped_events)} dropped`,
+      w ? ` (${w.label}: ${fmt.int(w.start_ns)}–${fmt.int(w.end_ns)} ns)` : " (whole capture)", ". ",
+      h("a", {href: traceLink(run), download: "", "data-role": "download-trace"}, "Download trace (.json.gz)"),
+      h("span", {class: "muted"}, " — Chrome trace-event JSON: open it in ui.perfetto.dev or chrome://tracing.")));
+}
+
+function notesSection(notes) {
+  if (!notes.length) return null;
+  return h("section", null, h("h3", null, "Notes"), h("ul", {class: "notes", "data-role": "notes"}, notes.map((n) => h("li", null, n))));
+}
