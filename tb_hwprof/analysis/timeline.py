@@ -36,6 +36,43 @@ UTILISATION_BINS = 200
 TOP_GAPS = 20
 
 
+def distinct(values) -> np.ndarray:
+    """Sorted distinct values.  (np.unique without return_inverse takes numpy 2.x's hash path, which is
+    pathological on sorted id columns: 0.6 s for 1M correlation ids; pandas' hash table: 0.04 s.)"""
+    return np.sort(pd.unique(np.asarray(values).ravel()))
+
+
+def codes(values) -> Tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, each value's index into them), by hashing."""
+    inverse, uniques = pd.factorize(np.asarray(values).ravel(), sort=True)
+    return np.asarray(uniques), inverse.astype(np.int64)
+
+
+def grouped_stats(keys, values, extra=None) -> pd.DataFrame:
+    """Per key: n, total, mean, lo, hi, med (mean of the middle one or two), stddev (sample; 0 for one
+    value), as nsys stats computes them, from numpy arrays (one sort, no Python loop per row);
+    `extra` (an array) adds its minimum per key as column "extra"."""
+    keys, values = _i64(keys), _i64(values)
+    order = np.lexsort((values, keys))
+    k, v = keys[order], values[order]
+    if k.size == 0:
+        cols = ["key", "n", "total", "mean", "lo", "hi", "med", "stddev"] + (["extra"] if extra is not None else [])
+        return pd.DataFrame({c: np.zeros(0, np.float64 if c in ("mean", "med", "stddev") else np.int64) for c in cols})
+    starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    n = np.diff(np.append(starts, k.size))
+    total = np.add.reduceat(v, starts)
+    mean = total / n
+    med = (v[starts + (n - 1) // 2] + v[starts + n // 2]) / 2.0
+    dev = v - np.repeat(mean, n)
+    ss = np.add.reduceat(dev * dev, starts)
+    out = pd.DataFrame({"key": k[starts], "n": n, "total": total, "mean": mean, "lo": v[starts],
+                        "hi": v[starts + n - 1], "med": med,
+                        "stddev": np.where(n > 1, np.sqrt(ss / np.maximum(n - 1, 1)), 0.0)})
+    if extra is not None:
+        out["extra"] = np.minimum.reduceat(_i64(extra)[order], starts)
+    return out
+
+
 def _i64(values) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 

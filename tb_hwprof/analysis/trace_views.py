@@ -118,7 +118,7 @@ class TimelineIndex:
         """Nesting depth of each slice in its track (slices are sorted by start, longer first on ties,
         so a slice's depth is how many earlier slices of its track have not ended by its start)."""
         depth = np.zeros(self.start.size, dtype=np.int16)
-        for t in np.unique(self.track).tolist():
+        for t in pd.unique(self.track).tolist():
             idx = np.flatnonzero(self.track == t)
             ends = np.sort(self.end[idx])
             ended = np.searchsorted(ends, self.start[idx], side="right")
@@ -140,7 +140,7 @@ class TimelineIndex:
         merged = np.ones(idx.size, dtype=np.int64)
         if idx.size > max_events:
             idx, merged = self._decimate(idx, start, end, max_events)
-        used = np.unique(self.name[idx])
+        used = np.sort(pd.unique(self.name[idx]))
         remap = np.searchsorted(used, self.name[idx])
         return {"start_ns": start, "end_ns": end, "capture_ns": [lo, hi], "in_window": total,
                 "returned": int(idx.size), "decimated": bool(idx.size < total),

@@ -8,13 +8,13 @@ once per distinct name, gzip level 1, written as it goes.
 from __future__ import annotations
 
 import json
-import zlib
 from pathlib import Path
 from typing import Dict, Optional
 
 import numpy as np
 
 from ..model import TIMELINE_CATEGORIES, Timeline, Window
+from . import tables
 
 CHUNK = 100_000  # events formatted and compressed at a time
 GZIP_LEVEL = 1  # the trace is repetitive text: level 1 is ~as small as 6 and several times faster
@@ -31,11 +31,15 @@ def kept_mask(timeline: Timeline, window: Optional[Window]) -> np.ndarray:
 
 
 def _flow_pairs(timeline: Timeline, keep: np.ndarray) -> np.ndarray:
-    """Flow ids whose launching call and GPU operation are both kept."""
+    """Per flow id: are its launching call and its GPU operation both kept (bool array)."""
     s = timeline.slices
+    n = int(s["flow"].max()) + 1 if s["flow"].size else 0
     has = keep & (s["flow"] >= 0)
     is_api = s["cat"] == TIMELINE_CATEGORIES.index("cuda_api")
-    return np.intersect1d(s["flow"][has & is_api], s["flow"][has & ~is_api])
+    ends = [np.zeros(n, dtype=bool) for _ in range(2)]
+    ends[0][s["flow"][has & is_api]] = True
+    ends[1][s["flow"][has & ~is_api]] = True
+    return ends[0] & ends[1]
 
 
 def event_order(timeline: Timeline, keep: np.ndarray) -> np.ndarray:
@@ -80,34 +84,31 @@ def _slice_texts(timeline: Timeline, idx: np.ndarray, prefixes: list, names: lis
 def _flow_texts(timeline: Timeline, idx: np.ndarray, flows: np.ndarray) -> list:
     """"s" at the launching call, "f" bound to the enclosing GPU slice ("bp":"e")."""
     s = timeline.slices
-    hit = idx[np.isin(s["flow"][idx], flows)]
+    f = s["flow"][idx]
+    hit = idx[f >= 0]
+    hit = hit[flows[s["flow"][hit]]]
     hit = hit[np.argsort(s["start"][hit], kind="stable")]
     is_api = (s["cat"][hit] == TIMELINE_CATEGORIES.index("cuda_api")).tolist()
     ts, tr = _us(s["start"][hit])
-    tracks = timeline.tracks
-    head = {True: '{"ph":"s",', False: '{"ph":"f","bp":"e",'}
-    return [f'{head[api]}"id":{fid},"cat":"{FLOW_CAT}","name":"{FLOW_NAME}","pid":{tracks[t].pid},'
-            f'"tid":{tracks[t].tid},"ts":{a}.{b:03d}}}'
-            for api, fid, t, a, b in zip(is_api, s["flow"][hit].tolist(), s["track"][hit].tolist(), ts.tolist(),
-                                         tr.tolist())]
+    # One prefix per (track, end of the flow), formatted once.
+    heads = [f'{{"ph":{ph},"cat":"{FLOW_CAT}","name":"{FLOW_NAME}","pid":{t.pid},"tid":{t.tid},"id":'
+             for t in timeline.tracks for ph in ('"f","bp":"e"', '"s"')]
+    which = (s["track"][hit].astype(np.int64) * 2 + np.asarray(is_api, dtype=np.int64)).tolist()
+    return [f'{heads[w]}{fid},"ts":{a}.{b:03d}}}'
+            for w, fid, a, b in zip(which, s["flow"][hit].tolist(), ts.tolist(), tr.tolist())]
 
 
-class _GzipText:
-    """Text written through one zlib stream into a .gz file (no intermediate whole document)."""
+class _GzipText(tables.GzipStream):
+    """Text in, UTF-8 through the threaded gzip stream; counts the uncompressed bytes."""
 
     def __init__(self, path: Path):
-        self.f = open(path, "wb")
-        self.z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # wbits 31: gzip container
+        super().__init__(path, GZIP_LEVEL)
         self.bytes = 0
 
     def write(self, text: str) -> None:
         data = text.encode("utf-8")
         self.bytes += len(data)
-        self.f.write(self.z.compress(data))
-
-    def close(self) -> None:
-        self.f.write(self.z.flush())
-        self.f.close()
+        super().write(data)
 
 
 def _counts(timeline: Timeline, mask: np.ndarray) -> Dict[str, int]:
@@ -138,7 +139,7 @@ def write_trace(timeline: Timeline, path: Path, window: Optional[Window] = None,
         out.close()
     kept, total = _counts(timeline, keep), _counts(timeline, np.ones(keep.size, dtype=bool))
     n_flows = int((timeline.slices["flow"][timeline.slices["cat"] == TIMELINE_CATEGORIES.index("cuda_api")] >= 0).sum())
-    kept["flow"], total["flow"] = int(flows.size), n_flows
+    kept["flow"], total["flow"] = int(flows.sum()), n_flows
     return {"kept": kept, "dropped": {k: total[k] - kept[k] for k in total},
             "kept_events": int(keep.sum()), "dropped_events": int(keep.size - keep.sum()),
             "uncompressed_bytes": out.bytes}

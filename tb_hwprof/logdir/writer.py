@@ -81,7 +81,7 @@ def summary_file(name: str) -> str:
 def _write_assets(profile, staging: Path, manifest: dict) -> None:
     assets = staging.joinpath(*metadata.ASSET_DIR)
     assets.mkdir(parents=True)
-    tables.write_json_gz(assets / metadata.KERNELS, tables.kernels_to_json(profile.kernels))  # already JSON-safe
+    tables.write_kernels_gz(assets / metadata.KERNELS, profile.kernels)  # already JSON-safe
     _write_details(profile, assets)
     if getattr(profile, "timeline", None) is not None:  # tracers: the trace file and its index
         from . import trace
@@ -107,6 +107,9 @@ def _write_details(profile, assets: Path) -> None:
         raise HwprofError(f"reader bug: {len(raw)} raw metric sets and {len(rules)} rule lists for {n} launches")
     for first in range(0, n, metadata.DETAILS_CHUNK):
         last = first + metadata.DETAILS_CHUNK
+        if not profile.raw_metrics and not profile.rules:  # tracers: the same empty entries, built as bytes
+            tables.write_empty_details_gz(assets / metadata.details_file(first), first, min(last, n) - first)
+            continue
         doc = tables.details_doc(first, raw[first:last], rules[first:last])
         tables.write_json_gz(assets / metadata.details_file(first), doc)
 

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.summary import gpu_activity
+from ..analysis.timeline import grouped_stats
 from ..errors import InputError
 from ..model import Device, Peak, Profile, Provenance, normalise_kernels
 from . import nsys_timeline
@@ -285,7 +286,7 @@ def read_kernels(conn, c: Optional[Dict[str, np.ndarray]] = None) -> pd.DataFram
         "end_ns": c["end"].astype("float64"),
         "correlation_id": _nan_negative(c["correlation"]),
     })
-    return normalise_kernels(frame)
+    return normalise_kernels(frame, copy=False)  # our own frame: fixed in place, not copied
 
 
 # ---------------------------------------------------------------- summaries (SQL GROUP BY)
@@ -337,11 +338,18 @@ def _sorted(df: pd.DataFrame, by: str, name_col: str) -> pd.DataFrame:
     return df.sort_values([by, name_col], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def kernel_summary(conn) -> pd.DataFrame:
-    """`nsys stats --report cuda_gpu_kern_sum`: per demangled ("templated") name, as nsys groups by default."""
+def kernel_summary(conn, kcols: Optional[Dict[str, np.ndarray]] = None) -> pd.DataFrame:
+    """`nsys stats --report cuda_gpu_kern_sum`: per demangled ("templated") name, as nsys groups by default.
+    With the per-launch columns already fetched, the statistics are computed from them (numpy, one
+    sort: ~0.2 s at 1M launches instead of ~1.9 s of SQL window functions)."""
     name_col = "demangledName" if "demangledName" in columns(conn, KERNEL) else "shortName"
-    stats = duration_stats(conn, f"SELECT {name_col} AS nid, shortName AS sid, end - start AS dur FROM {KERNEL}",
-                           ["nid"], extra=", min(sid) AS sid")
+    if kcols is not None:
+        stats = grouped_stats(kcols["demangled" if name_col == "demangledName" else "short"],
+                              kcols["end"] - kcols["start"], extra=kcols["short"])
+        stats = stats.rename(columns={"key": "nid", "extra": "sid"})
+    else:
+        stats = duration_stats(conn, f"SELECT {name_col} AS nid, shortName AS sid, end - start AS dur FROM {KERNEL}",
+                               ["nid"], extra=", min(sid) AS sid")
     strings = _strings(conn, f"SELECT nid FROM (SELECT {name_col} AS nid FROM {KERNEL}) UNION "
                              f"SELECT shortName FROM {KERNEL}")
     out = _stats_frame(stats, "instances", "ns")
@@ -403,9 +411,13 @@ def memory_summaries(conn, names: Set[str]) -> Dict[str, pd.DataFrame]:
             "cuda_gpu_mem_kind_sum": _sorted(kinds, "total_bytes", "operation")}
 
 
-def api_summary(conn) -> pd.DataFrame:
-    """`nsys stats --report cuda_api_sum`: CUDA runtime and driver calls per name."""
-    stats = duration_stats(conn, f"SELECT nameId AS nid, end - start AS dur FROM {RUNTIME}", ["nid"])
+def api_summary(conn, api: Optional[tuple] = None) -> pd.DataFrame:
+    """`nsys stats --report cuda_api_sum`: CUDA runtime and driver calls per name (from the fetched
+    (start, end, globalTid, correlation, nameId) arrays when given)."""
+    if api is not None:
+        stats = grouped_stats(api[4], api[1] - api[0]).rename(columns={"key": "nid"})
+    else:
+        stats = duration_stats(conn, f"SELECT nameId AS nid, end - start AS dur FROM {RUNTIME}", ["nid"])
     strings = _strings(conn, f"SELECT nameId FROM {RUNTIME}")
     out = _stats_frame(stats, "num_calls", "ns")
     out["name"] = _lookup(strings, stats["nid"].to_numpy())
@@ -563,13 +575,13 @@ def units_of(df: pd.DataFrame) -> Dict[str, str]:
     return units
 
 
-def read_summaries(conn, names: Set[str], kernels: pd.DataFrame) -> Dict[str, pd.DataFrame]:
+def read_summaries(conn, names: Set[str], kernels: pd.DataFrame, kcols=None, api=None) -> Dict[str, pd.DataFrame]:
     out: Dict[str, pd.DataFrame] = {}
     if KERNEL in names:
-        out["cuda_gpu_kern_sum"] = kernel_summary(conn)
+        out["cuda_gpu_kern_sum"] = kernel_summary(conn, kcols)
     out.update(memory_summaries(conn, names))
     if RUNTIME in names:
-        out["cuda_api_sum"] = api_summary(conn)
+        out["cuda_api_sum"] = api_summary(conn, api)
     if NVTX in names:
         phases = nvtx_phases(conn, names)
         if phases is not None:
@@ -591,11 +603,11 @@ def memcpy_labels(conn, names: Set[str]) -> Dict[int, str]:
 
 
 def read_timeline_and_idle(conn, names: Set[str], devices, kcols, kernels: pd.DataFrame,
-                           summaries: Dict[str, pd.DataFrame]):
+                           summaries: Dict[str, pd.DataFrame], api=None):
     """The capture's Timeline; adds the idle-time summaries (gaps, utilisation, attribution)."""
     timeline, extras = nsys_timeline.read_timeline(
         conn, names, devices, kcols, kernels["name"].to_numpy() if kcols is not None else None,
-        memcpy_labels(conn, names), NVTX in names)
+        memcpy_labels(conn, names), NVTX in names, api)
     span = _capture_span(conn, names)
     if timeline is not None and span is not None:
         idle = nsys_timeline.idle_summaries(conn, names, timeline, extras, span)
@@ -641,8 +653,11 @@ def read_nsys_sqlite(path) -> Profile:
         try:
             kcols = kernel_columns(conn) if KERNEL in names else None
             kernels = read_kernels(conn, kcols) if kcols is not None else normalise_kernels([])
-            summaries = read_summaries(conn, names, kernels)
-            timeline = read_timeline_and_idle(conn, names, devices, kcols, kernels, summaries)
+            api = nsys_timeline.fetch_api(conn) if RUNTIME in names else None
+            summaries = read_summaries(conn, names, kernels, kcols, api)
+            if kcols is not None:  # the timeline needs only these: free the rest (8 MB a column at 1M)
+                kcols = {k: kcols[k] for k in nsys_timeline.KERNEL_FIELDS}
+            timeline = read_timeline_and_idle(conn, names, devices, kcols, kernels, summaries, api)
         except (sqlite3.DatabaseError, ValueError) as e:
             raise InputError(path, f"damaged or unexpected Nsight Systems export ({e})",
                              "re-run `nsys export --type sqlite`") from None

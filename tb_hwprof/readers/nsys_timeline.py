@@ -26,6 +26,7 @@ OSRT = "OSRT_API"
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
 _API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaLaunchKernel_v7000 -> cudaLaunchKernel
 PID_MASK = 0xFFFFFF
+KERNEL_FIELDS = ("start", "end", "device", "context", "stream", "pid", "correlation")  # of kernel_columns()
 GPU_PID_BASE = 100_000_000  # GPU "processes" of the trace: above any Linux pid (pid_max <= 2^22)
 
 
@@ -44,7 +45,7 @@ def _int_columns(conn, sql: str, ncols: int) -> List[np.ndarray]:
 
 
 def _string_map(conn, ids: np.ndarray) -> Dict[int, str]:
-    uniq = np.unique(ids)
+    uniq = tl.distinct(ids)
     if uniq.size == 0:
         return {}
     conn.execute("DROP TABLE IF EXISTS temp.tbh_ids")
@@ -87,7 +88,7 @@ def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: O
         cols = _int_columns(conn, f"""SELECT start, end, deviceId, coalesce(contextId, 0), coalesce(streamId, 0),
                                          (coalesce(globalPid, 0) >> 24) & {PID_MASK}, coalesce(correlationId, -1),
                                          {kind}, coalesce(bytes, 0) FROM {t}""", 9)
-        kinds, inverse = np.unique(cols[7], return_inverse=True)
+        kinds, inverse = tl.codes(cols[7])
         labels = [f"[CUDA memcpy {memcpy_labels.get(int(k), f'kind {int(k)}')}]" if t == MEMCPY else "[CUDA memset]"
                   for k in kinds]
         parts.append((*cols[:7], np.full(cols[0].size, CAT[cat], np.int8), table.codes(labels, inverse), cols[8]))
@@ -96,12 +97,17 @@ def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: O
     return [np.concatenate([p[i] for p in parts]) for i in range(10)]
 
 
-def _api_calls(conn, table: NameTable):
-    """(start, end, globalTid, correlation, name id) of CUDA runtime/driver calls."""
-    start, end, gtid, corr, nid = _int_columns(
-        conn, f"SELECT start, end, globalTid, coalesce(correlationId, -1), nameId FROM {RUNTIME}", 5)
+def fetch_api(conn) -> tuple:
+    """(start, end, globalTid, correlation, nameId) arrays of the CUDA runtime/driver calls."""
+    return tuple(_int_columns(
+        conn, f"SELECT start, end, globalTid, coalesce(correlationId, -1), nameId FROM {RUNTIME}", 5))
+
+
+def _api_calls(conn, table: NameTable, api: Optional[tuple] = None):
+    """(start, end, globalTid, correlation, name id, labels, per-row label codes) of the API calls."""
+    start, end, gtid, corr, nid = api if api is not None else fetch_api(conn)
     strings = _string_map(conn, nid)
-    uniq, inverse = np.unique(nid, return_inverse=True)
+    uniq, inverse = tl.codes(nid)
     labels = [api_name(strings.get(int(i), f"api {int(i)}")) for i in uniq]
     return start, end, gtid, corr, table.codes(labels, inverse), labels, inverse
 
@@ -110,7 +116,7 @@ def _nvtx_ranges(conn, table: NameTable):
     """(start, end, globalTid, name id, labels, per-row label codes) of closed NVTX ranges (tbh_range)."""
     start, end, gtid, nid = _int_columns(conn, "SELECT start, end, tid, nid FROM tbh_range ORDER BY rid", 4)
     texts = dict(conn.execute("SELECT id, name FROM tbh_name").fetchall())
-    uniq, inverse = np.unique(nid, return_inverse=True)
+    uniq, inverse = tl.codes(nid)
     labels = [texts.get(int(i), "") for i in uniq]
     return start, end, gtid, table.codes(labels, inverse), labels, inverse
 
@@ -133,7 +139,7 @@ def _process_names(conn, names: Set[str]) -> Dict[int, str]:
 
 def cpu_tracks(conn, names: Set[str], gtids: np.ndarray) -> Tuple[List[Track], np.ndarray]:
     """Tracks of the distinct threads in `gtids`, and each row's track index (from 0)."""
-    uniq, inverse = np.unique(gtids, return_inverse=True)
+    uniq, inverse = tl.codes(gtids)
     threads, procs = _thread_names(conn, names, uniq), _process_names(conn, names)
     tracks = []
     for g in uniq.tolist():
@@ -147,12 +153,14 @@ def cpu_tracks(conn, names: Set[str], gtids: np.ndarray) -> Tuple[List[Track], n
 def gpu_tracks(devices: List[Device], device, context, stream) -> Tuple[List[Track], np.ndarray]:
     """One track per (device, context, stream); the stream id is the track's tid unless two
     contexts of one device use the same stream id."""
-    keys = np.stack([device, context, stream], axis=1) if device.size else np.zeros((0, 3), np.int64)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    per_stream = pd.Series(1, index=pd.MultiIndex.from_arrays([uniq[:, 0], uniq[:, 2]])).groupby(level=[0, 1]).sum()
+    # One int64 per row (device < 2^7, context < 2^24, stream < 2^32), hashed: np.unique(axis=0) is ~1 s at 1M.
+    key = (device.astype(np.int64) << 56) | ((context.astype(np.int64) & 0xFFFFFF) << 32) | (stream & 0xFFFFFFFF)
+    uniq_keys, inverse = tl.codes(key)
+    uniq = [(int(k >> 56), int((k >> 32) & 0xFFFFFF), int(k & 0xFFFFFFFF)) for k in uniq_keys.tolist()]
+    per_stream = pd.Series([(d, s) for d, _, s in uniq], dtype=object).value_counts().to_dict() if uniq else {}
     dev_names = {d.id: d.name for d in devices}
     tracks = []
-    for dev, ctx, st in uniq.tolist():
+    for dev, ctx, st in uniq:
         shared = per_stream.get((dev, st), 1) > 1
         label = f"Stream {st}" + (f" (context {ctx})" if shared else "")
         name = dev_names.get(dev)
@@ -166,22 +174,19 @@ def gpu_tracks(devices: List[Device], device, context, stream) -> Tuple[List[Tra
 
 def flow_ids(api_key: np.ndarray, gpu_key: np.ndarray, gpu_start: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Flow id per API call and per GPU operation: 0.. for each (pid, correlation) found on both
-    sides, -1 elsewhere.  A call that launched several operations (a graph) flows to the first."""
+    sides, -1 elsewhere.  A call that launched several operations (a graph) flows to the first.
+    Hash joins (pandas), no sort of the million keys."""
     api_flow = np.full(api_key.size, -1, np.int64)
     gpu_flow = np.full(gpu_key.size, -1, np.int64)
-    order = np.lexsort((gpu_start, gpu_key))
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = gpu_key[order][1:] != gpu_key[order][:-1]
-    firsts = order[first]  # the earliest GPU operation of each key
-    valid_api = api_key >= 0
-    common = np.intersect1d(api_key[valid_api], gpu_key[firsts])
-    api_unique, api_first = np.unique(api_key, return_index=True)  # one call per key (ids are unique per process)
-    keep = np.isin(api_unique, common)
-    ids = np.arange(int(keep.sum()), dtype=np.int64)
-    api_flow[api_first[keep]] = ids
-    gpu_sorted_keys = gpu_key[firsts]
-    hit = np.isin(gpu_sorted_keys, common)
-    gpu_flow[firsts[hit]] = np.searchsorted(common, gpu_sorted_keys[hit])
+    by_start = np.argsort(gpu_start, kind="stable")
+    firsts = by_start[~pd.Series(gpu_key[by_start]).duplicated().to_numpy()]  # earliest op of each key
+    firsts = firsts[gpu_key[firsts] >= 0]
+    api_rows = np.flatnonzero((api_key >= 0) & ~pd.Series(api_key).duplicated().to_numpy())  # ids are per process
+    where = pd.Index(api_key[api_rows]).get_indexer(gpu_key[firsts])
+    hit = where >= 0
+    ids = np.arange(int(hit.sum()), dtype=np.int64)
+    api_flow[api_rows[where[hit]]] = ids
+    gpu_flow[firsts[hit]] = ids
     return api_flow, gpu_flow
 
 
@@ -193,12 +198,13 @@ def _key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- the timeline
 
 def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Optional[dict],
-                  kernel_names: Optional[np.ndarray], memcpy_labels: Dict[int, str], has_ranges: bool):
+                  kernel_names: Optional[np.ndarray], memcpy_labels: Dict[int, str], has_ranges: bool,
+                  api_rows: Optional[tuple] = None):
     """(Timeline, extras) of the capture, or (None, None) when it has no CUDA trace.  extras holds
     per-category arrays the idle-time summaries reuse (sync-call intervals, NVTX labels)."""
     table = NameTable()
     gpu = _gpu_ops(conn, names, kernel_cols, kernel_names, table, memcpy_labels)
-    api = _api_calls(conn, table) if RUNTIME in names else None
+    api = _api_calls(conn, table, api_rows) if RUNTIME in names else None
     nvtx = _nvtx_ranges(conn, table) if has_ranges else None
     if gpu is None and api is None and nvtx is None:
         return None, None
@@ -254,7 +260,7 @@ def _gap_context(conn, names, timeline: Timeline, gaps: tl.Intervals, cat: str, 
     s = timeline.slices
     mask = s["cat"] == CAT[cat]
     if threads is not None:
-        mask &= np.isin(s["track"], threads)
+        mask &= np.isin(s["track"], threads, kind="table")
     idx = np.flatnonzero(mask)
     best, amount = tl.best_overlap(gaps, s["start"][idx], s["end"][idx])
     out = []
@@ -304,15 +310,15 @@ def idle_summaries(conn, names: Set[str], timeline: Timeline, extras: dict,
     if api is not None:
         is_sync = _mask_of(api[5], api[6], SYNC_API)
         sync = (api[0][is_sync], api[1][is_sync])
-        cuda_tracks = np.unique(timeline.slices["track"][timeline.slices["cat"] == CAT["cuda_api"]])
-        cuda_gtids = np.unique(api[2]).tolist()
+        cuda_tracks = tl.distinct(timeline.slices["track"][timeline.slices["cat"] == CAT["cuda_api"]])
+        cuda_gtids = tl.distinct(api[2]).tolist()
     loading = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if nvtx is not None:
         is_loading = _mask_of(nvtx[4], nvtx[5], DATA_LOADING_NVTX)
         loading = (nvtx[0][is_loading], nvtx[1][is_loading])
     reads = _os_reads(conn, names)
     gaps_rows, util_rows, attr_rows = [], [], []
-    for dev in np.unique(g_dev).tolist():
+    for dev in tl.distinct(g_dev).tolist():
         on = g_dev == dev
         islands = tl.merge(g_start[on], g_end[on])
         gaps = tl.idle_gaps(islands, span)
