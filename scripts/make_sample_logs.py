@@ -36,6 +36,9 @@ RUNS = {
     # Intel VTune CSV reports: CPU hotspots (the 2015 OpenMP one shows the spin advice).
     "vtune_amplxe2018_loops": "vtune/amplxe2018_advanced_hotspots_loops.csv",
     "vtune_amplxe2015_openmp": "vtune/amplxe2015_hotspots_openmp.csv",
+    # Nsight Systems SQLite exports: timeline, NVTX phases (DLProf, PyTorch ranges), idle gaps, advice.
+    "nsys_rtx2070s_dlprof_nvtx": "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite",
+    "nsys_gtx1050_bitonic_sort": "nsys/annikola_gtx1050_2024.5.1.sqlite",
 }
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import tb_hwprof
-from tb_hwprof.logdir import metadata
+from tb_hwprof.logdir import metadata, trace
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_DIRS = sorted(p.parent.parent.parent for p in (REPO / "sample_logs").rglob(f"plugins/{metadata.PLUGIN_NAME}/profile.json"))
@@ -31,3 +31,10 @@ def test_sample_run_matches_a_fresh_export(run_dir, samples_dir, ncu_report_modu
     assert sorted(stored.summaries) == sorted(fresh.summaries)
     for name, table in fresh.summaries.items():
         pd.testing.assert_frame_equal(stored.summaries[name], table, check_dtype=False, obj=f"summary {name}")
+    # Traces: the stored timeline index holds the fresh timeline's slices.
+    index = run_dir / "plugins" / metadata.PLUGIN_NAME / metadata.TIMELINE_INDEX
+    assert index.is_file() == (fresh.timeline is not None)
+    if fresh.timeline is not None:
+        stored_index = trace.read_index(index)
+        assert stored_index["start"].tolist() == sorted(fresh.timeline.slices["start"].tolist())
+        assert stored_index["meta"]["names"] == fresh.timeline.names
