@@ -116,8 +116,11 @@ class Service:
 
     def timeline(self, request):
         entry = self._entry(request)
-        args = views.timeline_args(request.args)
-        return json_response(request, encode.response(views.timeline(entry, *args)))
+        start, end, max_events = views.timeline_args(request.args)
+        build = lambda: encode.response(views.timeline(entry, start, end, max_events))  # noqa: E731
+        if start is None and end is None:  # the whole capture (every first visit): cached per budget
+            return json_response(request, entry.memo(("timeline", max_events), build))
+        return json_response(request, build())
 
     def trace(self, request):
         """The trace file as a download (already gzip: sent as is, never re-encoded)."""
