@@ -32,7 +32,9 @@ async function load(slot, ctx) {
   if (!doc) return;
   const data = doc.data || {};
   const get = (key, i) => (data[key] ? data[key][i] : null);
-  const columns = COLUMNS.filter((c) => (doc.columns || []).includes(c.key));
+  // The default NVTX domain has no name: say so rather than show a missing value.
+  const columns = COLUMNS.filter((c) => (doc.columns || []).includes(c.key)).map((c) => (c.key === "domain"
+    ? {...c, display: (i) => get("domain", i) || h("span", {class: "muted"}, "default")} : c));
   const table = new DataTable({
     columns, rows: doc.rows || 0, get, noun: "ranges", role: "phases", state: ctx.state, defaultSort: "total_ns:desc",
     filterPlaceholder: "Filter by range name…", filterText: (i) => String(get("name", i) ?? ""),
