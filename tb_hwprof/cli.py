@@ -53,9 +53,25 @@ def run_names(files: List[Path], run: Optional[str]) -> List[str]:
     return [f"{run}/{s}" if run is not None else s for s in stems]
 
 
+def release_freed_memory() -> None:
+    """Have glibc hand every large freed block straight back to the OS.
+
+    By default glibc raises its mmap threshold each time a large array is freed (up to 32 MB), so
+    later 8 MB columns come from the heap and stay counted in the process' memory after they are
+    freed.  A 1M-kernel export frees dozens of those: a fixed 256 kB threshold lowers its peak by
+    ~100 MB at no measurable cost.  A no-op where there is no glibc (macOS, Windows, musl)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 256 * 1024)  # M_MMAP_THRESHOLD; setting it also turns the dynamic rise off
+    except (OSError, AttributeError):
+        pass
+
+
 def cmd_export(args) -> int:
     from .detect import read
     from .logdir.writer import write_run, check_run_name
+    release_freed_memory()
     files = [Path(f) for f in args.files]
     names = run_names(files, args.run)
     logdir = Path(args.logdir)

@@ -499,7 +499,11 @@ def nvtx_projection(conn) -> pd.DataFrame:
             GROUP BY g.rid)
         SELECT nid, domain, etype, sum(k), CAST(sum(gpu) AS INTEGER), coalesce(sum(span), 0)
         FROM per GROUP BY 1, 2, 3""")
-    return pd.DataFrame(cur.fetchall(), columns=["nid", "domain", "etype", "kernels", "gpu_time_ns", "gpu_span_ns"])
+    out = pd.DataFrame(cur.fetchall(), columns=["nid", "domain", "etype", "kernels", "gpu_time_ns", "gpu_span_ns"])
+    # The launch index (a row per kernel plus its index, ~100 MB at 1M kernels) is used only here:
+    # dropped now rather than held in SQLite's memory until the connection closes.
+    conn.execute("DROP TABLE IF EXISTS temp.tbh_launch")
+    return out
 
 
 def nvtx_phases(conn, names: Set[str]) -> Optional[pd.DataFrame]:
@@ -550,14 +554,22 @@ def _memop_intervals(conn, names: Set[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def activity_summary(conn, names: Set[str], kernels: pd.DataFrame) -> Optional[pd.DataFrame]:
+def _kernel_intervals(kernels: pd.DataFrame, kcols=None) -> pd.DataFrame:
+    """Kernel intervals for gpu_activity: from the fetched int64 columns when there are some (no
+    float -> int copies of the kernels table), else from the table."""
+    if kcols is not None:
+        return pd.DataFrame({"device": kcols["device"], "kind": "kernel", "start_ns": kcols["start"],
+                             "end_ns": kcols["end"]})
+    return pd.DataFrame({"device": kernels["device"].to_numpy("int64"), "kind": "kernel",
+                         "start_ns": kernels["start_ns"].to_numpy("int64"),
+                         "end_ns": kernels["end_ns"].to_numpy("int64")})
+
+
+def activity_summary(conn, names: Set[str], kernels: pd.DataFrame, kcols=None) -> Optional[pd.DataFrame]:
     span = _capture_span(conn, names)
     if span is None:
         return None
-    ops = [pd.DataFrame({"device": kernels["device"].to_numpy("int64"), "kind": "kernel",
-                         "start_ns": kernels["start_ns"].to_numpy("int64"),
-                         "end_ns": kernels["end_ns"].to_numpy("int64")}),
-           _memop_intervals(conn, names)]
+    ops = [_kernel_intervals(kernels, kcols), _memop_intervals(conn, names)]
     intervals = pd.concat([o for o in ops if len(o)], ignore_index=True) if any(len(o) for o in ops) else None
     return None if intervals is None else gpu_activity(intervals, span)
 
@@ -586,7 +598,7 @@ def read_summaries(conn, names: Set[str], kernels: pd.DataFrame, kcols=None, api
         phases = nvtx_phases(conn, names)
         if phases is not None:
             out["nvtx_phases"] = phases
-    activity = activity_summary(conn, names, kernels)
+    activity = activity_summary(conn, names, kernels, kcols)
     if activity is not None:
         out["gpu_activity"] = activity
     out = {name: df for name, df in out.items() if len(df)}  # "absent when there is no data", as documented
@@ -638,6 +650,10 @@ def _notes(meta: Dict[str, str], names: Set[str], kernels: pd.DataFrame) -> List
     return notes
 
 
+# kernel_columns() fields still needed once the kernels table is built: the kernel summary's and the timeline's.
+SUMMARY_FIELDS = tuple(dict.fromkeys(("start", "end", "short", "demangled", *nsys_timeline.KERNEL_FIELDS)))
+
+
 def read_nsys_sqlite(path) -> Profile:
     path = Path(path)
     check_size(path)
@@ -653,9 +669,11 @@ def read_nsys_sqlite(path) -> Profile:
         try:
             kcols = kernel_columns(conn) if KERNEL in names else None
             kernels = read_kernels(conn, kcols) if kcols is not None else normalise_kernels([])
+            if kcols is not None:  # the summaries and timeline need only these: free the rest (8 MB a column at 1M)
+                kcols = {k: kcols[k] for k in SUMMARY_FIELDS}
             api = nsys_timeline.fetch_api(conn) if RUNTIME in names else None
             summaries = read_summaries(conn, names, kernels, kcols, api)
-            if kcols is not None:  # the timeline needs only these: free the rest (8 MB a column at 1M)
+            if kcols is not None:  # the timeline needs only these
                 kcols = {k: kcols[k] for k in nsys_timeline.KERNEL_FIELDS}
             timeline = read_timeline_and_idle(conn, names, devices, kcols, kernels, summaries, api)
         except (sqlite3.DatabaseError, ValueError) as e:
