@@ -256,12 +256,28 @@ def kernel_columns(conn) -> Dict[str, np.ndarray]:
     return {f: np.ascontiguousarray(m[:, i]) for i, f in enumerate(KERNEL_FIELDS)}
 
 
-def read_kernels(conn, c: Optional[Dict[str, np.ndarray]] = None) -> pd.DataFrame:
+def kernel_strings(conn) -> pd.Series:
+    """The StringIds values the kernel table's name columns refer to (one per distinct id)."""
     present = columns(conn, KERNEL)
-    c = kernel_columns(conn) if c is None else c
-    n = c["start"].size
     id_cols = [col for col in ("shortName", "demangledName", "mangledName") if col in present]
-    strings = _strings(conn, " UNION ".join(f'SELECT "{col}" FROM {KERNEL}' for col in id_cols))
+    return _strings(conn, " UNION ".join(f'SELECT "{col}" FROM {KERNEL}' for col in id_cols))
+
+
+def kernel_names(strings: pd.Series, c: Dict[str, np.ndarray]) -> np.ndarray:
+    """The kernels table's "name" column: the short name, the demangled one where there is none."""
+    short = _lookup(strings, c["short"])
+    return np.where(short == "", _lookup(strings, c["demangled"]), short)
+
+
+def read_kernels(conn, c: Optional[Dict[str, np.ndarray]] = None, strings: Optional[pd.Series] = None) -> pd.DataFrame:
+    c = kernel_columns(conn) if c is None else c
+    strings = kernel_strings(conn) if strings is None else strings
+    return normalise_kernels(kernel_frame(c, strings), copy=False)  # our own frame: fixed in place, not copied
+
+
+def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
+    """The columns an nsys export holds, from kernel_columns(); normalise_kernels adds the rest."""
+    n = c["start"].size
     demangled = _lookup(strings, c["demangled"])
     short = _lookup(strings, c["short"])
     (gx, gy, gz), grid = _unpack_dims(c["grid"])
@@ -286,7 +302,7 @@ def read_kernels(conn, c: Optional[Dict[str, np.ndarray]] = None) -> pd.DataFram
         "end_ns": c["end"].astype("float64"),
         "correlation_id": _nan_negative(c["correlation"]),
     })
-    return normalise_kernels(frame, copy=False)  # our own frame: fixed in place, not copied
+    return frame
 
 
 # ---------------------------------------------------------------- summaries (SQL GROUP BY)
@@ -565,7 +581,7 @@ def _kernel_intervals(kernels: pd.DataFrame, kcols=None) -> pd.DataFrame:
                          "end_ns": kernels["end_ns"].to_numpy("int64")})
 
 
-def activity_summary(conn, names: Set[str], kernels: pd.DataFrame, kcols=None) -> Optional[pd.DataFrame]:
+def activity_summary(conn, names: Set[str], kernels: Optional[pd.DataFrame], kcols=None) -> Optional[pd.DataFrame]:
     span = _capture_span(conn, names)
     if span is None:
         return None
@@ -587,7 +603,7 @@ def units_of(df: pd.DataFrame) -> Dict[str, str]:
     return units
 
 
-def read_summaries(conn, names: Set[str], kernels: pd.DataFrame, kcols=None, api=None) -> Dict[str, pd.DataFrame]:
+def read_summaries(conn, names: Set[str], kernels: Optional[pd.DataFrame], kcols=None, api=None) -> Dict[str, pd.DataFrame]:
     out: Dict[str, pd.DataFrame] = {}
     if KERNEL in names:
         out["cuda_gpu_kern_sum"] = kernel_summary(conn, kcols)
@@ -614,11 +630,12 @@ def memcpy_labels(conn, names: Set[str]) -> Dict[int, str]:
     return dict(MEMCPY_KINDS)
 
 
-def read_timeline_and_idle(conn, names: Set[str], devices, kcols, kernels: pd.DataFrame,
+def read_timeline_and_idle(conn, names: Set[str], devices, kcols, kernel_name: Optional[np.ndarray],
                            summaries: Dict[str, pd.DataFrame], api=None):
-    """The capture's Timeline; adds the idle-time summaries (gaps, utilisation, attribution)."""
+    """The capture's Timeline; adds the idle-time summaries (gaps, utilisation, attribution).
+    kernel_name: the kernels table's "name" per launch (None without kernels)."""
     timeline, extras = nsys_timeline.read_timeline(
-        conn, names, devices, kcols, kernels["name"].to_numpy() if kcols is not None else None,
+        conn, names, devices, kcols, kernel_name if kcols is not None else None,
         memcpy_labels(conn, names), NVTX in names, api)
     span = _capture_span(conn, names)
     if timeline is not None and span is not None:
@@ -650,8 +667,24 @@ def _notes(meta: Dict[str, str], names: Set[str], kernels: pd.DataFrame) -> List
     return notes
 
 
-# kernel_columns() fields still needed once the kernels table is built: the kernel summary's and the timeline's.
-SUMMARY_FIELDS = tuple(dict.fromkeys(("start", "end", "short", "demangled", *nsys_timeline.KERNEL_FIELDS)))
+def _read_tables(conn, names: Set[str], devices):
+    """(kernels, summaries, timeline).  The summaries and the timeline are built from the fetched
+    int64 columns first and the kernels table (~424 MB at 1M launches, 53 columns) last, once the
+    columns it is built from are the only intermediates left (1M kernels: peak ~990 -> ~810 MB)."""
+    if KERNEL not in names:  # no kernels: an empty table, and the summaries cover memory operations only
+        kernels = normalise_kernels([])
+        api = nsys_timeline.fetch_api(conn) if RUNTIME in names else None
+        summaries = read_summaries(conn, names, kernels, None, api)
+        return kernels, summaries, read_timeline_and_idle(conn, names, devices, None, None, summaries, api)
+    kcols = kernel_columns(conn)
+    strings = kernel_strings(conn)
+    api = nsys_timeline.fetch_api(conn) if RUNTIME in names else None
+    summaries = read_summaries(conn, names, None, kcols, api)
+    timeline = read_timeline_and_idle(conn, names, devices, kcols, kernel_names(strings, kcols), summaries, api)
+    del api  # the timeline holds what it needs: the kernels table comes last, on its own
+    frame = kernel_frame(kcols, strings)
+    del kcols  # 14 int64 columns (112 MB at 1M) freed before the 35 absent columns are added
+    return normalise_kernels(frame, copy=False), summaries, timeline
 
 
 def read_nsys_sqlite(path) -> Profile:
@@ -667,15 +700,7 @@ def read_nsys_sqlite(path) -> Profile:
         meta = export_metadata(conn, names)
         devices = read_devices(conn, names)
         try:
-            kcols = kernel_columns(conn) if KERNEL in names else None
-            kernels = read_kernels(conn, kcols) if kcols is not None else normalise_kernels([])
-            if kcols is not None:  # the summaries and timeline need only these: free the rest (8 MB a column at 1M)
-                kcols = {k: kcols[k] for k in SUMMARY_FIELDS}
-            api = nsys_timeline.fetch_api(conn) if RUNTIME in names else None
-            summaries = read_summaries(conn, names, kernels, kcols, api)
-            if kcols is not None:  # the timeline needs only these
-                kcols = {k: kcols[k] for k in nsys_timeline.KERNEL_FIELDS}
-            timeline = read_timeline_and_idle(conn, names, devices, kcols, kernels, summaries, api)
+            kernels, summaries, timeline = _read_tables(conn, names, devices)
         except (sqlite3.DatabaseError, ValueError) as e:
             raise InputError(path, f"damaged or unexpected Nsight Systems export ({e})",
                              "re-run `nsys export --type sqlite`") from None
