@@ -525,3 +525,10 @@ def test_coexists_with_torch_tb_profiler(tmp_path, samples_dir, ncu_report_modul
     pt_runs = tb.wait_for("/data/plugin/pytorch_profiler/runs", lambda d: "pt_run" in d.get("runs", []))
     assert "hw_run" not in pt_runs["runs"]
     assert [r["run"] for r in tb.wait_for(P + "/runs", lambda d: d["runs"])["runs"]] == ["hw_run"]
+
+
+def test_entry_point_routes_are_the_service_routes():
+    """The light entry-point module lists the routes itself (it must not import the service):
+    the two lists must not drift apart."""
+    from tb_hwprof.plugin.service import Service
+    assert set(hwprof_plugin.ROUTES) == set(Service(None, None).routes)
