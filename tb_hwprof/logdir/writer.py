@@ -8,6 +8,7 @@ kill between the two renames is repaired by the next export (or load).
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import re
 import shutil
@@ -83,17 +84,16 @@ def _write_assets(profile, staging: Path, manifest: dict) -> None:
     assets.mkdir(parents=True)
     tables.write_kernels_gz(assets / metadata.KERNELS, profile.kernels)  # already JSON-safe
     _write_details(profile, assets)
-    if getattr(profile, "timeline", None) is not None:  # tracers: the trace file and its index
+    if profile.timeline is not None:  # tracers: the trace file and its index
         from . import trace
-        manifest["timeline"] = trace.write_timeline(profile.timeline, assets / metadata.TIMELINE,
-                                                    assets / metadata.TIMELINE_INDEX)
+        manifest["timeline"] = tables.clean(trace.write_timeline(profile.timeline, assets / metadata.TIMELINE,
+                                                                 assets / metadata.TIMELINE_INDEX))
         manifest["files"].update(timeline=metadata.TIMELINE, timeline_index=metadata.TIMELINE_INDEX)
     for name, frame in profile.summaries.items():
         doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
         tables.write_json_gz(assets / summary_file(name), tables.clean(doc))
     tmp = assets / (metadata.MANIFEST + ".tmp")
-    import json
-    tmp.write_text(json.dumps(tables.clean(manifest), indent=1, sort_keys=True, allow_nan=False))
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False))
     os.rename(tmp, assets / metadata.MANIFEST)
 
 
@@ -119,7 +119,7 @@ def _write_events(staging: Path, scalars: dict, manifest: dict, step: int) -> No
     tmp = staging / "events.tmp"
     with open(tmp, "wb") as f:
         writer = RecordWriter(f)
-        for record in summary.run_events(scalars, tables.clean(manifest), step):
+        for record in summary.run_events(scalars, manifest, step):
             writer.write(record)
         f.flush()
         os.fsync(f.fileno())
@@ -135,7 +135,7 @@ def write_run(profile, logdir, run: str, overwrite: bool = False, step: int = 0)
         raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
     profile.provenance.export_time = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     scalars = headline_scalars(profile.kernels, profile.summaries)
-    manifest = manifest_of(profile, scalars)
+    manifest = tables.clean(manifest_of(profile, scalars))  # JSON-safe once, for both files
     created = [p for p in [run_dir.parent, *run_dir.parent.parents] if not p.exists()]
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}{STAGING_TAG}", dir=run_dir.parent))
