@@ -43,3 +43,17 @@ def pytest_generate_tests(metafunc):
             files = [None] if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES") else [
                 pytest.param(None, marks=pytest.mark.skip(reason=f"no .ncu-rep under {samples_path()}"))]
         metafunc.parametrize("ncu_rep", files, ids=lambda p: p.name if isinstance(p, Path) else "none")
+
+
+@pytest.fixture(scope="session")
+def read_sample(samples_dir):
+    """tb_hwprof.read of a samples-relative path, each file read once per session."""
+    import tb_hwprof
+
+    cache = {}
+
+    def read(relative: str):
+        if relative not in cache:
+            cache[relative] = tb_hwprof.read(samples_dir / relative)
+        return cache[relative]
+    return read

@@ -61,15 +61,9 @@ def logdir(tmp_path_factory, samples_dir, ncu_report_module):
 
 
 @pytest.fixture(scope="module")
-def model(samples_dir):
-    import tb_hwprof
-    cache = {}
-
-    def read(run):
-        if run not in cache:
-            cache[run] = tb_hwprof.read(samples_dir / SOURCES[run])
-        return cache[run]
-    return read
+def model(read_sample):
+    """The model of a run's source report, by run name."""
+    return lambda run: read_sample(SOURCES[run])
 
 
 def csv_rows(path):

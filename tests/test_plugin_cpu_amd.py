@@ -58,14 +58,9 @@ def app(logdir):
 
 
 @pytest.fixture(scope="module")
-def model(samples_dir):
-    cache = {}
-
-    def read(run):
-        if run not in cache:
-            cache[run] = tb_hwprof.read(samples_dir / SOURCES[run])
-        return cache[run]
-    return read
+def model(read_sample):
+    """The model of a run's source report, by run name."""
+    return lambda run: read_sample(SOURCES[run])
 
 
 def csv_rows(path, delimiter=","):
