@@ -273,6 +273,27 @@ def test_nvtx_projection_checked_by_hand(samples_dir):
     assert (tops["kernels"].sum(), tops["gpu_time_ns"].sum()) == (n_kernels, all_gpu)
 
 
+def test_nvtx_projection_equals_a_sql_join_per_range(samples_dir):
+    """Every range name of the DLProf export: kernels launched inside its instances on the same
+    thread, their GPU time and span, by a plain SQL join per instance (the reader does it in numpy)."""
+    path = sample(samples_dir, DLPROF)
+    phases = read_nsys_sqlite(path).summaries["nvtx_phases"].set_index("name")
+    rows = query(path, """
+        SELECT name, sum(k), sum(gpu), sum(coalesce(span, 0)) FROM (
+            SELECT n.rowid, n.text AS name, count(k.start) AS k, coalesce(sum(k.end - k.start), 0) AS gpu,
+                   max(k.end) - min(k.start) AS span
+            FROM NVTX_EVENTS n
+            LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+              ON r.globalTid = n.globalTid AND r.start >= n.start AND r.start < n.end
+            LEFT JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId
+            WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL GROUP BY n.rowid)
+        GROUP BY name""")
+    assert len(rows) == len(phases) > 10
+    assert sum(r[1] for r in rows) > 0
+    for name, kernels, gpu, span in rows:
+        assert tuple(phases.loc[name, ["kernels", "gpu_time_ns", "gpu_span_ns"]]) == (kernels, gpu, span), name
+
+
 def test_nvtx_range_inserted_around_two_real_launches(tmp_path, samples_dir):
     src = sample(samples_dir, DLPROF)
     path = tmp_path / "dlprof_plus_range.sqlite"

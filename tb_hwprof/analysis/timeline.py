@@ -178,6 +178,51 @@ def best_overlap(gaps: Intervals, starts, ends) -> Tuple[np.ndarray, np.ndarray]
     return best, amount
 
 
+def launching_call(call_key, op_key) -> np.ndarray:
+    """Per GPU operation: the row of the API call with the same key (process + correlation id),
+    -1 where there is none or a key is negative (no correlation id).  A hash join, no sort; were a
+    key ever repeated among the calls, the first call would win."""
+    call_key, op_key = _i64(call_key), _i64(op_key)
+    rows = np.flatnonzero((call_key >= 0) & ~pd.Series(call_key).duplicated().to_numpy())
+    where = pd.Index(call_key[rows]).get_indexer(op_key)
+    return np.where((where >= 0) & (op_key >= 0), rows[np.maximum(where, 0)], -1)
+
+
+def project_ranges(range_start, range_end, range_thread, call_start, call_thread, op_start, op_end):
+    """Per range: (operations, summed op time, op span) of the GPU operations whose launching call
+    started inside the range on the range's thread (start <= call < end: nsys' nvtx_gpu_proj rule).
+    The span runs from the first operation's start to the last one's end (0 without operations).
+
+    Calls sorted by (thread, start); each range is a searchsorted slice of its thread's calls, its
+    sums come from a cumulative sum and its span from reduceat over slices ordered by their start."""
+    range_start, range_end, range_thread = _i64(range_start), _i64(range_end), _i64(range_thread)
+    call_start, call_thread = _i64(call_start), _i64(call_thread)
+    op_start, op_end = _i64(op_start), _i64(op_end)
+    order = np.lexsort((call_start, call_thread))
+    thread, start = call_thread[order], call_start[order]
+    first, last = op_start[order], op_end[order]
+    lo = np.zeros(range_start.size, np.int64)
+    hi = np.zeros(range_start.size, np.int64)
+    for t in np.unique(range_thread).tolist():  # per thread: one searchsorted over its calls
+        a, b = np.searchsorted(thread, t, "left"), np.searchsorted(thread, t, "right")
+        mine = range_thread == t
+        lo[mine] = a + np.searchsorted(start[a:b], range_start[mine], "left")
+        hi[mine] = a + np.searchsorted(start[a:b], range_end[mine], "left")
+    hi = np.maximum(hi, lo)
+    busy = np.concatenate([[0], np.cumsum(last - first)])
+    count, gpu = hi - lo, busy[hi] - busy[lo]
+    span = np.zeros(range_start.size, np.int64)
+    some = np.flatnonzero(count > 0)
+    if some.size:
+        some = some[np.argsort(lo[some], kind="stable")]  # slices by start: reduceat's gaps stay O(n)
+        bounds = np.empty(2 * some.size, np.int64)
+        bounds[0::2], bounds[1::2] = lo[some], hi[some]
+        pad_last = np.append(last, 0)  # hi may equal n: one element past the end
+        pad_first = np.append(first, 0)
+        span[some] = np.maximum.reduceat(pad_last, bounds)[0::2] - np.minimum.reduceat(pad_first, bounds)[0::2]
+    return count, gpu, span
+
+
 def gap_share(idle: int, part: int) -> Optional[float]:
     return 100.0 * part / idle if idle > 0 else None
 

@@ -1,9 +1,10 @@
 """Nsight Systems SQLite export reader (`nsys export --type sqlite`), nsys 2020.5 to 2026.1.
 
-The export is opened read-only and queried in place: per-launch columns are
-pulled as integers straight into numpy (no Python object per row), names are
-resolved once per distinct string id, and every summary is a SQL GROUP BY
-(FACTS.md: 1M kernels aggregate in ~1 s in SQL, ~14 s through pandas.read_sql).
+The export is opened read-only and queried in place.  The per-row columns of the big tables
+(kernels, API calls, NVTX ranges) are fetched once as int64 arrays through sqlite_columns
+(SQLite renders them, numpy parses them: no Python object per row), on two threads; names are
+resolved once per distinct string id; the per-name statistics and the NVTX projection are then
+numpy over those arrays, and the small tables (memory operations) are SQL GROUP BYs.
 
 Schemas differ across versions: tables exist only when they had rows, metadata
 lives in EXPORT_META_DATA (2022.x), META_DATA_EXPORT (2024+) or nowhere (older),
@@ -13,11 +14,12 @@ columns actually present.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import itertools
 import math
 import re
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set
 
@@ -25,10 +27,11 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.summary import gpu_activity
-from ..analysis.timeline import grouped_stats
+from ..analysis import timeline as tl
+from ..analysis.timeline import distinct, grouped_stats
 from ..errors import InputError
 from ..model import Device, Peak, Profile, Provenance, normalise_kernels
-from . import nsys_timeline
+from . import nsys_timeline, sqlite_columns
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -189,20 +192,10 @@ def read_devices(conn, names: Set[str]) -> List[Device]:
 
 # ---------------------------------------------------------------- kernels table
 
-def _int_matrix(conn, sql: str, ncols: int, nrows: int) -> np.ndarray:
-    """Rows of integers straight into one int64 array: the cursor's tuples are consumed, never kept."""
-    cur = conn.execute(sql)
-    try:
-        flat = np.fromiter(itertools.chain.from_iterable(cur), dtype=np.int64, count=nrows * ncols)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"unexpected NULL or non-integer value ({e})") from None
-    return flat.reshape(nrows, ncols)
-
-
-def _strings(conn, id_sql: str) -> pd.Series:
-    """StringIds values for the ids `id_sql` selects (distinct strings only, not one per row)."""
-    rows = conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({id_sql})").fetchall()
-    return pd.Series([v for _, v in rows], index=pd.Index([i for i, _ in rows], dtype="int64"), dtype=object)
+def _strings_of(conn, ids: np.ndarray) -> pd.Series:
+    """StringIds values of the distinct `ids` (one per distinct string, not one per row)."""
+    found = nsys_timeline.string_map(conn, ids)
+    return pd.Series(list(found.values()), index=pd.Index(list(found), dtype="int64"), dtype=object)
 
 
 def _lookup(strings: pd.Series, ids: np.ndarray) -> np.ndarray:
@@ -248,31 +241,27 @@ def _nan_negative(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def kernel_columns(conn) -> Dict[str, np.ndarray]:
-    """Per launch, in GPU start order: the integer columns of KERNEL_FIELDS (-1 = absent)."""
-    present = columns(conn, KERNEL)
-    n = conn.execute(f"SELECT count(*) FROM {KERNEL}").fetchone()[0]
-    m = _int_matrix(conn, _kernel_sql(present), len(KERNEL_SELECT), n)
-    return {f: np.ascontiguousarray(m[:, i]) for i, f in enumerate(KERNEL_FIELDS)}
+def kernel_exprs(present: Sequence[str]) -> List[str]:
+    """The KERNEL_SELECT expressions this export's kernel table can answer ("-1" for the others)."""
+    return [expr if all(c in present for c in needs) else "-1" for expr, needs in KERNEL_SELECT]
 
 
-def kernel_strings(conn) -> pd.Series:
+def kernel_arrays(cols: Sequence[np.ndarray]) -> Dict[str, np.ndarray]:
+    """KERNEL_FIELDS from the columns of kernel_exprs() in rowid order, sorted as ORDER BY start, rowid."""
+    order = np.argsort(cols[0], kind="stable")
+    return {f: c[order] for f, c in zip(KERNEL_FIELDS, cols)}
+
+
+def kernel_strings(conn, c: Dict[str, np.ndarray]) -> pd.Series:
     """The StringIds values the kernel table's name columns refer to (one per distinct id)."""
-    present = columns(conn, KERNEL)
-    id_cols = [col for col in ("shortName", "demangledName", "mangledName") if col in present]
-    return _strings(conn, " UNION ".join(f'SELECT "{col}" FROM {KERNEL}' for col in id_cols))
+    ids = np.concatenate([distinct(c[f]) for f in ("short", "demangled", "mangled")])
+    return _strings_of(conn, ids[ids >= 0])
 
 
 def kernel_names(strings: pd.Series, c: Dict[str, np.ndarray]) -> np.ndarray:
     """The kernels table's "name" column: the short name, the demangled one where there is none."""
     short = _lookup(strings, c["short"])
     return np.where(short == "", _lookup(strings, c["demangled"]), short)
-
-
-def read_kernels(conn, c: Optional[Dict[str, np.ndarray]] = None, strings: Optional[pd.Series] = None) -> pd.DataFrame:
-    c = kernel_columns(conn) if c is None else c
-    strings = kernel_strings(conn) if strings is None else strings
-    return normalise_kernels(kernel_frame(c, strings), copy=False)  # our own frame: fixed in place, not copied
 
 
 def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
@@ -282,18 +271,19 @@ def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
     short = _lookup(strings, c["short"])
     (gx, gy, gz), grid = _unpack_dims(c["grid"])
     (bx, by, bz), block = _unpack_dims(c["block"])
+    text = lambda values: pd.Series(values, dtype=object)  # noqa: E731  (pandas 3 would infer its slower str dtype)
     frame = pd.DataFrame({
         "launch_id": np.arange(n, dtype=np.int64),
         "range_id": np.zeros(n, dtype=np.int64),  # one capture = one range
-        "name": np.where(short == "", demangled, short),
-        "demangled_name": demangled,
-        "mangled_name": _lookup(strings, c["mangled"]),
+        "name": text(np.where(short == "", demangled, short)),
+        "demangled_name": text(demangled),
+        "mangled_name": text(_lookup(strings, c["mangled"])),
         "device": c["device"].astype("float64"),
         "context": _nan_negative(c["context"]),
         "stream": _nan_negative(c["stream"]),
         "duration_ns": (c["end"] - c["start"]).astype("float64"),
-        "grid": grid,
-        "block": block,
+        "grid": text(grid),
+        "block": text(block),
         "grid_size": gx * gy * gz,
         "block_size": bx * by * bz,
         "registers_per_thread": _nan_negative(c["registers"]),
@@ -354,20 +344,14 @@ def _sorted(df: pd.DataFrame, by: str, name_col: str) -> pd.DataFrame:
     return df.sort_values([by, name_col], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def kernel_summary(conn, kcols: Optional[Dict[str, np.ndarray]] = None) -> pd.DataFrame:
-    """`nsys stats --report cuda_gpu_kern_sum`: per demangled ("templated") name, as nsys groups by default.
-    With the per-launch columns already fetched, the statistics are computed from them (numpy, one
-    sort: ~0.2 s at 1M launches instead of ~1.9 s of SQL window functions)."""
-    name_col = "demangledName" if "demangledName" in columns(conn, KERNEL) else "shortName"
-    if kcols is not None:
-        stats = grouped_stats(kcols["demangled" if name_col == "demangledName" else "short"],
-                              kcols["end"] - kcols["start"], extra=kcols["short"])
-        stats = stats.rename(columns={"key": "nid", "extra": "sid"})
-    else:
-        stats = duration_stats(conn, f"SELECT {name_col} AS nid, shortName AS sid, end - start AS dur FROM {KERNEL}",
-                               ["nid"], extra=", min(sid) AS sid")
-    strings = _strings(conn, f"SELECT nid FROM (SELECT {name_col} AS nid FROM {KERNEL}) UNION "
-                             f"SELECT shortName FROM {KERNEL}")
+def kernel_summary(conn, kcols: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
+    """`nsys stats --report cuda_gpu_kern_sum`: per demangled ("templated") name, as nsys groups by
+    default (the short name where the export has no demangled one), from the fetched columns (numpy,
+    one sort: ~0.2 s at 1M launches instead of ~1.9 s of SQL window functions)."""
+    by_demangled = "demangledName" in columns(conn, KERNEL)
+    stats = grouped_stats(kcols["demangled" if by_demangled else "short"], kcols["end"] - kcols["start"],
+                          extra=kcols["short"])
+    stats = stats.rename(columns={"key": "nid", "extra": "sid"})
     out = _stats_frame(stats, "instances", "ns")
     out["name"] = _lookup(strings, stats["nid"].to_numpy())
     out["short_name"] = _lookup(strings, stats["sid"].to_numpy())
@@ -427,14 +411,11 @@ def memory_summaries(conn, names: Set[str]) -> Dict[str, pd.DataFrame]:
             "cuda_gpu_mem_kind_sum": _sorted(kinds, "total_bytes", "operation")}
 
 
-def api_summary(conn, api: Optional[tuple] = None) -> pd.DataFrame:
-    """`nsys stats --report cuda_api_sum`: CUDA runtime and driver calls per name (from the fetched
-    (start, end, globalTid, correlation, nameId) arrays when given)."""
-    if api is not None:
-        stats = grouped_stats(api[4], api[1] - api[0]).rename(columns={"key": "nid"})
-    else:
-        stats = duration_stats(conn, f"SELECT nameId AS nid, end - start AS dur FROM {RUNTIME}", ["nid"])
-    strings = _strings(conn, f"SELECT nameId FROM {RUNTIME}")
+def api_summary(conn, api: tuple) -> pd.DataFrame:
+    """`nsys stats --report cuda_api_sum`: CUDA runtime and driver calls per name, from the fetched
+    (start, end, globalTid, correlation, nameId) arrays."""
+    stats = grouped_stats(api[4], api[1] - api[0]).rename(columns={"key": "nid"})
+    strings = _strings_of(conn, stats["nid"].to_numpy())
     out = _stats_frame(stats, "num_calls", "ns")
     out["name"] = _lookup(strings, stats["nid"].to_numpy())
     out["api"] = [_API_VERSION_TAG.sub("", n) for n in out["name"]]
@@ -442,22 +423,6 @@ def api_summary(conn, api: Optional[tuple] = None) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------- NVTX phases
-
-def _nvtx_ranges_sql(conn) -> str:
-    """Closed NVTX push/pop and start/end ranges with their text (inline or via StringIds)."""
-    cols = columns(conn, NVTX)
-    if "text" in cols and "textId" in cols:
-        text, join = "coalesce(n.text, s.value)", "LEFT JOIN StringIds s ON s.id = n.textId"
-    elif "textId" in cols:
-        text, join = "s.value", "LEFT JOIN StringIds s ON s.id = n.textId"
-    else:
-        text, join = "n.text", ""
-    domain = "coalesce(n.domainId, 0)" if "domainId" in cols else "0"
-    return f"""SELECT n.rowid AS rid, n.start AS start, n.end AS end, n.globalTid AS tid,
-                      coalesce({text}, '') AS name, {domain} AS domain, n.eventType AS etype
-               FROM {NVTX} n {join}
-               WHERE n.eventType IN ({', '.join(map(str, NVTX_STYLES))}) AND n.end IS NOT NULL"""
-
 
 def _nvtx_domains(conn) -> Dict[int, str]:
     cols = columns(conn, NVTX)
@@ -470,124 +435,102 @@ def _nvtx_domains(conn) -> Dict[int, str]:
     return {int(d): t or "" for d, t in rows if d is not None}
 
 
-def _materialise_ranges(conn) -> None:
-    """Temp tables: range texts -> integer ids, and the closed ranges keyed by those ids, so grouping
-    and joining sort integers instead of texts (PyTorch's NVTX texts run to a kilobyte)."""
-    ranges = _nvtx_ranges_sql(conn)
-    for table in ("tbh_name", "tbh_range"):
-        conn.execute(f"DROP TABLE IF EXISTS temp.{table}")
-    conn.execute("CREATE TEMP TABLE tbh_name (id INTEGER PRIMARY KEY, name TEXT UNIQUE)")
-    conn.execute(f"INSERT OR IGNORE INTO tbh_name (name) SELECT name FROM ({ranges})")
-    # rid as the primary key: the projection's GROUP BY rid then walks the table in order, no sort.
-    conn.execute("CREATE TEMP TABLE tbh_range (rid INTEGER PRIMARY KEY, start, end, tid, nid, domain, etype)")
-    conn.execute(f"""INSERT INTO tbh_range SELECT g.rid, g.start, g.end, g.tid, t.id, g.domain, g.etype
-                     FROM ({ranges}) g JOIN tbh_name t ON t.name = g.name""")
+RANGE_FIELDS = ("start", "end", "tid", "nid", "domain", "etype")
 
 
-def _build_launch_index(conn) -> None:
-    """Temp table (memory): per kernel, the launching API call's thread and start, indexed for range joins.
-
-    The call is matched on correlationId within the same process (ids restart per process).  The
-    larger table is scanned and SQLite's automatic index built on the smaller (5x faster at 1M kernels).
-    """
-    n_kernels = conn.execute(f"SELECT count(*) FROM {KERNEL}").fetchone()[0]
-    n_calls = conn.execute(f"SELECT count(*) FROM {RUNTIME}").fetchone()[0]
-    order = f"{RUNTIME} r CROSS JOIN {KERNEL} k" if n_calls >= n_kernels else f"{KERNEL} k CROSS JOIN {RUNTIME} r"
-    conn.execute("DROP TABLE IF EXISTS temp.tbh_launch")
-    conn.execute(f"""CREATE TEMP TABLE tbh_launch AS
-                     SELECT r.globalTid AS tid, r.start AS api_start, k.start AS kstart, k.end AS kend
-                     FROM {order}
-                       ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)""")
-    conn.execute("CREATE INDEX temp.tbh_launch_tid ON tbh_launch(tid, api_start, kstart, kend)")  # covering
-
-
-def nvtx_projection(conn) -> pd.DataFrame:
-    """Per range (nid, domain, etype): kernels whose launch call started inside an instance of the
-    range on the same thread (nsys' nvtx_gpu_proj_sum rule), their summed GPU time, and the
-    projected GPU span (first kernel start to last kernel end, per instance, summed)."""
-    _build_launch_index(conn)
-    cur = conn.execute("""
-        WITH per AS (
-            SELECT g.nid, g.domain, g.etype, count(l.kstart) AS k, total(l.kend - l.kstart) AS gpu,
-                   max(l.kend) - min(l.kstart) AS span
-            FROM tbh_range g LEFT JOIN tbh_launch l
-              ON l.tid = g.tid AND l.api_start >= g.start AND l.api_start < g.end
-            GROUP BY g.rid)
-        SELECT nid, domain, etype, sum(k), CAST(sum(gpu) AS INTEGER), coalesce(sum(span), 0)
-        FROM per GROUP BY 1, 2, 3""")
-    out = pd.DataFrame(cur.fetchall(), columns=["nid", "domain", "etype", "kernels", "gpu_time_ns", "gpu_span_ns"])
-    # The launch index (a row per kernel plus its index, ~100 MB at 1M kernels) is used only here:
-    # dropped now rather than held in SQLite's memory until the connection closes.
-    conn.execute("DROP TABLE IF EXISTS temp.tbh_launch")
-    return out
+def nvtx_ranges(conn) -> Dict[str, np.ndarray]:
+    """Closed NVTX push/pop and start/end ranges, in rowid order: RANGE_FIELDS as int64 arrays,
+    "nid" indexing "names" (each distinct text once: the inline text, else StringIds via textId)."""
+    cols = columns(conn, NVTX)
+    where = f"eventType IN ({', '.join(map(str, NVTX_STYLES))}) AND end IS NOT NULL"
+    domain = "coalesce(domainId, 0)" if "domainId" in cols else "0"
+    text_id = "coalesce(textId, -1)" if "textId" in cols else "-1"
+    start, end, tid, tids, dom, etype = sqlite_columns.int_columns(
+        conn, NVTX, ["start", "end", "coalesce(globalTid, -1)", text_id, domain, "eventType"], where)
+    # char(1) marks "no inline text" (NULL), so the StringIds text is used there.
+    inline = np.array(sqlite_columns.text_column(conn, NVTX, "coalesce(text, char(1))", where)
+                      if "text" in cols else ["\1"] * start.size, dtype=object)
+    by_id = nsys_timeline.string_map(conn, tids[tids >= 0]) if "textId" in cols else {}
+    missing = inline == "\1"
+    inline[missing] = [by_id.get(i, "") for i in tids[missing].tolist()]
+    nid, names = pd.factorize(inline)
+    return {"start": start, "end": end, "tid": tid, "nid": nid.astype(np.int64), "domain": dom, "etype": etype,
+            "names": np.asarray(names, dtype=object)}
 
 
-def nvtx_phases(conn, names: Set[str]) -> Optional[pd.DataFrame]:
+def _launch_key(pid: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+    return nsys_timeline.flow_key(pid, correlation)
+
+
+def nvtx_projection(ranges: Dict[str, np.ndarray], kcols: Dict[str, np.ndarray], api: tuple):
+    """Per range: kernels whose launch call started inside it on the same thread (nsys'
+    nvtx_gpu_proj_sum rule), their summed GPU time and their span (first start to last end).
+    The call is matched on correlation id within the process (ids restart per process)."""
+    a_start, _, a_tid, a_corr, _ = api
+    call = tl.launching_call(_launch_key((a_tid >> 24) & nsys_timeline.PID_MASK, a_corr),
+                             _launch_key(kcols["pid"], kcols["correlation"]))
+    hit = call >= 0
+    return tl.project_ranges(ranges["start"], ranges["end"], ranges["tid"], a_start[call[hit]],
+                             a_tid[call[hit]], kcols["start"][hit], kcols["end"][hit])
+
+
+def nvtx_phases(conn, ranges: Dict[str, np.ndarray], kcols=None, api=None) -> Optional[pd.DataFrame]:
     """NVTX ranges per (domain, name, style): instances and CPU wall time as `nsys stats --report
     nvtx_sum` gives them, plus the GPU time of the kernels launched inside them."""
-    _materialise_ranges(conn)
-    keys = ["nid", "domain", "etype"]
-    stats = duration_stats(conn, "SELECT nid, domain, etype, end - start AS dur FROM tbh_range", keys)
-    if stats.empty:
+    if ranges["start"].size == 0:
         return None
+    groups, keys = pd.factorize(pd.MultiIndex.from_arrays([ranges["nid"], ranges["domain"], ranges["etype"]]))
+    stats = grouped_stats(groups, ranges["end"] - ranges["start"])
     out = _stats_frame(stats, "instances", "ns")
-    out[keys] = stats[keys]
-    if KERNEL in names and RUNTIME in names:
-        out = out.merge(nvtx_projection(conn), on=keys, how="left")
+    picked = keys[stats["key"].to_numpy()]
+    domains = _nvtx_domains(conn)
+    out["domain"] = [domains.get(int(d), "" if int(d) == 0 else f"domain {d}") for d in picked.get_level_values(1)]
+    if kcols is not None and api is not None:
+        count, gpu, span = nvtx_projection(ranges, kcols, api)
+        per_group = lambda v: np.bincount(groups, weights=v, minlength=len(keys))[stats["key"]]  # noqa: E731
+        out["kernels"], out["gpu_time_ns"], out["gpu_span_ns"] = (np.rint(per_group(v)).astype("int64")
+                                                                   for v in (count, gpu, span))
     else:
         out["kernels"], out["gpu_time_ns"], out["gpu_span_ns"] = 0, 0, 0
-    texts = dict(conn.execute("SELECT id, name FROM tbh_name").fetchall())
-    domains = _nvtx_domains(conn)
-    out["name"] = [texts[i] for i in out.pop("nid")]
-    out["domain"] = [domains.get(int(d), "" if int(d) == 0 else f"domain {d}") for d in out["domain"]]
-    out["style"] = out.pop("etype").map(NVTX_STYLES)
-    for col in ("kernels", "gpu_time_ns", "gpu_span_ns"):
-        out[col] = out[col].fillna(0).astype("int64")
+    out["name"] = ranges["names"][picked.get_level_values(0).to_numpy()]
+    out["style"] = pd.Series(picked.get_level_values(2)).map(NVTX_STYLES).to_numpy()
     return _sorted(out, "total_ns", "name")
 
 
 # ---------------------------------------------------------------- GPU busy time
 
-def _capture_span(conn, names: Set[str]) -> Optional[tuple]:
+def _capture_span(conn, names: Set[str], fetched: "Fetched") -> Optional[tuple]:
     """First to last CUDA event (API call or GPU operation).  ANALYSIS_DETAILS is not used: its
     start/stop are on a different clock than the events in some exports (2022.4, 2026.1)."""
-    parts = [f"SELECT min(start) AS s, max(end) AS e FROM {t}" for t in (RUNTIME, KERNEL, MEMCPY, MEMSET)
-             if t in names]
-    if not parts:
-        return None
-    row = conn.execute(f"SELECT min(s), max(e) FROM ({' UNION ALL '.join(parts)})").fetchone()
-    return None if row[0] is None else (row[0], row[1])
+    firsts, lasts = [], []
+    for start, end in fetched.start_end_pairs():
+        if start.size:
+            firsts.append(int(start.min()))
+            lasts.append(int(end.max()))
+    for table in (MEMCPY, MEMSET):
+        if table in names:
+            lo, hi = conn.execute(f"SELECT min(start), max(end) FROM {table}").fetchone()
+            firsts += [] if lo is None else [lo]
+            lasts += [] if hi is None else [hi]
+    return (min(firsts), max(lasts)) if firsts else None
 
 
 def _memop_intervals(conn, names: Set[str]) -> pd.DataFrame:
     frames = []
     for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
-        if table not in names:
-            continue
-        n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        m = _int_matrix(conn, f"SELECT deviceId, start, end FROM {table}", 3, n)
-        frames.append(pd.DataFrame({"device": m[:, 0], "kind": kind, "start_ns": m[:, 1], "end_ns": m[:, 2]}))
+        if table in names:
+            device, start, end = sqlite_columns.int_columns(conn, table, ["deviceId", "start", "end"])
+            frames.append(pd.DataFrame({"device": device, "kind": kind, "start_ns": start, "end_ns": end}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _kernel_intervals(kernels: pd.DataFrame, kcols=None) -> pd.DataFrame:
-    """Kernel intervals for gpu_activity: from the fetched int64 columns when there are some (no
-    float -> int copies of the kernels table), else from the table."""
-    if kcols is not None:
-        return pd.DataFrame({"device": kcols["device"], "kind": "kernel", "start_ns": kcols["start"],
-                             "end_ns": kcols["end"]})
-    return pd.DataFrame({"device": kernels["device"].to_numpy("int64"), "kind": "kernel",
-                         "start_ns": kernels["start_ns"].to_numpy("int64"),
-                         "end_ns": kernels["end_ns"].to_numpy("int64")})
-
-
-def activity_summary(conn, names: Set[str], kernels: Optional[pd.DataFrame], kcols=None) -> Optional[pd.DataFrame]:
-    span = _capture_span(conn, names)
+def activity_summary(conn, names: Set[str], kcols, span) -> Optional[pd.DataFrame]:
     if span is None:
         return None
-    ops = [_kernel_intervals(kernels, kcols), _memop_intervals(conn, names)]
-    intervals = pd.concat([o for o in ops if len(o)], ignore_index=True) if any(len(o) for o in ops) else None
-    return None if intervals is None else gpu_activity(intervals, span)
+    ops = [] if kcols is None else [pd.DataFrame({"device": kcols["device"], "kind": "kernel",
+                                                  "start_ns": kcols["start"], "end_ns": kcols["end"]})]
+    ops = [o for o in ops + [_memop_intervals(conn, names)] if len(o)]
+    return gpu_activity(pd.concat(ops, ignore_index=True), span) if ops else None
 
 
 # ---------------------------------------------------------------- entry point
@@ -603,18 +546,19 @@ def units_of(df: pd.DataFrame) -> Dict[str, str]:
     return units
 
 
-def read_summaries(conn, names: Set[str], kernels: Optional[pd.DataFrame], kcols=None, api=None) -> Dict[str, pd.DataFrame]:
+def read_summaries(conn, names: Set[str], fetched: "Fetched", strings: Optional[pd.Series],
+                   span) -> Dict[str, pd.DataFrame]:
     out: Dict[str, pd.DataFrame] = {}
-    if KERNEL in names:
-        out["cuda_gpu_kern_sum"] = kernel_summary(conn, kcols)
+    if fetched.kernels is not None:
+        out["cuda_gpu_kern_sum"] = kernel_summary(conn, fetched.kernels, strings)
     out.update(memory_summaries(conn, names))
-    if RUNTIME in names:
-        out["cuda_api_sum"] = api_summary(conn, api)
-    if NVTX in names:
-        phases = nvtx_phases(conn, names)
+    if fetched.api is not None:
+        out["cuda_api_sum"] = api_summary(conn, fetched.api)
+    if fetched.ranges is not None:
+        phases = nvtx_phases(conn, fetched.ranges, fetched.kernels, fetched.api)
         if phases is not None:
             out["nvtx_phases"] = phases
-    activity = activity_summary(conn, names, kernels, kcols)
+    activity = activity_summary(conn, names, fetched.kernels, span)
     if activity is not None:
         out["gpu_activity"] = activity
     out = {name: df for name, df in out.items() if len(df)}  # "absent when there is no data", as documented
@@ -630,14 +574,12 @@ def memcpy_labels(conn, names: Set[str]) -> Dict[int, str]:
     return dict(MEMCPY_KINDS)
 
 
-def read_timeline_and_idle(conn, names: Set[str], devices, kcols, kernel_name: Optional[np.ndarray],
-                           summaries: Dict[str, pd.DataFrame], api=None):
+def read_timeline_and_idle(conn, names: Set[str], devices, fetched: "Fetched", kernel_name: Optional[np.ndarray],
+                           summaries: Dict[str, pd.DataFrame], span):
     """The capture's Timeline; adds the idle-time summaries (gaps, utilisation, attribution).
     kernel_name: the kernels table's "name" per launch (None without kernels)."""
     timeline, extras = nsys_timeline.read_timeline(
-        conn, names, devices, kcols, kernel_name if kcols is not None else None,
-        memcpy_labels(conn, names), NVTX in names, api)
-    span = _capture_span(conn, names)
+        conn, names, devices, fetched.kernels, kernel_name, memcpy_labels(conn, names), fetched.ranges, fetched.api)
     if timeline is not None and span is not None:
         idle = nsys_timeline.idle_summaries(conn, names, timeline, extras, span)
         for name, df in idle.items():
@@ -667,24 +609,75 @@ def _notes(meta: Dict[str, str], names: Set[str], kernels: pd.DataFrame) -> List
     return notes
 
 
-def _read_tables(conn, names: Set[str], devices):
-    """(kernels, summaries, timeline).  The summaries and the timeline are built from the fetched
-    int64 columns first and the kernels table (~424 MB at 1M launches, 53 columns) last, once the
-    columns it is built from are the only intermediates left (1M kernels: peak ~990 -> ~810 MB)."""
-    if KERNEL not in names:  # no kernels: an empty table, and the summaries cover memory operations only
-        kernels = normalise_kernels([])
-        api = nsys_timeline.fetch_api(conn) if RUNTIME in names else None
-        summaries = read_summaries(conn, names, kernels, None, api)
-        return kernels, summaries, read_timeline_and_idle(conn, names, devices, None, None, summaries, api)
-    kcols = kernel_columns(conn)
-    strings = kernel_strings(conn)
-    api = nsys_timeline.fetch_api(conn) if RUNTIME in names else None
-    summaries = read_summaries(conn, names, None, kcols, api)
-    timeline = read_timeline_and_idle(conn, names, devices, kcols, kernel_names(strings, kcols), summaries, api)
-    del api  # the timeline holds what it needs: the kernels table comes last, on its own
-    frame = kernel_frame(kcols, strings)
-    del kcols  # 14 int64 columns (112 MB at 1M) freed before the 35 absent columns are added
-    return normalise_kernels(frame, copy=False), summaries, timeline
+API_EXPRS = ["start", "end", "globalTid", "coalesce(correlationId, -1)", "nameId"]
+
+
+@dataclasses.dataclass
+class Fetched:
+    """The per-row columns pulled out of the export once, shared by the summaries, the timeline and
+    the kernels table."""
+
+    kernels: Optional[Dict[str, np.ndarray]] = None  # KERNEL_FIELDS, in GPU start order
+    api: Optional[tuple] = None  # runtime/driver calls: (start, end, globalTid, correlation, nameId)
+    ranges: Optional[Dict[str, np.ndarray]] = None  # closed NVTX ranges: RANGE_FIELDS
+    sha256: str = ""
+
+    def start_end_pairs(self):
+        if self.kernels is not None:
+            yield self.kernels["start"], self.kernels["end"]
+        if self.api is not None:
+            yield self.api[0], self.api[1]
+
+
+def _columns_job(path: Path, table: str, exprs: List[str]):
+    """A job fetching `exprs` of `table` on a connection of its own (jobs run on parallel threads)."""
+    def job():
+        conn = connect(path)
+        try:
+            return sqlite_columns.int_columns(conn, table, exprs)
+        finally:
+            conn.close()
+    return job
+
+
+def fetch(conn, path: Path, names: Set[str]) -> Fetched:
+    """Kernel columns (two halves), API calls and the file's hash on two threads, while this one
+    materialises the NVTX ranges: all of it SQLite or hashlib work that releases the GIL."""
+    exprs = kernel_exprs(columns(conn, KERNEL)) if KERNEL in names else []
+    asked = [i for i, e in enumerate(exprs) if e != "-1"]
+    halves = [asked[: (len(asked) + 1) // 2], asked[(len(asked) + 1) // 2:]] if asked else []
+    jobs = [_columns_job(path, KERNEL, [exprs[i] for i in half]) for half in halves]
+    if RUNTIME in names:
+        jobs.append(_columns_job(path, RUNTIME, API_EXPRS))
+    jobs.append(lambda: sha256_file(path))
+    with ThreadPoolExecutor(sqlite_columns.WORKERS, thread_name_prefix="tb-hwprof-nsys") as pool:
+        futures = [pool.submit(job) for job in jobs]
+        ranges = nvtx_ranges(conn) if NVTX in names else None
+        results = [f.result() for f in futures]
+    out = Fetched(ranges=ranges, sha256=results.pop())
+    if RUNTIME in names:
+        out.api = tuple(results.pop())
+    if halves:
+        got = dict(zip(asked, [col for part in results for col in part]))
+        n = got[0].size
+        out.kernels = kernel_arrays([got.get(i, np.full(n, -1, np.int64)) for i in range(len(exprs))])
+    return out
+
+
+def _read_tables(conn, path: Path, names: Set[str], devices):
+    """(kernels, summaries, timeline, sha256).  The summaries and the timeline are built from the
+    fetched int64 columns first and the kernels table last, once the columns it is built from are
+    the only intermediates left."""
+    fetched = fetch(conn, path, names)
+    span = _capture_span(conn, names, fetched)
+    strings = kernel_strings(conn, fetched.kernels) if fetched.kernels is not None else None
+    summaries = read_summaries(conn, names, fetched, strings, span)
+    name = kernel_names(strings, fetched.kernels) if fetched.kernels is not None else None
+    timeline = read_timeline_and_idle(conn, names, devices, fetched, name, summaries, span)
+    kcols, sha = fetched.kernels, fetched.sha256
+    del fetched, name  # the timeline holds what it needs: the kernels table comes last, on its own
+    kernels = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings), copy=False)
+    return kernels, summaries, timeline, sha
 
 
 def read_nsys_sqlite(path) -> Profile:
@@ -700,14 +693,14 @@ def read_nsys_sqlite(path) -> Profile:
         meta = export_metadata(conn, names)
         devices = read_devices(conn, names)
         try:
-            kernels, summaries, timeline = _read_tables(conn, names, devices)
+            kernels, summaries, timeline, sha = _read_tables(conn, path, names, devices)
         except (sqlite3.DatabaseError, ValueError) as e:
             raise InputError(path, f"damaged or unexpected Nsight Systems export ({e})",
                              "re-run `nsys export --type sqlite`") from None
     finally:
         conn.close()
     provenance = Provenance(tool="nsys", tool_version=meta.get("EXPORT_PRODUCT_VERSION", ""),
-                            source_path=str(path.resolve()), source_sha256=sha256_file(path),
+                            source_path=str(path.resolve()), source_sha256=sha,
                             source_format="nsys-sqlite")
     return Profile(provenance, devices, kernels, notes=_notes(meta, names, kernels), summaries=summaries,
                    timeline=timeline)

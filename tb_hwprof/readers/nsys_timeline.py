@@ -7,7 +7,6 @@ globalTid: pid = (globalTid >> 24) & 0xFFFFFF, tid = globalTid & 0xFFFFFF.
 """
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -16,6 +15,7 @@ import pandas as pd
 
 from ..analysis import timeline as tl
 from ..analysis.timeline import DATA_LOADING_NVTX, OS_READS, SYNC_API
+from . import sqlite_columns
 from ..model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -36,15 +36,7 @@ def api_name(name: str) -> str:
     return _API_VERSION_TAG.sub("", name or "")
 
 
-def _int_columns(conn, sql: str, ncols: int) -> List[np.ndarray]:
-    """Integer result columns as int64 arrays (NULL must be coalesced away in `sql`)."""
-    cur = conn.execute(sql)
-    flat = np.fromiter(itertools.chain.from_iterable(cur), dtype=np.int64)
-    m = flat.reshape(-1, ncols)
-    return [np.ascontiguousarray(m[:, i]) for i in range(ncols)]
-
-
-def _string_map(conn, ids: np.ndarray) -> Dict[int, str]:
+def string_map(conn, ids: np.ndarray) -> Dict[int, str]:
     uniq = tl.distinct(ids)
     if uniq.size == 0:
         return {}
@@ -85,9 +77,9 @@ def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: O
         if t not in names:
             continue
         kind = "coalesce(copyKind, 0)" if t == MEMCPY else "0"
-        cols = _int_columns(conn, f"""SELECT start, end, deviceId, coalesce(contextId, 0), coalesce(streamId, 0),
-                                         (coalesce(globalPid, 0) >> 24) & {PID_MASK}, coalesce(correlationId, -1),
-                                         {kind}, coalesce(bytes, 0) FROM {t}""", 9)
+        cols = sqlite_columns.int_columns(conn, t, [
+            "start", "end", "deviceId", "coalesce(contextId, 0)", "coalesce(streamId, 0)",
+            f"(coalesce(globalPid, 0) >> 24) & {PID_MASK}", "coalesce(correlationId, -1)", kind, "coalesce(bytes, 0)"])
         kinds, inverse = tl.codes(cols[7])
         labels = [f"[CUDA memcpy {memcpy_labels.get(int(k), f'kind {int(k)}')}]" if t == MEMCPY else "[CUDA memset]"
                   for k in kinds]
@@ -97,28 +89,20 @@ def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: O
     return [np.concatenate([p[i] for p in parts]) for i in range(10)]
 
 
-def fetch_api(conn) -> tuple:
-    """(start, end, globalTid, correlation, nameId) arrays of the CUDA runtime/driver calls."""
-    return tuple(_int_columns(
-        conn, f"SELECT start, end, globalTid, coalesce(correlationId, -1), nameId FROM {RUNTIME}", 5))
-
-
-def _api_calls(conn, table: NameTable, api: Optional[tuple] = None):
-    """(start, end, globalTid, correlation, name id, labels, per-row label codes) of the API calls."""
-    start, end, gtid, corr, nid = api if api is not None else fetch_api(conn)
-    strings = _string_map(conn, nid)
+def _api_calls(conn, table: NameTable, api: tuple):
+    """(start, end, globalTid, correlation, name id, labels, per-row label codes) of the API calls,
+    from their (start, end, globalTid, correlation, nameId) arrays."""
+    start, end, gtid, corr, nid = api
+    strings = string_map(conn, nid)
     uniq, inverse = tl.codes(nid)
     labels = [api_name(strings.get(int(i), f"api {int(i)}")) for i in uniq]
     return start, end, gtid, corr, table.codes(labels, inverse), labels, inverse
 
 
-def _nvtx_ranges(conn, table: NameTable):
-    """(start, end, globalTid, name id, labels, per-row label codes) of closed NVTX ranges (tbh_range)."""
-    start, end, gtid, nid = _int_columns(conn, "SELECT start, end, tid, nid FROM tbh_range ORDER BY rid", 4)
-    texts = dict(conn.execute("SELECT id, name FROM tbh_name").fetchall())
-    uniq, inverse = tl.codes(nid)
-    labels = [texts.get(int(i), "") for i in uniq]
-    return start, end, gtid, table.codes(labels, inverse), labels, inverse
+def _nvtx_ranges(table: NameTable, ranges: Dict[str, np.ndarray]):
+    """(start, end, globalTid, name id, labels, per-row label codes) of the closed NVTX ranges."""
+    labels = [str(n) for n in ranges["names"]]
+    return ranges["start"], ranges["end"], ranges["tid"], table.codes(labels, ranges["nid"]), labels, ranges["nid"]
 
 
 # ---------------------------------------------------------------- tracks
@@ -190,7 +174,7 @@ def flow_ids(api_key: np.ndarray, gpu_key: np.ndarray, gpu_start: np.ndarray) ->
     return api_flow, gpu_flow
 
 
-def _key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+def flow_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
     # pid < 2^24 and correlation ids < 2^31: one int64, negative where there is no correlation id.
     return np.where(corr >= 0, (pid.astype(np.int64) << 32) | (corr & 0xFFFFFFFF), -1)
 
@@ -198,14 +182,14 @@ def _key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- the timeline
 
 def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Optional[dict],
-                  kernel_names: Optional[np.ndarray], memcpy_labels: Dict[int, str], has_ranges: bool,
-                  api_rows: Optional[tuple] = None):
+                  kernel_names: Optional[np.ndarray], memcpy_labels: Dict[int, str],
+                  ranges: Optional[Dict[str, np.ndarray]], api_rows: Optional[tuple]):
     """(Timeline, extras) of the capture, or (None, None) when it has no CUDA trace.  extras holds
     per-category arrays the idle-time summaries reuse (sync-call intervals, NVTX labels)."""
     table = NameTable()
     gpu = _gpu_ops(conn, names, kernel_cols, kernel_names, table, memcpy_labels)
-    api = _api_calls(conn, table, api_rows) if RUNTIME in names else None
-    nvtx = _nvtx_ranges(conn, table) if has_ranges else None
+    api = _api_calls(conn, table, api_rows) if api_rows is not None else None
+    nvtx = _nvtx_ranges(table, ranges) if ranges is not None else None
     if gpu is None and api is None and nvtx is None:
         return None, None
     g_start, g_end, g_dev, g_ctx, g_stream, g_pid, g_corr, g_cat, g_name, g_bytes = gpu if gpu is not None else \
@@ -214,8 +198,8 @@ def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Opt
     cpu_gtids = np.concatenate([x[2] for x in (api, nvtx) if x is not None] or [np.zeros(0, np.int64)])
     cpu_tr, cpu_track = cpu_tracks(conn, names, cpu_gtids)
     n_api = api[0].size if api is not None else 0
-    api_flow, gpu_flow = flow_ids(_key((api[2] >> 24) & PID_MASK, api[3]) if api is not None else np.zeros(0, np.int64),
-                                  _key(g_pid, g_corr), g_start)
+    api_flow, gpu_flow = flow_ids(flow_key((api[2] >> 24) & PID_MASK, api[3]) if api is not None else np.zeros(0, np.int64),
+                                  flow_key(g_pid, g_corr), g_start)
     parts = [dict(start=g_start, end=g_end, track=gpu_track, name=g_name, cat=g_cat, flow=gpu_flow, bytes=g_bytes)]
     offset = len(gpu_tr)
     if api is not None:
@@ -245,8 +229,8 @@ def _os_reads(conn, names: Set[str]) -> tl.Intervals:
            if OS_READS.match(v or "")]
     if not ids:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    start, end = _int_columns(conn, f"SELECT start, end FROM {OSRT} WHERE nameId IN ({','.join(map(str, ids))}) "
-                                    "AND end IS NOT NULL", 2)
+    start, end = sqlite_columns.int_columns(conn, OSRT, ["start", "end"],
+                                            f"nameId IN ({','.join(map(str, ids))}) AND end IS NOT NULL")
     return start, end
 
 
@@ -288,7 +272,7 @@ def _osrt_context(conn, names: Set[str], gaps: tl.Intervals, gtids: List[int]):
             FROM tbh_gap g JOIN {OSRT} o ON o.start < g.e AND o.end > g.s
             WHERE o.globalTid IN ({','.join(map(str, gtids))}))
         WHERE rn = 1""").fetchall()
-    strings = _string_map(conn, np.array([r[1] for r in rows], dtype=np.int64))
+    strings = string_map(conn, np.array([r[1] for r in rows], dtype=np.int64))
     out = [("", 0)] * gaps[0].size
     for g, nid, ov in rows:
         out[g] = (strings.get(nid, ""), int(ov))
