@@ -3,6 +3,7 @@
 Every figure is checked against an independent query written here with plain sqlite3 (or
 the statistics module on durations fetched row by row), never against the reader's own SQL.
 """
+import dataclasses
 import os
 import shutil
 import sqlite3
@@ -319,6 +320,24 @@ def test_nvtx_range_inserted_around_two_real_launches(tmp_path, samples_dir):
         assert (row["kernels"], row["gpu_time_ns"]) == (2, a_gpu + b_gpu)
     assert phases.loc["other thread", "kernels"] == 0
     assert (phases.loc["no launch", "kernels"], phases.loc["no launch", "gpu_time_ns"]) == (0, 0)
+
+
+def test_counterless_analysis_equals_the_full_analysis(nsys_sqlite):
+    """Launches without counters are analysed once per device and the result copied: the same
+    table as the full analysis of every launch, with the absent counters kept sparse."""
+    from tb_hwprof.analysis import analyse, apply_roofline, classify_kernels
+    from tb_hwprof.model import ALL_NAN_DTYPE, normalise_kernels
+    profile = read_nsys_sqlite(nsys_sqlite)
+    if profile.kernels.empty:
+        pytest.skip("no kernels in this export")
+    assert profile.kernels["sm_throughput_pct"].dtype == ALL_NAN_DTYPE
+    dense = lambda df: df.astype({c: "float64" for c in df.columns if df[c].dtype == ALL_NAN_DTYPE})  # noqa: E731
+    full = dataclasses.replace(profile, kernels=dense(profile.kernels))
+    apply_roofline(full)
+    classify_kernels(full.kernels)
+    fast = analyse(dataclasses.replace(profile, kernels=profile.kernels.copy())).kernels
+    pd.testing.assert_frame_equal(dense(fast), normalise_kernels(full.kernels, copy=False))
+    assert set(fast["bound"]) == {"unknown"} and fast["attainable_flop_per_s"].dtype == ALL_NAN_DTYPE
 
 
 # ------------------------------------------------------------------ export and read back

@@ -55,17 +55,23 @@ def gpu_activity(intervals: pd.DataFrame, span: Tuple[int, int]) -> pd.DataFrame
     rows = []
     span_start, span_end = int(span[0]), int(span[1])
     span_ns = max(span_end - span_start, 0)
-    for device, ops in intervals.groupby("device", sort=True):
-        busy = interval_union_ns(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-        first, last = int(ops["start_ns"].min()), int(ops["end_ns"].max())
-        row = {"device": int(device), "span_start_ns": span_start, "span_end_ns": span_end, "span_ns": span_ns,
+    device, kind = intervals["device"].to_numpy(), intervals["kind"].to_numpy()
+    starts, ends = intervals["start_ns"].to_numpy(np.int64), intervals["end_ns"].to_numpy(np.int64)
+    kind_code, kinds = pd.factorize(kind)  # compare small codes, not a million strings per kind
+    code_of = {name: i for i, name in enumerate(kinds)}
+    for dev in np.sort(pd.unique(device)):
+        on = device == dev
+        s, e, k = starts[on], ends[on], kind_code[on]
+        busy = interval_union_ns(s, e)
+        first, last = int(s.min()), int(e.max())
+        row = {"device": int(dev), "span_start_ns": span_start, "span_end_ns": span_end, "span_ns": span_ns,
                "busy_ns": busy, "idle_ns": max(span_ns - busy, 0),
                "busy_pct": 100.0 * busy / span_ns if span_ns else math.nan,
                "first_op_ns": first, "last_op_ns": last,
                "active_busy_pct": 100.0 * busy / (last - first) if last > first else math.nan}
-        for kind in ACTIVITY_KINDS:
-            own = ops[ops["kind"] == kind]
-            row[f"{kind}_ns"] = interval_union_ns(own["start_ns"].to_numpy(), own["end_ns"].to_numpy())
+        for name in ACTIVITY_KINDS:
+            own = k == code_of.get(name, len(kinds))  # len(kinds): no interval of that kind
+            row[f"{name}_ns"] = interval_union_ns(s[own], e[own])
         row["memcpy_share_pct"] = 100.0 * row["memcpy_ns"] / busy if busy else math.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=GPU_ACTIVITY_COLUMNS)
