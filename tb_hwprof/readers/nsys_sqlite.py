@@ -457,23 +457,17 @@ def nvtx_ranges(conn) -> Dict[str, np.ndarray]:
             "names": np.asarray(names, dtype=object)}
 
 
-def _launch_key(pid: np.ndarray, correlation: np.ndarray) -> np.ndarray:
-    return nsys_timeline.flow_key(pid, correlation)
+def nvtx_projection(ranges: Dict[str, np.ndarray], kcols: Dict[str, np.ndarray], api: tuple, kernel_call: np.ndarray):
+    """Per range: kernels whose launch call (kernel_call: its row in `api`) started inside it on the
+    same thread (nsys' nvtx_gpu_proj_sum rule), their summed GPU time and their span (first start
+    to last end)."""
+    a_start, _, a_tid, _, _ = api
+    hit = kernel_call >= 0
+    return tl.project_ranges(ranges["start"], ranges["end"], ranges["tid"], a_start[kernel_call[hit]],
+                             a_tid[kernel_call[hit]], kcols["start"][hit], kcols["end"][hit])
 
 
-def nvtx_projection(ranges: Dict[str, np.ndarray], kcols: Dict[str, np.ndarray], api: tuple):
-    """Per range: kernels whose launch call started inside it on the same thread (nsys'
-    nvtx_gpu_proj_sum rule), their summed GPU time and their span (first start to last end).
-    The call is matched on correlation id within the process (ids restart per process)."""
-    a_start, _, a_tid, a_corr, _ = api
-    call = tl.launching_call(_launch_key((a_tid >> 24) & nsys_timeline.PID_MASK, a_corr),
-                             _launch_key(kcols["pid"], kcols["correlation"]))
-    hit = call >= 0
-    return tl.project_ranges(ranges["start"], ranges["end"], ranges["tid"], a_start[call[hit]],
-                             a_tid[call[hit]], kcols["start"][hit], kcols["end"][hit])
-
-
-def nvtx_phases(conn, ranges: Dict[str, np.ndarray], kcols=None, api=None) -> Optional[pd.DataFrame]:
+def nvtx_phases(conn, ranges: Dict[str, np.ndarray], kcols=None, api=None, kernel_call=None) -> Optional[pd.DataFrame]:
     """NVTX ranges per (domain, name, style): instances and CPU wall time as `nsys stats --report
     nvtx_sum` gives them, plus the GPU time of the kernels launched inside them."""
     if ranges["start"].size == 0:
@@ -489,7 +483,7 @@ def nvtx_phases(conn, ranges: Dict[str, np.ndarray], kcols=None, api=None) -> Op
     domains = _nvtx_domains(conn)
     out["domain"] = [domains.get(int(d), "" if int(d) == 0 else f"domain {d}") for d in domain]
     if kcols is not None and api is not None:
-        count, gpu, span = nvtx_projection(ranges, kcols, api)
+        count, gpu, span = nvtx_projection(ranges, kcols, api, kernel_call)
         per_group = lambda v: np.bincount(groups, weights=v, minlength=len(keys))[stats["key"]]  # noqa: E731
         out["kernels"], out["gpu_time_ns"], out["gpu_span_ns"] = (np.rint(per_group(v)).astype("int64")
                                                                    for v in (count, gpu, span))
@@ -558,7 +552,7 @@ def read_summaries(conn, names: Set[str], fetched: "Fetched", strings: Optional[
     if fetched.api is not None:
         out["cuda_api_sum"] = api_summary(conn, fetched.api)
     if fetched.ranges is not None:
-        phases = nvtx_phases(conn, fetched.ranges, fetched.kernels, fetched.api)
+        phases = nvtx_phases(conn, fetched.ranges, fetched.kernels, fetched.api, fetched.kernel_calls())
         if phases is not None:
             out["nvtx_phases"] = phases
     activity = activity_summary(conn, names, fetched.kernels, span)
@@ -582,7 +576,8 @@ def read_timeline_and_idle(conn, names: Set[str], devices, fetched: "Fetched", k
     """The capture's Timeline; adds the idle-time summaries (gaps, utilisation, attribution).
     kernel_name: the kernels table's "name" per launch (None without kernels)."""
     timeline, extras = nsys_timeline.read_timeline(
-        conn, names, devices, fetched.kernels, kernel_name, memcpy_labels(conn, names), fetched.ranges, fetched.api)
+        conn, names, devices, fetched.kernels, kernel_name, memcpy_labels(conn, names), fetched.ranges, fetched.api,
+        fetched.calls(), fetched.kernel_calls())
     if timeline is not None and span is not None:
         idle = nsys_timeline.idle_summaries(conn, names, timeline, extras, span)
         for name, df in idle.items():
@@ -624,6 +619,22 @@ class Fetched:
     api: Optional[tuple] = None  # runtime/driver calls: (start, end, globalTid, correlation, nameId)
     ranges: Optional[Dict[str, np.ndarray]] = None  # closed NVTX ranges: RANGE_FIELDS
     sha256: str = ""
+    _calls: Optional[tl.CallIndex] = None
+    _kernel_calls: Optional[np.ndarray] = None
+
+    def calls(self) -> Optional[tl.CallIndex]:
+        """The API calls by (process, correlation id), built once."""
+        if self.api is not None and self._calls is None:
+            self._calls = tl.CallIndex(nsys_timeline.flow_key((self.api[2] >> 24) & nsys_timeline.PID_MASK,
+                                                              self.api[3]))
+        return self._calls
+
+    def kernel_calls(self) -> Optional[np.ndarray]:
+        """Per kernel: the row of the API call that launched it (-1 where none), looked up once."""
+        if self._kernel_calls is None and self.kernels is not None and self.calls() is not None:
+            self._kernel_calls = self.calls().lookup(nsys_timeline.flow_key(self.kernels["pid"],
+                                                                            self.kernels["correlation"]))
+        return self._kernel_calls
 
     def start_end_pairs(self):
         if self.kernels is not None:
@@ -679,7 +690,9 @@ def _read_tables(conn, path: Path, names: Set[str], devices):
     timeline = read_timeline_and_idle(conn, names, devices, fetched, name, summaries, span)
     kcols, sha = fetched.kernels, fetched.sha256
     del fetched, name  # the timeline holds what it needs: the kernels table comes last, on its own
-    kernels = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings), copy=False, sparse_absent=True)
+    # kernel_frame gives its columns their final dtypes (no NaN in its text): only absent ones are added.
+    kernels = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings), copy=False,
+                                sparse_absent=True, only=())
     return kernels, summaries, timeline, sha
 
 

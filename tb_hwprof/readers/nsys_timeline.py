@@ -156,22 +156,19 @@ def gpu_tracks(devices: List[Device], device, context, stream) -> Tuple[List[Tra
 
 # ---------------------------------------------------------------- flows
 
-def flow_ids(api_key: np.ndarray, gpu_key: np.ndarray, gpu_start: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Flow id per API call and per GPU operation: 0.. for each (pid, correlation) found on both
-    sides, -1 elsewhere.  A call that launched several operations (a graph) flows to the first.
-    Hash joins (pandas), no sort of the million keys."""
-    api_flow = np.full(api_key.size, -1, np.int64)
-    gpu_flow = np.full(gpu_key.size, -1, np.int64)
+def flow_ids(n_calls: int, gpu_call: np.ndarray, gpu_key: np.ndarray, gpu_start: np.ndarray):
+    """(flow id per API call, per GPU operation): 0.. for each call and the operation it launched
+    (gpu_call: the call's row, -1 for none), -1 elsewhere.  A call that launched several
+    operations (a graph) flows to the first."""
+    call_flow = np.full(n_calls, -1, np.int64)
+    gpu_flow = np.full(gpu_call.size, -1, np.int64)
     by_start = np.argsort(gpu_start, kind="stable")
-    firsts = by_start[~pd.Series(gpu_key[by_start]).duplicated().to_numpy()]  # earliest op of each key
-    firsts = firsts[gpu_key[firsts] >= 0]
-    api_rows = np.flatnonzero((api_key >= 0) & ~pd.Series(api_key).duplicated().to_numpy())  # ids are per process
-    where = pd.Index(api_key[api_rows]).get_indexer(gpu_key[firsts])
-    hit = where >= 0
-    ids = np.arange(int(hit.sum()), dtype=np.int64)
-    api_flow[api_rows[where[hit]]] = ids
-    gpu_flow[firsts[hit]] = ids
-    return api_flow, gpu_flow
+    launched = by_start[gpu_call[by_start] >= 0]
+    firsts = launched[~pd.Series(gpu_key[launched]).duplicated().to_numpy()]  # earliest op of each key
+    ids = np.arange(firsts.size, dtype=np.int64)
+    call_flow[gpu_call[firsts]] = ids
+    gpu_flow[firsts] = ids
+    return call_flow, gpu_flow
 
 
 def flow_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
@@ -183,9 +180,11 @@ def flow_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
 
 def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Optional[dict],
                   kernel_names: Optional[np.ndarray], memcpy_labels: Dict[int, str],
-                  ranges: Optional[Dict[str, np.ndarray]], api_rows: Optional[tuple]):
+                  ranges: Optional[Dict[str, np.ndarray]], api_rows: Optional[tuple],
+                  calls: Optional[tl.CallIndex] = None, kernel_calls: Optional[np.ndarray] = None):
     """(Timeline, extras) of the capture, or (None, None) when it has no CUDA trace.  extras holds
-    per-category arrays the idle-time summaries reuse (sync-call intervals, NVTX labels)."""
+    per-category arrays the idle-time summaries reuse (sync-call intervals, NVTX labels).
+    calls / kernel_calls: the API calls by key and each kernel's launching call, when already known."""
     table = NameTable()
     gpu = _gpu_ops(conn, names, kernel_cols, kernel_names, table, memcpy_labels)
     api = _api_calls(conn, table, api_rows) if api_rows is not None else None
@@ -198,8 +197,15 @@ def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Opt
     cpu_gtids = np.concatenate([x[2] for x in (api, nvtx) if x is not None] or [np.zeros(0, np.int64)])
     cpu_tr, cpu_track = cpu_tracks(conn, names, cpu_gtids)
     n_api = api[0].size if api is not None else 0
-    api_flow, gpu_flow = flow_ids(flow_key((api[2] >> 24) & PID_MASK, api[3]) if api is not None else np.zeros(0, np.int64),
-                                  flow_key(g_pid, g_corr), g_start)
+    gpu_key = flow_key(g_pid, g_corr)
+    if api is None:
+        gpu_call = np.full(gpu_key.size, -1, np.int64)
+    else:
+        calls = calls if calls is not None else tl.CallIndex(flow_key((api[2] >> 24) & PID_MASK, api[3]))
+        n_kernels = kernel_calls.size if kernel_calls is not None else 0  # kernels come first in the GPU ops
+        gpu_call = np.concatenate([kernel_calls if kernel_calls is not None else np.zeros(0, np.int64),
+                                   calls.lookup(gpu_key[n_kernels:])])
+    api_flow, gpu_flow = flow_ids(n_api, gpu_call, gpu_key, g_start)
     parts = [dict(start=g_start, end=g_end, track=gpu_track, name=g_name, cat=g_cat, flow=gpu_flow, bytes=g_bytes)]
     offset = len(gpu_tr)
     if api is not None:
