@@ -178,22 +178,19 @@ def best_overlap(gaps: Intervals, starts, ends) -> Tuple[np.ndarray, np.ndarray]
     return best, amount
 
 
-class CallIndex:
-    """API calls by key (process + correlation id), for the GPU operations to find the call that
-    launched them: a hash table built once for every lookup.  Were a key ever repeated among the
-    calls, the first call would win; negative keys (no correlation id) never match."""
-
-    def __init__(self, call_key):
-        call_key = _i64(call_key)
-        self.size = call_key.size
-        self.rows = np.flatnonzero((call_key >= 0) & ~pd.Series(call_key).duplicated().to_numpy())
-        self.index = pd.Index(call_key[self.rows])
-
-    def lookup(self, op_key) -> np.ndarray:
-        """Per operation: the row of its launching call, -1 where there is none."""
-        op_key = _i64(op_key)
-        where = self.index.get_indexer(op_key)
-        return np.where((where >= 0) & (op_key >= 0), self.rows[np.maximum(where, 0)], -1)
+def launching_call(call_key, op_key) -> np.ndarray:
+    """Per GPU operation: the row of the API call with the same key (process + correlation id),
+    -1 where there is none or the key is negative (no correlation id).  A hash join, no sort;
+    when the operations are few (copies, sets) only the calls holding their keys are indexed.
+    Were a key ever repeated among the calls, the first call would win."""
+    call_key, op_key = _i64(call_key), _i64(op_key)
+    if op_key.size * 4 < call_key.size:
+        rows = np.flatnonzero(pd.Series(call_key).isin(op_key[op_key >= 0]).to_numpy())
+    else:
+        rows = np.flatnonzero(call_key >= 0)
+    rows = rows[~pd.Series(call_key[rows]).duplicated().to_numpy()]
+    where = pd.Index(call_key[rows]).get_indexer(op_key)
+    return np.where((where >= 0) & (op_key >= 0), rows[np.maximum(where, 0)], -1)
 
 
 def project_ranges(range_start, range_end, range_thread, call_start, call_thread, op_start, op_end):

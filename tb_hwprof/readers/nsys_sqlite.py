@@ -205,16 +205,18 @@ def _lookup(strings: pd.Series, ids: np.ndarray) -> np.ndarray:
     return values[codes] if codes.size else np.zeros(0, dtype=object)
 
 
-def _unpack_dims(packed: np.ndarray):
-    """(x, y, z) float arrays (NaN where absent) and "(x, y, z)" strings formatted once per distinct shape."""
+def _dim_labels(packed: np.ndarray) -> np.ndarray:
+    """"(x, y, z)" per launch ("" where absent), formatted once per distinct shape."""
     codes, uniques = pd.factorize(packed)  # a hash of one int64 per launch: no per-row Python object
     labels = np.array(["" if p < 0 else f"({p >> 32}, {(p >> 16) & 0xFFFF}, {p & 0xFFFF})" for p in uniques],
                       dtype=object)
-    parts = [(packed >> 32).astype("float64"), ((packed >> 16) & 0xFFFF).astype("float64"),
-             (packed & 0xFFFF).astype("float64")]
-    for part in parts:
-        part[packed < 0] = math.nan
-    return parts, labels[codes] if len(codes) else np.array([], dtype=object)
+    return labels[codes] if len(codes) else np.array([], dtype=object)
+
+
+def _dim_product(packed: np.ndarray, out: np.ndarray) -> None:
+    """x * y * z of each packed shape into `out` (NaN where absent)."""
+    np.multiply((packed >> 32) * ((packed >> 16) & 0xFFFF), packed & 0xFFFF, out=out, casting="unsafe")
+    out[packed < 0] = math.nan
 
 
 # (expression, columns it needs); -1 stands for "absent".  CUDA caps gridX at 2^31-1 and
@@ -255,38 +257,39 @@ def kernel_strings(conn, c: Dict[str, np.ndarray]) -> pd.Series:
     return _strings_of(conn, ids[ids >= 0])
 
 
-def kernel_names(strings: pd.Series, c: Dict[str, np.ndarray]) -> np.ndarray:
-    """The kernels table's "name" column: the short name, the demangled one where there is none."""
-    short = _lookup(strings, c["short"])
-    return np.where(short == "", _lookup(strings, c["demangled"]), short)
-
-
-def _float_block(columns: Dict[str, np.ndarray], absent_if_negative: Sequence[str]) -> pd.DataFrame:
-    """Float columns written straight into one 2-D block (the frame's own storage: pandas would
-    otherwise copy them all once more to consolidate them); -1 becomes NaN where it means absent."""
-    n = next(iter(columns.values())).size
-    block = np.empty((len(columns), n))
-    for row, (name, values) in zip(block, columns.items()):
-        row[:] = values
-        if name in absent_if_negative:
-            row[values < 0] = math.nan
-    return pd.DataFrame(block.T, columns=list(columns), copy=False)
+# Float columns of the kernels table straight from a kernel_arrays() field; -1 means absent there.
+FLOAT_FROM_FIELD = {"device": "device", "context": "context", "stream": "stream", "registers_per_thread": "registers",
+                    "shared_mem_bytes": "shared", "start_ns": "start", "end_ns": "end", "correlation_id": "correlation"}
+ABSENT_IF_NEGATIVE = ("context", "stream", "registers_per_thread", "shared_mem_bytes", "correlation_id")
 
 
 def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
-    """The columns an nsys export holds, from kernel_arrays(); normalise_kernels adds the rest."""
+    """The columns an nsys export holds, from kernel_arrays(); normalise_kernels adds the rest.
+
+    Consumes `c`: each array is dropped once copied, so the table and all the columns it comes
+    from never exist at once (~110 MB of peak at 1M launches).  The float columns are written
+    straight into one 2-D block, the frame's own storage (pandas would copy them once more to
+    consolidate them)."""
     n = c["start"].size
-    demangled = _lookup(strings, c["demangled"])
-    short = _lookup(strings, c["short"])
-    (gx, gy, gz), grid = _unpack_dims(c["grid"])
-    (bx, by, bz), block = _unpack_dims(c["block"])
-    frame = _float_block({
-        "device": c["device"], "context": c["context"], "stream": c["stream"], "duration_ns": c["end"] - c["start"],
-        "grid_size": gx * gy * gz, "block_size": bx * by * bz, "registers_per_thread": c["registers"],
-        "shared_mem_bytes": c["shared"], "start_ns": c["start"], "end_ns": c["end"], "correlation_id": c["correlation"],
-    }, absent_if_negative=("context", "stream", "registers_per_thread", "shared_mem_bytes", "correlation_id"))
+    floats = ["device", "context", "stream", "duration_ns", "grid_size", "block_size", "registers_per_thread",
+              "shared_mem_bytes", "start_ns", "end_ns", "correlation_id"]
+    block = np.empty((len(floats), n))
+    row = dict(zip(floats, block))
+    np.subtract(c["end"], c["start"], out=row["duration_ns"], casting="unsafe")
+    _dim_product(c["grid"], row["grid_size"])
+    _dim_product(c["block"], row["block_size"])
+    for column, field in FLOAT_FROM_FIELD.items():
+        values = c.pop(field)
+        row[column][:] = values
+        if column in ABSENT_IF_NEGATIVE:
+            row[column][values < 0] = math.nan
+        del values
+    frame = pd.DataFrame(block.T, columns=floats, copy=False)
+    demangled, short = _lookup(strings, c.pop("demangled")), _lookup(strings, c.pop("short"))
     text = {"name": np.where(short == "", demangled, short), "demangled_name": demangled,
-            "mangled_name": _lookup(strings, c["mangled"]), "grid": grid, "block": block}
+            "mangled_name": _lookup(strings, c.pop("mangled")), "grid": _dim_labels(c.pop("grid")),
+            "block": _dim_labels(c.pop("block"))}
+    del demangled, short
     for at, (name, values) in enumerate(text.items()):  # object dtype: pandas 3 would infer its slower str
         frame.insert(at, name, pd.Series(values, dtype=object, copy=False))
     frame.insert(0, "launch_id", np.arange(n, dtype=np.int64))
@@ -543,11 +546,11 @@ def units_of(df: pd.DataFrame) -> Dict[str, str]:
     return units
 
 
-def read_summaries(conn, names: Set[str], fetched: "Fetched", strings: Optional[pd.Series],
+def read_summaries(conn, names: Set[str], fetched: "Fetched", kernel_sum: Optional[pd.DataFrame],
                    span) -> Dict[str, pd.DataFrame]:
     out: Dict[str, pd.DataFrame] = {}
-    if fetched.kernels is not None:
-        out["cuda_gpu_kern_sum"] = kernel_summary(conn, fetched.kernels, strings)
+    if kernel_sum is not None:
+        out["cuda_gpu_kern_sum"] = kernel_sum
     out.update(memory_summaries(conn, names))
     if fetched.api is not None:
         out["cuda_api_sum"] = api_summary(conn, fetched.api)
@@ -577,7 +580,7 @@ def read_timeline_and_idle(conn, names: Set[str], devices, fetched: "Fetched", k
     kernel_name: the kernels table's "name" per launch (None without kernels)."""
     timeline, extras = nsys_timeline.read_timeline(
         conn, names, devices, fetched.kernels, kernel_name, memcpy_labels(conn, names), fetched.ranges, fetched.api,
-        fetched.calls(), fetched.kernel_calls())
+        fetched.kernel_calls())
     if timeline is not None and span is not None:
         idle = nsys_timeline.idle_summaries(conn, names, timeline, extras, span)
         for name, df in idle.items():
@@ -619,21 +622,13 @@ class Fetched:
     api: Optional[tuple] = None  # runtime/driver calls: (start, end, globalTid, correlation, nameId)
     ranges: Optional[Dict[str, np.ndarray]] = None  # closed NVTX ranges: RANGE_FIELDS
     sha256: str = ""
-    _calls: Optional[tl.CallIndex] = None
     _kernel_calls: Optional[np.ndarray] = None
-
-    def calls(self) -> Optional[tl.CallIndex]:
-        """The API calls by (process, correlation id), built once."""
-        if self.api is not None and self._calls is None:
-            self._calls = tl.CallIndex(nsys_timeline.flow_key((self.api[2] >> 24) & nsys_timeline.PID_MASK,
-                                                              self.api[3]))
-        return self._calls
 
     def kernel_calls(self) -> Optional[np.ndarray]:
         """Per kernel: the row of the API call that launched it (-1 where none), looked up once."""
-        if self._kernel_calls is None and self.kernels is not None and self.calls() is not None:
-            self._kernel_calls = self.calls().lookup(nsys_timeline.flow_key(self.kernels["pid"],
-                                                                            self.kernels["correlation"]))
+        if self._kernel_calls is None and self.kernels is not None and self.api is not None:
+            self._kernel_calls = tl.launching_call(nsys_timeline.api_keys(self.api), nsys_timeline.flow_key(
+                self.kernels["pid"], self.kernels["correlation"]))
         return self._kernel_calls
 
     def start_end_pairs(self):
@@ -654,46 +649,67 @@ def _columns_job(path: Path, table: str, exprs: List[str]):
     return job
 
 
-def fetch(conn, path: Path, names: Set[str]) -> Fetched:
-    """Kernel columns (two halves), API calls and the file's hash on two threads, while this one
-    materialises the NVTX ranges: all of it SQLite or hashlib work that releases the GIL."""
+def _kernel_plan(conn, names: Set[str]):
+    """(KERNEL_SELECT expressions, the asked ones split in two halves for two threads)."""
     exprs = kernel_exprs(columns(conn, KERNEL)) if KERNEL in names else []
     asked = [i for i, e in enumerate(exprs) if e != "-1"]
-    halves = [asked[: (len(asked) + 1) // 2], asked[(len(asked) + 1) // 2:]] if asked else []
-    jobs = [_columns_job(path, KERNEL, [exprs[i] for i in half]) for half in halves]
-    if RUNTIME in names:
-        jobs.append(_columns_job(path, RUNTIME, API_EXPRS))
-    jobs.append(lambda: sha256_file(path))
-    with ThreadPoolExecutor(sqlite_columns.WORKERS, thread_name_prefix="tb-hwprof-nsys") as pool:
-        futures = [pool.submit(job) for job in jobs]
-        ranges = nvtx_ranges(conn) if NVTX in names else None
-        results = [f.result() for f in futures]
-    out = Fetched(ranges=ranges, sha256=results.pop())
-    if RUNTIME in names:
-        out.api = tuple(results.pop())
-    if halves:
-        got = dict(zip(asked, [col for part in results for col in part]))
-        n = got[0].size
-        out.kernels = kernel_arrays([got.get(i, np.full(n, -1, np.int64)) for i in range(len(exprs))])
-    return out
+    half = (len(asked) + 1) // 2
+    return exprs, ([asked[:half], asked[half:]] if asked else [])
+
+
+def _assemble_kernels(exprs: List[str], halves, parts) -> Dict[str, np.ndarray]:
+    got = dict(zip([i for half in halves for i in half], [col for part in parts for col in part]))
+    n = got[0].size
+    return kernel_arrays([got.get(i, np.full(n, -1, np.int64)) for i in range(len(exprs))])
 
 
 def _read_tables(conn, path: Path, names: Set[str], devices):
-    """(kernels, summaries, timeline, sha256).  The summaries and the timeline are built from the
-    fetched int64 columns first and the kernels table last, once the columns it is built from are
-    the only intermediates left."""
-    fetched = fetch(conn, path, names)
+    """(kernels, summaries, timeline, sha256).
+
+    Two threads fetch the kernel columns (two halves), then the API calls and the file's hash,
+    while this thread reads the NVTX ranges and then builds what needs only the kernels (their
+    names and their summary): SQLite and hashlib release the GIL, so both cores
+    work.  The summaries and the timeline follow, from the fetched int64 columns, and the kernels
+    table comes last, once the columns it is built from are the only intermediates left (building
+    it earlier, beside the timeline's, costs ~300 MB of peak at 1M launches)."""
+    exprs, halves = _kernel_plan(conn, names)
+    with ThreadPoolExecutor(sqlite_columns.WORKERS, thread_name_prefix="tb-hwprof-nsys") as pool:
+        kernel_parts = [pool.submit(_columns_job(path, KERNEL, [exprs[i] for i in half])) for half in halves]
+        api = pool.submit(_columns_job(path, RUNTIME, API_EXPRS)) if RUNTIME in names else None
+        sha = pool.submit(sha256_file, path)
+        fetched = Fetched(ranges=nvtx_ranges(conn) if NVTX in names else None)
+        if halves:
+            fetched.kernels = _assemble_kernels(exprs, halves, [f.result() for f in kernel_parts])
+        del kernel_parts  # a future holds its result: the unsorted columns (112 MB at 1M) go now
+        strings, kernel_sum = _kernel_only(conn, fetched.kernels)
+        fetched.api = tuple(api.result()) if api is not None else None
+        fetched.sha256 = sha.result()
+        del api
     span = _capture_span(conn, names, fetched)
-    strings = kernel_strings(conn, fetched.kernels) if fetched.kernels is not None else None
-    summaries = read_summaries(conn, names, fetched, strings, span)
-    name = kernel_names(strings, fetched.kernels) if fetched.kernels is not None else None
+    summaries = read_summaries(conn, names, fetched, kernel_sum, span)
+    kcols = fetched.kernels
+    name = _lookup_names(strings, kcols) if kcols is not None else None
     timeline = read_timeline_and_idle(conn, names, devices, fetched, name, summaries, span)
-    kcols, sha = fetched.kernels, fetched.sha256
+    sha = fetched.sha256
     del fetched, name  # the timeline holds what it needs: the kernels table comes last, on its own
     # kernel_frame gives its columns their final dtypes (no NaN in its text): only absent ones are added.
-    kernels = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings), copy=False,
-                                sparse_absent=True, only=())
-    return kernels, summaries, timeline, sha
+    table = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings), copy=False,
+                              sparse_absent=True, only=())
+    return table, summaries, timeline, sha
+
+
+def _kernel_only(conn, kcols):
+    """(names by string id, cuda_gpu_kern_sum) from the kernel columns alone."""
+    if kcols is None:
+        return None, None
+    strings = kernel_strings(conn, kcols)
+    return strings, kernel_summary(conn, kcols, strings)
+
+
+def _lookup_names(strings: pd.Series, c: Dict[str, np.ndarray]) -> np.ndarray:
+    """The kernels table's "name" column: the short name, the demangled one where there is none."""
+    short = _lookup(strings, c["short"])
+    return np.where(short == "", _lookup(strings, c["demangled"]), short)
 
 
 def read_nsys_sqlite(path) -> Profile:

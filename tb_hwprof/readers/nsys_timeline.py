@@ -171,6 +171,11 @@ def flow_ids(n_calls: int, gpu_call: np.ndarray, gpu_key: np.ndarray, gpu_start:
     return call_flow, gpu_flow
 
 
+def api_keys(api: tuple) -> np.ndarray:
+    """flow_key of each call of (start, end, globalTid, correlation, nameId) arrays."""
+    return flow_key((api[2] >> 24) & PID_MASK, api[3])
+
+
 def flow_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
     # pid < 2^24 and correlation ids < 2^31: one int64, negative where there is no correlation id.
     return np.where(corr >= 0, (pid.astype(np.int64) << 32) | (corr & 0xFFFFFFFF), -1)
@@ -181,10 +186,10 @@ def flow_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
 def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Optional[dict],
                   kernel_names: Optional[np.ndarray], memcpy_labels: Dict[int, str],
                   ranges: Optional[Dict[str, np.ndarray]], api_rows: Optional[tuple],
-                  calls: Optional[tl.CallIndex] = None, kernel_calls: Optional[np.ndarray] = None):
+                  kernel_calls: Optional[np.ndarray] = None):
     """(Timeline, extras) of the capture, or (None, None) when it has no CUDA trace.  extras holds
     per-category arrays the idle-time summaries reuse (sync-call intervals, NVTX labels).
-    calls / kernel_calls: the API calls by key and each kernel's launching call, when already known."""
+    kernel_calls: each kernel's launching call (its row in api_rows), when already known."""
     table = NameTable()
     gpu = _gpu_ops(conn, names, kernel_cols, kernel_names, table, memcpy_labels)
     api = _api_calls(conn, table, api_rows) if api_rows is not None else None
@@ -201,10 +206,9 @@ def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Opt
     if api is None:
         gpu_call = np.full(gpu_key.size, -1, np.int64)
     else:
-        calls = calls if calls is not None else tl.CallIndex(flow_key((api[2] >> 24) & PID_MASK, api[3]))
         n_kernels = kernel_calls.size if kernel_calls is not None else 0  # kernels come first in the GPU ops
         gpu_call = np.concatenate([kernel_calls if kernel_calls is not None else np.zeros(0, np.int64),
-                                   calls.lookup(gpu_key[n_kernels:])])
+                                   tl.launching_call(api_keys(api_rows), gpu_key[n_kernels:])])
     api_flow, gpu_flow = flow_ids(n_api, gpu_call, gpu_key, g_start)
     parts = [dict(start=g_start, end=g_end, track=gpu_track, name=g_name, cat=g_cat, flow=gpu_flow, bytes=g_bytes)]
     offset = len(gpu_tr)
