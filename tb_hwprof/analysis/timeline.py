@@ -95,8 +95,10 @@ def merge(starts, ends) -> Intervals:
     starts, ends = _i64(starts), _i64(ends)
     if starts.size == 0:
         return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, reach = starts[order], np.maximum.accumulate(ends[order])
+    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():  # a trace's kernels come sorted already
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    s, reach = starts, np.maximum.accumulate(ends)
     new = np.empty(s.size, dtype=bool)
     new[0] = True
     new[1:] = s[1:] > reach[:-1]  # an island starts where an interval begins after all before it ended
