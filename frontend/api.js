@@ -49,6 +49,29 @@ export function clearCache() {
   cache.clear();
 }
 
+/**
+ * Cells of a columnar table (/kernels, docs/http_api.md): get(column, row) whichever way the
+ * column was sent: value by value ("data"), once for every row ("constant"), or as its distinct
+ * strings plus one index per row ("dictionary").  A missing column or cell reads as null.
+ */
+export function columnReader(doc) {
+  const columns = new Map();
+  for (const [key, values] of Object.entries(doc.data || {})) {
+    if (Array.isArray(values)) columns.set(key, (i) => values[i]);
+  }
+  for (const [key, value] of Object.entries(doc.constant || {})) columns.set(key, () => value);
+  for (const [key, entry] of Object.entries(doc.dictionary || {})) {
+    if (entry && Array.isArray(entry.values) && Array.isArray(entry.codes)) {
+      columns.set(key, (i) => entry.values[entry.codes[i]]);
+    }
+  }
+  return (key, i) => {
+    const column = columns.get(key);
+    const value = column ? column(i) : null;
+    return value === undefined ? null : value;
+  };
+}
+
 export const api = {
   runs: () => getJSON("runs"),
   kernels: (run) => getJSON("kernels", {run}),

@@ -96,7 +96,7 @@ def _export(files, logdir: Path, run: str):
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, reports):
-    from tb_hwprof.logdir import tables
+    from tb_hwprof.logdir import columns, tables
     root = tmp_path_factory.mktemp("browser") / "logs"
     _export([reports["armleth_v1"]], root, "armleth_v1")
     _export(reports["series"], root, "armleth_t4_series")
@@ -108,10 +108,16 @@ def logdir(tmp_path_factory, reports):
     # A kernel name that is also HTML: it must render as text.
     _export([reports["lakshya"]], root, "xss")
     table = root / "xss" / "plugins" / "tb_hwprof" / "kernels.json.gz"
-    doc = tables.read_json_gz(table)
+    doc = columns.data_only(tables.read_json_gz(table))  # every column value by value, to edit cells
     for col in ("name", "demangled_name"):
         doc["data"][col] = [XSS_NAME] * doc["rows"]
-    tables.write_json_gz(table, doc)
+    tables.write_kernels_gz(table, tables.kernels_from_json(doc))  # the names become one constant
+    # The lakshya run as format 1 wrote it (every column value by value): the same cells must show.
+    _export([reports["lakshya"]], root, "lakshya_v1")
+    assets = root / "lakshya_v1" / "plugins" / "tb_hwprof"
+    tables.write_json_gz(assets / "kernels.json.gz", columns.data_only(tables.read_json_gz(assets / "kernels.json.gz")))
+    manifest = json.loads((assets / "profile.json").read_text())
+    (assets / "profile.json").write_text(json.dumps({**manifest, "format_version": 1}))
     # A run written by a newer tb-hwprof: /runs names its error, the others still work.
     _export([reports["armleth_v1"]], root, "future")
     manifest_path = root / "future" / "plugins" / "tb_hwprof" / "profile.json"
@@ -121,14 +127,14 @@ def logdir(tmp_path_factory, reports):
     # 100,000 launches (lakshya's, repeated with varied durations): the table must stay paginated and fast.
     _export([reports["lakshya"]], root, "big")
     assets = root / "big" / "plugins" / "tb_hwprof"
-    doc = tables.read_json_gz(assets / "kernels.json.gz")
+    doc = columns.data_only(tables.read_json_gz(assets / "kernels.json.gz"))
     n = doc["rows"]
     for col in doc["columns"]:
         doc["data"][col] = [doc["data"][col][i % n] for i in range(BIG)]
     doc["data"]["launch_id"] = list(range(BIG))
     doc["data"]["duration_ns"] = [1000.0 + (i * 7919) % BIG for i in range(BIG)]
     doc["rows"] = BIG
-    tables.write_json_gz(assets / "kernels.json.gz", doc)
+    tables.write_kernels_gz(assets / "kernels.json.gz", tables.kernels_from_json(doc))
     manifest = json.loads((assets / "profile.json").read_text())
     manifest["kernel_count"] = BIG
     (assets / "profile.json").write_text(json.dumps(manifest))
@@ -148,7 +154,7 @@ def _get_json(url: str):
         return json.loads(response.read().decode("utf-8"))
 
 
-EXPECTED_RUNS = {"armleth_v1", "lakshya", "broken", "future", "xss", "big", V6}
+EXPECTED_RUNS = {"armleth_v1", "lakshya", "lakshya_v1", "broken", "future", "xss", "big", V6}
 
 
 @pytest.fixture(scope="module")
@@ -350,6 +356,26 @@ def test_kernels_of_lakshya_match_ncu_report(session, reports, ncu_report_module
     assert column(frame, "kernel-groups", "calls") == ["2"]
     assert float(column(frame, "kernel-groups", "total_ns")[0]) == pytest.approx(sum(expected), rel=1e-9)
     session.shot("kernels-grouped")
+
+
+def test_format_1_kernels_table_shows_the_same_cells(session, logdir):
+    """lakshya's table holds constant columns (format 2); the same table written value by value
+    (format 1, runs exported before) must show exactly the same cells."""
+    assert tables_on_disk(logdir, "lakshya")["constant"]
+    assert "constant" not in tables_on_disk(logdir, "lakshya_v1")
+    session.open()
+    cells = {}
+    for run in ("lakshya", "lakshya_v1"):
+        frame = session.go(f"#view=kernels&run={run}")
+        wait_rows(frame, "kernels", 2)
+        cells[run] = frame.eval_on_selector_all(
+            "table[data-role=kernels] tbody td", "tds => tds.map(td => [td.dataset.col, td.innerText, td.dataset.value ?? null])")
+    assert len(cells["lakshya"]) > 20 and cells["lakshya"] == cells["lakshya_v1"]
+
+
+def tables_on_disk(logdir: Path, run: str) -> dict:
+    from tb_hwprof.logdir import tables
+    return tables.read_json_gz(logdir / run / "plugins" / "tb_hwprof" / "kernels.json.gz")
 
 
 def test_kernel_detail(session, reports, ncu_report_module):

@@ -134,7 +134,9 @@ def test_load_run_round_trip(tmp_path, ncu_rep, ncu_report_module):
 
 def test_newer_format_is_refused(logdir_with_run):
     manifest = logdir_with_run / "baseline" / "plugins" / "tb_hwprof" / "profile.json"
-    manifest.write_text(manifest.read_text().replace('"format_version": 1', '"format_version": 99'))
+    text = manifest.read_text()
+    assert f'"format_version": {metadata.FORMAT_VERSION}' in text
+    manifest.write_text(text.replace(f'"format_version": {metadata.FORMAT_VERSION}', '"format_version": 99'))
     with pytest.raises(tb_hwprof.errors.FormatVersionError, match="upgrade tb-hwprof"):
         tb_hwprof.load_run(logdir_with_run / "baseline")
 

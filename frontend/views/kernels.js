@@ -1,6 +1,6 @@
 // Kernels: one row per launch (from /kernels) or grouped by name (/kernel_groups).
 
-import {api} from "../api.js";
+import {api, columnReader} from "../api.js";
 import {h, replace} from "../dom.js";
 import * as fmt from "../format.js";
 import {DataTable} from "./table.js";
@@ -63,10 +63,9 @@ export function render(container, ctx) {
 async function showLaunches(slot, ctx, run, toggle, view) {
   const doc = await fetchInto(slot, api.kernels(run), `kernels of ${run}`, ctx);
   if (!doc) return;
-  const data = doc.data || {};
   const units = doc.units || {};
-  const n = doc.rows ?? (data.launch_id ? data.launch_id.length : 0);
-  const get = (key, i) => (data[key] ? data[key][i] : null);
+  const n = doc.rows ?? 0;
+  const get = columnReader(doc);
   const columns = LAUNCH_COLUMNS.map((c) => ({...c, unit: c.unitCol ? units[c.unitCol] || null : c.unit}));
   const launchOf = (i) => get("launch_id", i) ?? i;
   const table = new DataTable({

@@ -3,8 +3,10 @@
 Imports nothing heavy: the TensorBoard plugin's entry point imports this module.
 """
 PLUGIN_NAME = "tb_hwprof"
-# Bump on any incompatible change to the files below; readers refuse newer versions.
-FORMAT_VERSION = 1
+# Bump on any incompatible change to the files below; readers refuse newer versions and read
+# every older one.  2: kernels.json.gz holds constant and dictionary columns; no details files
+# for runs without raw metrics or rules (files.details = null).
+FORMAT_VERSION = 2
 
 # Asset files, under <run>/plugins/tb_hwprof/ (TensorBoard's plugin-asset convention).
 ASSET_DIR = ("plugins", PLUGIN_NAME)

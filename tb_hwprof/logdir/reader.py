@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ..errors import FormatVersionError, InputError
 from ..model import Device, Profile, Provenance
@@ -35,20 +35,31 @@ def read_kernels(run_dir):
     path = asset_dir(run_dir) / metadata.KERNELS
     try:
         return tables.kernels_from_json(tables.read_json_gz(path))
-    except (OSError, ValueError, KeyError, EOFError) as e:
+    except (OSError, ValueError, KeyError, EOFError, TypeError, IndexError) as e:
         raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
 
 
-def read_details(run_dir, launch: int) -> Tuple[dict, list]:
-    """({metric: [value, unit]}, rule results) of one launch: reads only that launch's details file."""
+def has_details(manifest: dict) -> bool:
+    """Whether the run has details files: since format 2 a run whose report has no raw metrics and
+    no rules (tracers) has none, and its manifest says files.details = null."""
+    return (manifest.get("files") or {}).get("details", metadata.DETAILS_DIR) is not None
+
+
+def read_details(run_dir, launch: int, manifest: Optional[dict] = None) -> Tuple[dict, list]:
+    """({metric: [value, unit]}, rule results) of one launch: reads only that launch's details file
+    (none for a run without details).  manifest: the run's, when the caller has it already."""
+    if not has_details(read_manifest(run_dir) if manifest is None else manifest):
+        return {}, []
     path = asset_dir(run_dir) / metadata.details_file(launch)
     doc = _read_table(path, "details")
     entry = doc["launches"][launch - doc["first_launch"]]
     return tables.expand_launch(doc, entry), entry["rules"]
 
 
-def read_all_details(run_dir, count: int) -> Tuple[List[dict], List[list]]:
-    """Every launch's raw metrics and rule results, in launch order."""
+def read_all_details(run_dir, count: int, manifest: Optional[dict] = None) -> Tuple[List[dict], List[list]]:
+    """Every launch's raw metrics and rule results, in launch order (empty ones for a run without details)."""
+    if not has_details(read_manifest(run_dir) if manifest is None else manifest):
+        return [{} for _ in range(count)], [[] for _ in range(count)]
     raw, rules = [], []
     for first in range(0, count, metadata.DETAILS_CHUNK):
         doc = _read_table(asset_dir(run_dir) / metadata.details_file(first), "details")
@@ -61,14 +72,16 @@ def read_raw_metrics(run_dir, launch=None):
     """Every launch's {metric: [value, unit]} (a list), or one launch's (a dict)."""
     if launch is not None:
         return read_details(run_dir, launch)[0]
-    return read_all_details(run_dir, read_manifest(run_dir)["kernel_count"])[0]
+    manifest = read_manifest(run_dir)
+    return read_all_details(run_dir, manifest["kernel_count"], manifest)[0]
 
 
 def read_rules(run_dir, launch=None):
     """Every launch's rule results (a list of lists), or one launch's (a list)."""
     if launch is not None:
         return read_details(run_dir, launch)[1]
-    return read_all_details(run_dir, read_manifest(run_dir)["kernel_count"])[1]
+    manifest = read_manifest(run_dir)
+    return read_all_details(run_dir, manifest["kernel_count"], manifest)[1]
 
 
 def _read_table(path: Path, what: str):
@@ -96,7 +109,9 @@ def load_run(run_dir, with_details: bool = True) -> Profile:
     """A Profile from <logdir>/<run>/; with_details=False skips raw metrics and rules."""
     manifest = read_manifest(run_dir)
     kernels = read_kernels(run_dir)
-    raw, rules = read_all_details(run_dir, manifest["kernel_count"]) if with_details else ([], [])
+    # A run without details (tracers) gives [] as its reader did: the Profile's "none in the report".
+    with_details = with_details and has_details(manifest)
+    raw, rules = read_all_details(run_dir, manifest["kernel_count"], manifest) if with_details else ([], [])
     return Profile(
         provenance=Provenance(**manifest["provenance"]),
         devices=[Device.from_dict(d) for d in manifest["devices"]],

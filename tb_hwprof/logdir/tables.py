@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     orjson = None
 
 from ..model import KERNEL_COLUMNS, normalise_kernels
+from . import columns
 
 # Level 1: JSON of counters compresses ~as well at 1 as at 6, several times faster.
 GZIP_LEVEL = 1
@@ -64,28 +65,42 @@ def frame_from_json(doc: dict) -> pd.DataFrame:
     return frame
 
 
-def kernels_to_json(kernels: pd.DataFrame) -> dict:
-    units = {c: KERNEL_COLUMNS[c][0] for c in kernels.columns if c in KERNEL_COLUMNS}
-    return frame_to_json(kernels, units)
-
-
 def kernels_from_json(doc: dict) -> pd.DataFrame:
-    return normalise_kernels(pd.DataFrame({c: doc["data"][c] for c in doc["columns"]}))
+    """The kernels table of a kernels.json.gz document (format 1 or 2), typed by KERNEL_COLUMNS:
+    the same frame whichever way each column was written."""
+    frame = pd.DataFrame({c: _kernel_column(doc, c) for c in doc["columns"]}, columns=doc["columns"])
+    return normalise_kernels(frame, copy=False)
+
+
+SPEC_DTYPES = {"int": np.int64, "float": np.float64, "str": object}
+
+
+def _kernel_column(doc: dict, column: str):
+    spec = KERNEL_COLUMNS.get(column)
+    if spec is None:  # a column the model does not know: left for pandas to type, as format 1 did
+        return columns.decode_column(doc, column)
+    dtype = SPEC_DTYPES[spec[1]]
+    return pd.Series(columns.decode_column(doc, column, dtype), dtype=dtype)
 
 
 COLUMN_CHUNK = 1 << 16  # rows encoded at a time: a column of long kernel names never is one 200 MB string
 
 
-def _column_json(series: pd.Series):
-    """One column as JSON array text, in pieces: numbers straight from numpy (NaN/inf -> null),
-    others via tolist (orjson writes a float NaN as null too)."""
-    numeric = series.dtype.kind in "fiub"
-    values = series.to_numpy()
+def _json(value: Any) -> bytes:
+    if orjson is not None:
+        return orjson.dumps(value)
+    return json.dumps(clean(value), allow_nan=False, separators=(",", ":")).encode()
+
+
+def _array_json(values: np.ndarray):
+    """One column as JSON array text, in pieces: numbers straight from numpy with orjson (NaN/inf
+    -> null), anything else via tolist."""
+    numeric = orjson is not None and values.dtype.kind in "fiub"
     yield b"["
     for first in range(0, len(values), COLUMN_CHUNK):
         part = values[first:first + COLUMN_CHUNK]
         text = orjson.dumps(np.ascontiguousarray(part), option=orjson.OPT_SERIALIZE_NUMPY) if numeric \
-            else orjson.dumps(part.tolist())
+            else _json(part.tolist())
         yield (b"," if first else b"") + text[1:-1]
     yield b"]"
 
@@ -137,25 +152,48 @@ class GzipStream:
         self.close()
 
 
-def write_columnar_gz(path: Path, frame: pd.DataFrame, units: Dict[str, str]) -> None:
-    """frame_to_json(frame, units) gzipped, encoded one column at a time: a million-row table never
-    becomes one Python object per cell (1M kernels: ~1.8 GB and 7 s as lists, ~0.1 GB and 1 s this way)."""
-    if orjson is None:
-        return write_json_gz(path, frame_to_json(frame, units))
+def write_columnar_gz(path: Path, frame: pd.DataFrame, units: Dict[str, str], whole_floats=()) -> None:
+    """frame as a columnar document of format 2 (docs/FORMAT.md, kernels.json.gz), gzipped, one column
+    at a time: a million-row table never becomes one Python object per cell.  "data" comes first so
+    the gzip thread starts while later columns are encoded; whole_floats names the float columns
+    that may be written as integers (columns.encode_column)."""
     head = {"columns": [str(c) for c in frame.columns], "units": {c: u for c, u in units.items() if c in frame.columns},
             "rows": len(frame)}
+    constants, dictionaries, data_columns = {}, [], 0
     with GzipStream(path) as f:
-        f.write(orjson.dumps(head)[:-1] + b',"data":{')
-        for i, col in enumerate(frame.columns):
-            f.write((b"," if i else b"") + orjson.dumps(str(col)) + b":")
-            for piece in _column_json(frame[col]):
-                f.write(piece)
-        f.write(b"}}")
+        f.write(_json(head)[:-1] + b',"data":{')
+        for col in frame.columns:
+            column = columns.encode_column(frame[col], whole_floats=col in whole_floats)
+            if column.kind == columns.CONSTANT:
+                constants[str(col)] = column.payload
+            elif column.kind == columns.DICTIONARY:
+                dictionaries.append((str(col), column.payload))
+            else:
+                _write_member(f, data_columns > 0, str(col), column.payload)
+                data_columns += 1
+        f.write(b'},"dictionary":{')
+        for i, (col, (strings, codes)) in enumerate(dictionaries):
+            _write_member(f, i > 0, col, codes, prefix=b'{"values":' + _json(strings) + b',"codes":', suffix=b"}")
+        f.write(b'},"constant":' + _json(constants) + b"}")
+
+
+def _write_member(f: "GzipStream", after_another: bool, key: str, values: np.ndarray,
+                  prefix: bytes = b"", suffix: bytes = b"") -> None:
+    """`"key":prefix[values]suffix`, one member of the JSON object being written."""
+    f.write((b"," if after_another else b"") + _json(key) + b":" + prefix)
+    for piece in _array_json(values):
+        f.write(piece)
+    f.write(suffix)
+
+
+FLOAT_COLUMNS = frozenset(c for c, spec in KERNEL_COLUMNS.items() if spec[1] == "float")
 
 
 def write_kernels_gz(path: Path, kernels: pd.DataFrame) -> None:
+    """kernels.json.gz, format 2.  Whole-number float columns are written as integers: the reader
+    types every known column from KERNEL_COLUMNS, so they come back float64."""
     units = {c: KERNEL_COLUMNS[c][0] for c in kernels.columns if c in KERNEL_COLUMNS}
-    write_columnar_gz(path, kernels, units)
+    write_columnar_gz(path, kernels, units, whole_floats=FLOAT_COLUMNS)
 
 
 def write_json_gz(path: Path, doc: Any) -> None:
@@ -184,15 +222,6 @@ def details_doc(first_launch: int, raw_metrics: List[Dict[str, list]], rules: Li
             set_docs.append({"names": [k[0] for k in key], "units": [k[1] for k in key]})
         launches.append({"set": sets[key], "values": [v for v, _ in raw.values()], "rules": clean(launch_rules)})
     return {"first_launch": first_launch, "metric_sets": set_docs, "launches": launches}
-
-
-def write_empty_details_gz(path: Path, first_launch: int, count: int) -> None:
-    """details_doc(first_launch, [{}] * count, [[]] * count) written without building it (1M launches
-    of a trace: 1000 files in ~0.2 s instead of ~5 s)."""
-    entries = b",".join([b'{"set":0,"values":[],"rules":[]}'] * count)
-    data = b'{"first_launch":%d,"metric_sets":[{"names":[],"units":[]}],"launches":[%s]}' % (first_launch, entries)
-    with gzip.open(path, "wb", compresslevel=GZIP_LEVEL) as f:
-        f.write(data)
 
 
 def expand_launch(doc: dict, entry: dict) -> Dict[str, list]:

@@ -55,6 +55,7 @@ def recover_interrupted(run_dir: Path) -> None:
 
 
 def manifest_of(profile, scalars: dict) -> dict:
+    details = has_details(profile)  # tracers have no raw metrics or rules: no details files, details = null
     return {
         "format_version": metadata.FORMAT_VERSION,
         "writer": f"tb-hwprof {__version__}",
@@ -66,8 +67,8 @@ def manifest_of(profile, scalars: dict) -> dict:
         "notes": list(profile.notes),
         "advice": advise(profile),  # findings with their numbers (tb_hwprof.analysis.advice)
         "kernel_count": len(profile.kernels),
-        "files": {"kernels": metadata.KERNELS, "details": metadata.DETAILS_DIR,
-                  "details_chunk": metadata.DETAILS_CHUNK,
+        "files": {"kernels": metadata.KERNELS, "details": metadata.DETAILS_DIR if details else None,
+                  "details_chunk": metadata.DETAILS_CHUNK if details else None,
                   **{f"summary_{name}": summary_file(name) for name in profile.summaries}},
     }
 
@@ -97,8 +98,16 @@ def _write_assets(profile, staging: Path, manifest: dict) -> None:
     os.rename(tmp, assets / metadata.MANIFEST)
 
 
+def has_details(profile) -> bool:
+    """Whether the report gave any launch raw metrics or rules (tracers give none)."""
+    return any(profile.raw_metrics) or any(profile.rules)
+
+
 def _write_details(profile, assets: Path) -> None:
-    """Raw metrics and rule results, DETAILS_CHUNK launches a file (absent ones as empty)."""
+    """Raw metrics and rule results, DETAILS_CHUNK launches a file (absent ones as empty); none at all
+    without any (tracers: the manifest's files.details is null)."""
+    if not has_details(profile):
+        return
     (assets / metadata.DETAILS_DIR).mkdir()
     n = len(profile.kernels)
     raw = profile.raw_metrics or [{}] * n
@@ -107,9 +116,6 @@ def _write_details(profile, assets: Path) -> None:
         raise HwprofError(f"reader bug: {len(raw)} raw metric sets and {len(rules)} rule lists for {n} launches")
     for first in range(0, n, metadata.DETAILS_CHUNK):
         last = first + metadata.DETAILS_CHUNK
-        if not profile.raw_metrics and not profile.rules:  # tracers: the same empty entries, built as bytes
-            tables.write_empty_details_gz(assets / metadata.details_file(first), first, min(last, n) - first)
-            continue
         doc = tables.details_doc(first, raw[first:last], rules[first:last])
         tables.write_json_gz(assets / metadata.details_file(first), doc)
 

@@ -15,7 +15,7 @@ from werkzeug import wrappers
 
 from ..logdir import metadata
 from . import encode, static, views
-from .store import HttpError, RunEntry, RunStore, check_run_name, check_summary_name
+from .store import HttpError, RunEntry, RunStore, check_run_name, check_summary_name, missing_files
 
 logger = logging.getLogger("tb_hwprof")
 JSON = "application/json"
@@ -67,7 +67,7 @@ class Service:
             sig, manifest = self.store.manifest(run, run_dir)
         except HttpError as e:
             return views.run_info(run, None, e.message)
-        missing = [name for name, mtime, _ in sig if mtime is None]
+        missing = missing_files(sig, manifest)
         error = (f"{run_dir}: missing {', '.join(missing)} -- re-export the run with --overwrite" if missing
                  else self.store.known_error(run, sig))
         return views.run_info(run, manifest, error)

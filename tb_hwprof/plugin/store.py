@@ -116,7 +116,7 @@ class RunEntry:
         return self.memo("kernels_response", self._kernels_response)
 
     def _kernels_response(self) -> bytes:
-        return self._read_kernels(lambda raw, doc: encode.gzip_bytes(encode.splice_run(raw, self.run)))
+        return self._read_kernels(lambda raw, doc: encode.gzip_bytes(encode.splice_run(_format2_shape(raw, doc), self.run)))
 
     def kernels(self):
         """The kernels table as a DataFrame (parsed on first use, not for /kernels)."""
@@ -177,9 +177,26 @@ class RunEntry:
         return self.details(launch)[1]
 
     def details(self, launch: int):
-        """(raw metrics, rules) of one launch: one details file of DETAILS_CHUNK launches is read."""
+        """(raw metrics, rules) of one launch: one details file of DETAILS_CHUNK launches is read
+        (none for a run without details: empty ones)."""
         return self.memo(("details", launch), lambda: _read_detail(
-            reader.read_details, self.run_dir, launch, self.asset_dir / metadata.details_file(launch)))
+            lambda run_dir, i: reader.read_details(run_dir, i, self.manifest),
+            self.run_dir, launch, self.asset_dir / metadata.details_file(launch)))
+
+
+def _format2_shape(raw: bytes, doc: dict) -> bytes:
+    """A format 1 kernels table holds "data" only: the empty "dictionary" and "constant" of format 2
+    are spliced in, so the browser sees one shape (the table itself is not re-encoded)."""
+    for key in ("constant", "dictionary"):
+        if key not in doc:
+            raw = encode.splice_field(raw, key, {})
+    return raw
+
+
+def missing_files(sig: Tuple, manifest: dict) -> list:
+    """The run files the manifest needs that are not there (details only where it has them)."""
+    return [name for name, mtime, _ in sig
+            if mtime is None and (name != metadata.DETAILS_DIR or reader.has_details(manifest))]
 
 
 def _why(e: BaseException) -> str:

@@ -1,0 +1,164 @@
+"""How each column of the kernels file is written (format 2, docs/FORMAT.md), and read back.
+
+A column whose values are all equal is written once ("constant"), a string column with few
+distinct values as its distinct strings plus one small integer per row ("dictionary"), any other
+column value by value ("data").  A 1M-launch trace has ~35 counter columns that are all null
+(tracers read no counters) and name columns repeating a few dozen strings: value by value they
+were most of the file and most of the time spent writing it.
+"""
+from __future__ import annotations
+
+from typing import Any, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+CONSTANT, DICTIONARY, DATA = "constant", "dictionary", "data"
+# A string column becomes a dictionary when it has at most rows * this many distinct values (each
+# value repeats twice on average); below that the codes save little over the strings themselves.
+DICTIONARY_MAX_DISTINCT_SHARE = 0.5
+PREFIX = 4096  # rows compared first: a column that is not constant almost always differs early
+
+
+class Column(NamedTuple):
+    """One encoded column: kind CONSTANT (payload: the JSON value), DICTIONARY (payload: (distinct
+    strings, codes array)) or DATA (payload: numpy array of the values)."""
+
+    kind: str
+    payload: Any
+
+
+def json_scalar(value: Any) -> Any:
+    """A cell as JSON holds it: NaN / inf -> None, numpy scalars -> Python."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    return value
+
+
+def encode_column(series: pd.Series, whole_floats: bool = False) -> Column:
+    """How one column is written.  A sparse column is densified only when it is not all its fill
+    value, so a table of sparse all-NaN counters never holds two dense columns at once.
+    whole_floats: a float column whose values are all whole numbers is written as integers
+    (2792694214, not 2792694214.0: shorter, and encoded ~5x faster); its reader restores float64."""
+    rows = len(series)
+    if isinstance(series.dtype, pd.SparseDtype) and rows >= 2 and series.sparse.npoints == 0:
+        return Column(CONSTANT, json_scalar(series.dtype.fill_value))
+    values = series.to_numpy()
+    if values.dtype.kind in "biuf":
+        return _numeric(values, whole_floats)
+    if values.dtype == object and rows >= 2:
+        return _strings(values) or Column(DATA, values)
+    return Column(DATA, values)
+
+
+def _numeric(values: np.ndarray, whole_floats: bool) -> Column:
+    if len(values) >= 2 and _all_equal(values):
+        return Column(CONSTANT, json_scalar(values[0]))
+    if whole_floats and values.dtype.kind == "f":
+        whole = _whole_numbers(values)
+        if whole is not None:
+            return Column(DATA, whole)
+    return Column(DATA, values)
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    """Floats as their bit patterns: NaN equals NaN, and -0.0 stays apart from 0.0."""
+    return values.view(f"u{values.itemsize}") if values.dtype.kind == "f" else values
+
+
+def _all_equal(values: np.ndarray) -> bool:
+    bits = _bits(values)
+    return bool((bits[:PREFIX] == bits[0]).all()) and bool((bits == bits[0]).all())
+
+
+def _whole_numbers(values: np.ndarray) -> Optional[np.ndarray]:
+    """The values as int64 when every one converts back to the same float (no NaN, inf, -0.0,
+    fraction or overflow), else None."""
+    for part in (values[:PREFIX], values):
+        with np.errstate(invalid="ignore"):
+            ints = part.astype(np.int64)
+        if not np.array_equal(_bits(ints.astype(values.dtype)), _bits(part)):
+            return None
+    return ints
+
+
+def _strings(values: np.ndarray) -> Optional[Column]:
+    """CONSTANT or DICTIONARY for an object column holding only str, when it pays; else None."""
+    found = _string_codes(values)
+    if found is None:
+        return None
+    codes, distinct = found
+    if len(distinct) == 1:
+        return Column(CONSTANT, distinct[0])
+    if len(distinct) <= len(values) * DICTIONARY_MAX_DISTINCT_SHARE:
+        return Column(DICTIONARY, (distinct, codes.astype(np.min_scalar_type(len(distinct) - 1))))
+    return None
+
+
+def _string_codes(values: np.ndarray) -> Optional[Tuple[np.ndarray, List[str]]]:
+    """(codes, distinct strings) of an object array of str (None when it holds anything else).
+
+    Rows are grouped first by the object they hold: an object array is an array of pointers, and
+    readers share one str object per distinct name, so grouping the pointers as integers costs
+    ~3 ms per million rows where hashing the text of long demangled names costs ~200 ms.  The
+    groups are then merged by text (different objects may hold equal text)."""
+    if isinstance(values[0], str) and _all_equal(values):  # a few ms: str == str compares lengths first
+        return np.zeros(len(values), np.intp), [values[0]]
+    values = np.ascontiguousarray(values)
+    pointers = np.frombuffer(values, dtype=np.intp)  # a view: the objects are not touched
+    pointer_codes, _ = pd.factorize(pointers)
+    firsts = np.flatnonzero(np.diff(np.maximum.accumulate(pointer_codes), prepend=-1))  # codes appear in order
+    if len(firsts) > len(values) * DICTIONARY_MAX_DISTINCT_SHARE:  # mostly distinct objects: group by text
+        if pd.api.types.infer_dtype(values, skipna=False) != "string":
+            return None
+        codes, distinct = pd.factorize(values)
+        return codes, list(distinct)
+    objects = values[firsts]
+    if not all(isinstance(o, str) for o in objects):
+        return None
+    text_codes, distinct = pd.factorize(objects)
+    return text_codes[pointer_codes], list(distinct)
+
+
+# -- reading -------------------------------------------------------------------------------------
+def decode_column(doc: dict, column: str, dtype=None):
+    """One column of a columnar document, whichever way it was written (format 1 files hold "data"
+    only).  With dtype: a numpy array of it (null -> NaN for floats); without: a list, as format 1
+    readers got it.  A damaged entry raises KeyError, ValueError, TypeError or IndexError."""
+    rows = doc["rows"]
+    if sum(column in doc.get(kind, {}) for kind in (DATA, CONSTANT, DICTIONARY)) != 1:
+        raise ValueError(f"column {column!r} is not in exactly one of data, constant, dictionary")
+    if column in doc["data"]:
+        values = doc["data"][column]
+        if len(values) != rows:
+            raise ValueError(f"column {column!r} does not hold {rows} values")
+        return values if dtype is None else np.asarray(values, dtype=dtype)
+    if column in doc.get(CONSTANT, {}):
+        value = doc[CONSTANT][column]
+        if dtype is None:
+            return [value] * rows
+        return np.full(rows, np.nan if value is None and np.dtype(dtype).kind == "f" else value, dtype=dtype)
+    strings, codes = _dictionary(doc[DICTIONARY][column], rows)
+    picked = strings[codes]
+    return picked.tolist() if dtype is None else picked.astype(dtype, copy=False)
+
+
+def _dictionary(entry: dict, rows: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(strings as an object array, codes as intp) of a dictionary entry, codes checked in range."""
+    strings = np.empty(len(entry["values"]), dtype=object)
+    strings[:] = entry["values"]
+    codes = np.asarray(entry["codes"], dtype=np.intp)
+    if codes.shape != (rows,):
+        raise ValueError(f"{codes.size} dictionary codes for {rows} rows")
+    if rows and (codes.min() < 0 or codes.max() >= len(strings)):
+        raise IndexError(f"dictionary codes outside 0..{len(strings) - 1}")
+    return strings, codes
+
+
+def data_only(doc: dict) -> dict:
+    """The document with every column value by value, as format 1 held it (for tools and tests
+    that edit a table's cells)."""
+    rest = {k: v for k, v in doc.items() if k not in (CONSTANT, DICTIONARY)}
+    return {**rest, "data": {c: decode_column(doc, c) for c in doc["columns"]}}

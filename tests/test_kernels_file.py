@@ -1,0 +1,216 @@
+"""kernels.json.gz format 2 (constant and dictionary columns) against format 1, on real profiles,
+and runs without details files (tracers)."""
+import gzip
+import json
+import tracemalloc
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tb_hwprof
+from tb_hwprof.logdir import columns, metadata, reader, tables, writer
+from tb_hwprof.model import KERNEL_COLUMNS, normalise_kernels
+
+from test_plugin_backend import App
+
+# Real profiles of every kind of reader: counters (ncu, rocprof-compute), traces (nsys, rocprof), CPU (VTune).
+PROFILES = [
+    "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep",
+    "ncu/aplainjane_rtx3060l_full_7k_2024.1.0.ncu-rep",
+    "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep",
+    "ncu/esmm_a10g_cli_metrics_ncu-csv.csv",
+    "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite",
+    "nsys/gpu4_t4_2022.4.2.sqlite",
+    "nsys/annikola_gtx1050_2024.5.1.sqlite",
+    "nsys/testcuda_rtx4060ti_2026.1.1.sqlite",
+    "rocprof/rocprof-compute_bmm1_mi300x",
+    "rocprof/v3_rocpd_mi300x_ck_bmm_results.db",
+    "rocprof/v1_mi250x_laplacian/results.csv",
+    "rocprof/v3_docs_kernel_trace_newer.csv",
+    "vtune/amplxe2018_advanced_hotspots_loops.csv",
+]
+NSYS = "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite"
+
+
+@pytest.fixture
+def profile(request, read_sample):
+    if request.param.endswith(".ncu-rep"):
+        request.getfixturevalue("ncu_report_module")
+    return read_sample(request.param)
+
+
+def write_format_1(path, kernels: pd.DataFrame) -> None:
+    """kernels.json.gz as format 1 wrote it: every column value by value in "data"."""
+    units = {c: KERNEL_COLUMNS[c][0] for c in kernels.columns if c in KERNEL_COLUMNS}
+    tables.write_json_gz(path, tables.clean(tables.frame_to_json(kernels, units)))
+
+
+def dense(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The table as it reads back: normalised, sparse columns (all-NaN counters) made dense."""
+    return normalise_kernels(kernels.astype(
+        {c: "float64" for c in kernels.columns if isinstance(kernels[c].dtype, pd.SparseDtype)}))
+
+
+def read_kernels_file(path) -> pd.DataFrame:
+    return tables.kernels_from_json(tables.read_json_gz(path))
+
+
+@pytest.mark.parametrize("profile", PROFILES, indirect=True)
+def test_format_2_reads_back_the_table_format_1_gives(profile, tmp_path):
+    write_format_1(tmp_path / "v1.json.gz", profile.kernels)
+    tables.write_kernels_gz(tmp_path / "v2.json.gz", profile.kernels)
+    v1, v2 = read_kernels_file(tmp_path / "v1.json.gz"), read_kernels_file(tmp_path / "v2.json.gz")
+    pd.testing.assert_frame_equal(v2, v1, check_dtype=True)  # dtypes, NaN where NaN, every string
+    pd.testing.assert_frame_equal(v2, dense(profile.kernels), check_dtype=True)
+    doc = tables.read_json_gz(tmp_path / "v2.json.gz")
+    assert sorted(doc["data"]) + sorted(doc["constant"]) + sorted(doc["dictionary"]) != []
+    assert sorted([*doc["data"], *doc["constant"], *doc["dictionary"]]) == sorted(doc["columns"])
+    assert columns.data_only(doc)["data"] == tables.read_json_gz(tmp_path / "v1.json.gz")["data"]
+
+
+def test_trace_columns_are_constants_and_dictionaries(read_sample, tmp_path):
+    """A tracer's counter columns are all null: each is one constant; names are dictionaries."""
+    kernels = read_sample(NSYS).kernels
+    tables.write_kernels_gz(tmp_path / "k.json.gz", kernels)
+    doc = tables.read_json_gz(tmp_path / "k.json.gz")
+    assert doc["constant"]["achieved_occupancy_pct"] is None and doc["constant"]["occupancy_limiter"] == ""
+    names = doc["dictionary"]["name"]
+    assert names["values"] == list(dict.fromkeys(kernels["name"]))  # distinct names, in order of appearance
+    assert [names["values"][c] for c in names["codes"]] == kernels["name"].tolist()
+    assert {"launch_id", "start_ns", "duration_ns"} <= set(doc["data"])
+    assert doc["data"]["start_ns"] == kernels["start_ns"].astype("int64").tolist()  # whole numbers, no ".0"
+    assert b'"start_ns":[' + str(int(kernels["start_ns"][0])).encode() + b"," in gzip.decompress(
+        (tmp_path / "k.json.gz").read_bytes())
+
+
+def test_sparse_all_null_columns_are_not_densified(read_sample, tmp_path):
+    """The model may keep all-NaN counters sparse: written as constants without a dense copy."""
+    base = dense(read_sample(NSYS).kernels)
+    rows = 200_000
+    table = normalise_kernels(base.iloc[np.arange(rows) % len(base)].reset_index(drop=True))
+    table["launch_id"] = np.arange(rows)
+    sparse = table.copy()
+    all_null = [c for c in table.columns if table[c].dtype == "float64" and table[c].isna().all()]
+    assert len(all_null) > 25
+    for c in all_null + ["duration_ns"]:  # duration_ns has values: densified on its own
+        sparse[c] = pd.arrays.SparseArray(table[c].to_numpy(), fill_value=np.nan)
+    tables.write_kernels_gz(tmp_path / "dense.json.gz", table)
+    tracemalloc.start()
+    tables.write_kernels_gz(tmp_path / "sparse.json.gz", sparse)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert gzip.decompress((tmp_path / "sparse.json.gz").read_bytes()) == \
+        gzip.decompress((tmp_path / "dense.json.gz").read_bytes())
+    one_column = rows * 8
+    assert peak < 6 * one_column, f"{peak / one_column:.1f} dense columns' worth at once"  # not ~30
+    pd.testing.assert_frame_equal(read_kernels_file(tmp_path / "sparse.json.gz"), table)
+
+
+def test_same_document_without_orjson(read_sample, tmp_path, monkeypatch):
+    """orjson is optional: the standard json module writes the same document."""
+    kernels = read_sample(NSYS).kernels
+    tables.write_kernels_gz(tmp_path / "fast.json.gz", kernels)
+    monkeypatch.setattr(tables, "orjson", None)
+    tables.write_kernels_gz(tmp_path / "plain.json.gz", kernels)
+    assert tables.read_json_gz(tmp_path / "plain.json.gz") == tables.read_json_gz(tmp_path / "fast.json.gz")
+
+
+def encoded(values, **kw):
+    return columns.encode_column(pd.Series(values), **kw)
+
+
+def test_column_rules():
+    a, b = "x" * 50, "".join(["x"] * 50)  # equal text, two objects
+    assert a is not b
+    assert encoded([a, b, a, b]) == ("constant", a)
+    kind, (strings, codes) = encoded(["k1", "k2", "k1", "k1", "k2", "k1"])
+    assert kind == "dictionary" and strings == ["k1", "k2"] and codes.tolist() == [0, 1, 0, 0, 1, 0]
+    assert encoded(["a", "b", "c", "a"]).kind == "data"  # 3 distinct in 4 rows: more than half
+    assert encoded(["only"]).kind == "data"  # one row: nothing repeats
+    assert encoded([np.nan, np.nan]) == ("constant", None)
+    assert encoded([0.0, -0.0]).kind == "data"  # bit for bit: -0.0 is not 0.0
+    assert encoded([1.0, 2.0], whole_floats=True).payload.dtype == np.int64
+    assert encoded([1.0, 2.5], whole_floats=True).payload.dtype == np.float64
+    assert encoded([1.0, np.nan], whole_floats=True).payload.dtype == np.float64
+    assert encoded([-0.0, 1.0], whole_floats=True).payload.dtype == np.float64
+    assert encoded([1.0, 2.0]).payload.dtype == np.float64  # only where the reader restores floats
+    assert encoded(["a", 1, "a", 1]).kind == "data"  # not a string column
+    assert encoded([None, None, "a", "a"]).kind == "data"
+
+
+def test_dictionary_of_a_mostly_distinct_object_column(tmp_path):
+    """Strings that are separate objects (no shared names) still make a dictionary by text."""
+    names = [f"kernel_{i % 3}" for i in range(1000)]  # 1000 objects, 3 texts
+    kind, (strings, codes) = encoded(names)
+    assert kind == "dictionary" and strings == ["kernel_0", "kernel_1", "kernel_2"]
+    assert [strings[c] for c in codes] == names
+
+
+def test_damaged_format_2_tables_are_refused(tmp_path, read_sample):
+    """Codes out of range, a column in two places or none: an error naming the file, never a wrong table."""
+    from tb_hwprof.plugin import encode
+    tables.write_kernels_gz(tmp_path / "k.json.gz", read_sample(NSYS).kernels)
+    good = tables.read_json_gz(tmp_path / "k.json.gz")
+    encode.check_columnar(good, len(read_sample(NSYS).kernels))
+
+    def damaged(edit):
+        doc = json.loads(json.dumps(good))
+        edit(doc)
+        return doc
+    bad = [damaged(lambda d: d["dictionary"]["name"]["codes"].__setitem__(0, 99)),
+           damaged(lambda d: d["dictionary"]["name"]["codes"].__setitem__(0, -1)),
+           damaged(lambda d: d["dictionary"]["name"]["codes"].pop()),
+           damaged(lambda d: d["data"].__setitem__("name", d["data"]["launch_id"])),
+           damaged(lambda d: d["constant"].pop("bound"))]
+    for doc in bad:
+        with pytest.raises(ValueError):
+            encode.check_columnar(doc)
+        with pytest.raises((ValueError, KeyError, IndexError)):
+            tables.kernels_from_json(doc)
+
+
+# -- runs without details files --------------------------------------------------------------
+def test_trace_export_writes_no_details(tmp_path, read_sample):
+    profile = read_sample(NSYS)
+    run_dir = writer.write_run(profile, tmp_path, "trace")
+    assets = reader.asset_dir(run_dir)
+    manifest = reader.read_manifest(run_dir)
+    assert manifest["format_version"] == metadata.FORMAT_VERSION == 2
+    assert manifest["files"]["details"] is None and manifest["files"]["details_chunk"] is None
+    assert not (assets / metadata.DETAILS_DIR).exists()
+    n = len(profile.kernels)
+    assert reader.read_details(run_dir, 5) == ({}, [])
+    assert reader.read_all_details(run_dir, n) == ([{}] * n, [[]] * n)
+    back = tb_hwprof.load_run(run_dir)
+    assert back.raw_metrics == profile.raw_metrics == [] and back.rules == profile.rules == []
+    pd.testing.assert_frame_equal(back.kernels, dense(profile.kernels))
+
+
+def test_counter_export_still_writes_details(tmp_path, read_sample, ncu_report_module):
+    run_dir = writer.write_run(read_sample("ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep"), tmp_path, "ncu")
+    assert reader.read_manifest(run_dir)["files"]["details"] == metadata.DETAILS_DIR
+    assert (reader.asset_dir(run_dir) / metadata.details_file(0)).is_file()
+
+
+def test_plugin_on_a_run_without_details(tmp_path, read_sample):
+    profile = read_sample(NSYS)
+    writer.write_run(profile, tmp_path, "trace")
+    app = App(tmp_path)
+    [row] = app.json("/runs")["runs"]
+    assert row["run"] == "trace" and row["error"] is None
+    doc = app.json("/kernel", run="trace", launch="3")
+    assert doc["raw_metrics"] == {} and doc["rules"] == []
+    assert doc["row"]["name"] == profile.kernels["name"][3] and doc["row"]["achieved_occupancy_pct"] is None
+    kernels = app.json("/kernels", run="trace")
+    assert kernels["dictionary"] and kernels["constant"]
+    assert columns.data_only(kernels)["data"]["name"] == profile.kernels["name"].tolist()
+
+
+def test_plugin_gives_format_1_tables_the_format_2_shape(tmp_path, read_sample):
+    """A format 1 run (every column in "data"): /kernels adds empty dictionary and constant."""
+    profile = read_sample(NSYS)
+    run_dir = writer.write_run(profile, tmp_path, "old")
+    write_format_1(reader.asset_dir(run_dir) / metadata.KERNELS, profile.kernels)
+    doc = App(tmp_path).json("/kernels", run="old")
+    assert doc["dictionary"] == {} and doc["constant"] == {} and doc["data"]["name"] == profile.kernels["name"].tolist()
