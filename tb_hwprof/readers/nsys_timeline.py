@@ -210,19 +210,28 @@ def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Opt
         gpu_call = np.concatenate([kernel_calls if kernel_calls is not None else np.zeros(0, np.int64),
                                    tl.launching_call(api_keys(api_rows), gpu_key[n_kernels:])])
     api_flow, gpu_flow = flow_ids(n_api, gpu_call, gpu_key, g_start)
-    parts = [dict(start=g_start, end=g_end, track=gpu_track, name=g_name, cat=g_cat, flow=gpu_flow, bytes=g_bytes)]
     offset = len(gpu_tr)
+    parts = [dict(start=g_start, end=g_end, track=gpu_track, name=g_name, cat=g_cat, flow=gpu_flow, bytes=g_bytes)]
     if api is not None:
         parts.append(dict(start=api[0], end=api[1], track=cpu_track[:n_api] + offset, name=api[4],
-                          cat=np.full(n_api, CAT["cuda_api"], np.int8), flow=api_flow, bytes=np.full(n_api, -1, np.int64)))
+                          cat=CAT["cuda_api"], flow=api_flow, bytes=-1))
     if nvtx is not None:
-        n = nvtx[0].size
         parts.append(dict(start=nvtx[0], end=nvtx[1], track=cpu_track[n_api:] + offset, name=nvtx[3],
-                          cat=np.full(n, CAT["nvtx"], np.int8), flow=np.full(n, -1, np.int64), bytes=np.full(n, -1, np.int64)))
-    slices = {col: np.concatenate([p[col] for p in parts]).astype(dtype, copy=False)
-              for col, dtype in SLICE_COLUMNS.items()}
+                          cat=CAT["nvtx"], flow=-1, bytes=-1))
+    slices = _stack(parts)
     extras = {"gpu": (g_start, g_end, g_dev), "api": api, "nvtx": nvtx}
     return Timeline(tracks=gpu_tr + cpu_tr, names=table.names(), slices=slices), extras
+
+
+def _stack(parts: List[dict]) -> Dict[str, np.ndarray]:
+    """SLICE_COLUMNS of the parts one after another, each column allocated once (a part's value may
+    be a scalar for all its rows; "start" sets the part's length)."""
+    bounds = np.cumsum([0] + [len(p["start"]) for p in parts])
+    out = {col: np.empty(int(bounds[-1]), dtype) for col, dtype in SLICE_COLUMNS.items()}
+    for part, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
+        for col, values in out.items():
+            values[lo:hi] = part[col]
+    return out
 
 
 # ---------------------------------------------------------------- idle-time summaries
