@@ -10,6 +10,7 @@ from typing import List, Optional
 
 from . import __version__
 from .errors import HwprofError
+from .logdir.metadata import TIMELINE as TIMELINE_NAME
 
 EXPORT_EPILOG = """\
 examples:
@@ -91,13 +92,16 @@ def cmd_export(args) -> int:
     for i, (profile, name) in enumerate(zip(profiles, names), 1):
         run_dir = write_run(profile, logdir, name, overwrite=args.overwrite, step=args.step)
         _progress(args, f"[{i}/{len(files)}] wrote {run_dir}")
-        _report_timeline(run_dir)
+        _report_timeline(run_dir, args.trace)
     print(f"exported {len(files)} run(s) to {logdir}: tensorboard --logdir {logdir}")
     return 0
 
 
 def set_trace_window(args, path: Path, profile) -> None:
-    """--time-range / --nvtx-range: the part of a trace the export keeps (tracers only)."""
+    """--time-range / --nvtx-range: the part of a trace the export keeps; --trace: whether its
+    timeline.json.gz is written now (tracers only)."""
+    if profile.timeline is not None:
+        profile.timeline.trace_json = args.trace
     if args.time_range is None and args.nvtx_range is None:
         return
     if profile.timeline is None:
@@ -111,8 +115,9 @@ def set_trace_window(args, path: Path, profile) -> None:
     profile.timeline.window = window
 
 
-def _report_timeline(run_dir: Path) -> None:
-    """How many trace events the export kept and dropped (printed: it is the export's result)."""
+def _report_timeline(run_dir: Path, mode: str) -> None:
+    """How many trace events the export kept and dropped, and whether it wrote the trace file
+    (printed: it is the export's result)."""
     from .logdir.reader import read_manifest
     info = read_manifest(run_dir).get("timeline")
     if not info:
@@ -122,6 +127,29 @@ def _report_timeline(run_dir: Path) -> None:
     kept = ", ".join(f"{n} {k}" for k, n in info["kept"].items() if n and k != "flow")
     print(f"{run_dir}: timeline kept {info['kept_events']} events, dropped {info['dropped_events']}{where}"
           f" ({kept or 'nothing'}; {info['kept']['flow']} launch flows)")
+    if info.get("trace_written") is False:
+        from .logdir.trace import TRACE_EAGER_EVENTS
+        why = "--trace never" if mode == "never" else f"over {TRACE_EAGER_EVENTS:,} slices: --trace always writes it"
+        print(f"{run_dir}: trace file {TIMELINE_NAME} not written ({why}); `tb-hwprof trace {run_dir}` writes it "
+              f"from the run, the plugin's Download trace renders it")
+
+
+def cmd_trace(args) -> int:
+    """Render an exported run's Chrome trace from its timeline index."""
+    from .logdir import run_trace
+    started = time.perf_counter()
+    out = Path(args.output) if args.output else None
+    done = run_trace.render(Path(args.run_dir), out, progress=lambda line: _progress(args, line))
+    if done is None:
+        print(f"{args.run_dir}: {TIMELINE_NAME} is already there: nothing to do (-o OUT.json.gz writes a copy)")
+        return 0
+    print(f"wrote {done['path']}: {done['events']:,} slices, {_size(done['gz_bytes'])} gz "
+          f"in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
 
 
 def _progress(args, line: str) -> None:
@@ -151,10 +179,30 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--nvtx-instances", choices=("first", "all"), default="first",
                         help="with --nvtx-range: the first range of that name (default), or from the first "
                              "one's start to the last one's end")
+    export.add_argument("--trace", choices=("auto", "always", "never"), default="auto",
+                        help=f"traces: write {TIMELINE_NAME} (Chrome trace for Perfetto) at export: auto "
+                             f"(default) unless the kept window is too big to write quickly (the export says "
+                             f"so), always, or never; a run without it gets it from `tb-hwprof trace RUN_DIR` "
+                             f"or the plugin's Download trace")
     export.add_argument("--quiet", action="store_true", help="no progress lines")
     export.add_argument("--debug", action="store_true", help="show tracebacks")
     export.set_defaults(func=cmd_export)
+    add_trace_command(sub)
     return parser
+
+
+def add_trace_command(sub) -> None:
+    trace = sub.add_parser("trace", help=f"write an exported run's {TIMELINE_NAME} from its timeline index",
+                           description=f"Render the Chrome trace (Perfetto / chrome://tracing) of an exported "
+                                       f"trace run from its timeline index: into the run's own {TIMELINE_NAME} "
+                                       f"(listed in its manifest), or into -o OUT. Runs exported with "
+                                       f"--trace never, or above --trace auto's size, have only the index.")
+    trace.add_argument("run_dir", metavar="RUN_DIR", help="the run's folder (<logdir>/<run>)")
+    trace.add_argument("-o", "--output", metavar="OUT.json.gz",
+                       help=f"write the trace here instead of the run's {TIMELINE_NAME}")
+    trace.add_argument("--quiet", action="store_true", help="no progress lines")
+    trace.add_argument("--debug", action="store_true", help="show tracebacks")
+    trace.set_defaults(func=cmd_trace)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

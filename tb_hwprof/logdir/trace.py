@@ -1,5 +1,6 @@
-"""A run's timeline as files: a Chrome trace-event JSON (gzipped, for Perfetto / chrome://tracing)
-and a columnar index the plugin's Timeline view reads (see docs/FORMAT.md).
+"""A run's timeline as files: a columnar index the plugin's Timeline view reads and a Chrome
+trace-event JSON (gzipped, for Perfetto / chrome://tracing) rendered from the same slices, at
+export or later from the index alone (see docs/FORMAT.md).
 
 The trace is formatted from numpy columns in chunks (FACTS.md: one Python dict per event and a
 whole-document json.dumps cost ~11 s each at 1M kernels): one f-string per event, names quoted
@@ -8,18 +9,29 @@ once per distinct name, gzip level 1, written as it goes.
 from __future__ import annotations
 
 import json
+import zlib
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Callable, Deque, Dict, Iterable, Iterator, Optional
 
 import numpy as np
 
-from ..model import TIMELINE_CATEGORIES, Timeline, Window
+from ..model import TIMELINE_CATEGORIES, Timeline, Track, Window
 from . import tables
 
 CHUNK = 100_000  # events formatted and compressed at a time
 GZIP_LEVEL = 1  # the trace is repetitive text: level 1 is ~as small as 6 and several times faster
 FLOW_CAT, FLOW_NAME = "cuda_flow", "launch"
-INDEX_VERSION = 1
+# 2: + flow and bytes, so the whole trace can be rendered from the index (v1 renders without them).
+INDEX_VERSION = 2
+INDEX_COLUMNS = ("start", "end", "track", "name", "cat", "flow", "bytes")
+VIEW_COLUMNS = INDEX_COLUMNS[:5]  # all the Timeline view reads (and all a v1 index has)
+# `--trace auto` writes timeline.json.gz at export up to this many kept slices; bigger runs get it on
+# demand (`tb-hwprof trace`, the plugin's /trace).  Rendering costs ~0.12-0.15 s per 100k slices
+# (with their flows) on the project's 2-core machine, so 500k slices add at most ~0.75 s to an export.
+TRACE_EAGER_EVENTS = 500_000
+TRACE_MODES = ("auto", "always", "never")
 
 
 def kept_mask(timeline: Timeline, window: Optional[Window]) -> np.ndarray:
@@ -116,62 +128,124 @@ def _counts(timeline: Timeline, mask: np.ndarray) -> Dict[str, int]:
     return {name: int(n) for name, n in zip(TIMELINE_CATEGORIES, cats)}
 
 
-def write_trace(timeline: Timeline, path: Path, window: Optional[Window] = None, order=None, keep=None) -> dict:
-    """Write the Chrome trace; returns what was kept and dropped (per category, flows included)."""
-    keep = kept_mask(timeline, window) if keep is None else keep
-    order = event_order(timeline, keep) if order is None else order
-    flows = _flow_pairs(timeline, keep)
+def trace_pieces(timeline: Timeline, order: np.ndarray, flows: np.ndarray,
+                 progress: Optional[Callable[[int, int], None]] = None) -> Iterator[str]:
+    """The Chrome trace of the kept slices (`order`: event_order, `flows`: _flow_pairs) as text
+    pieces, in file order: what the export writes, `tb-hwprof trace` writes and /trace streams;
+    progress(slices done, total) after each chunk."""
     prefixes = [f'{{"ph":"X","cat":"{cat}","pid":{t.pid},"tid":{t.tid},"name":'
                 for t in timeline.tracks for cat in TIMELINE_CATEGORIES]
     names = [json.dumps(n, ensure_ascii=False) for n in timeline.names]
+    yield '{"displayTimeUnit":"ns","otherData":{"writer":"tb-hwprof","time_unit":"us"},"traceEvents":[\n'
+    yield ",\n".join(_metadata_events(timeline))
+    for first in range(0, order.size, CHUNK):
+        yield ",\n" + ",\n".join(_slice_texts(timeline, order[first:first + CHUNK], prefixes, names))
+        if progress is not None:
+            progress(min(first + CHUNK, order.size), order.size)
+    for first in range(0, order.size, CHUNK):
+        texts = _flow_texts(timeline, order[first:first + CHUNK], flows)
+        if texts:
+            yield ",\n" + ",\n".join(texts)
+    yield "\n]}\n"
+
+
+def write_pieces(pieces: Iterable[str], path: Path) -> int:
+    """Text pieces gzipped into `path` (compressed on a second thread); returns the uncompressed bytes."""
     out = _GzipText(path)
     try:
-        out.write('{"displayTimeUnit":"ns","otherData":{"writer":"tb-hwprof","time_unit":"us"},"traceEvents":[\n')
-        out.write(",\n".join(_metadata_events(timeline)))
-        for first in range(0, order.size, CHUNK):
-            out.write(",\n" + ",\n".join(_slice_texts(timeline, order[first:first + CHUNK], prefixes, names)))
-        for first in range(0, order.size, CHUNK):
-            texts = _flow_texts(timeline, order[first:first + CHUNK], flows)
-            if texts:
-                out.write(",\n" + ",\n".join(texts))
-        out.write("\n]}\n")
+        for piece in pieces:
+            out.write(piece)
     finally:
         out.close()
+    return out.bytes
+
+
+def gzip_pieces(pieces: Iterable[str]) -> Iterator[bytes]:
+    """Text pieces as gzip bytes, compressed as they come: the same bytes write_pieces writes.
+
+    Each piece is compressed on a second thread (zlib releases the GIL) while the next one is
+    formatted, as GzipStream does for the file (2.2M slices: ~2.6 s there against ~3.5 s formatting
+    and compressing on one thread, when the second core is free)."""
+    z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # wbits 31: the gzip container, as GzipStream
+    with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-gzip") as pool:  # one thread: in order
+        pending: Deque[Future] = deque()
+        for piece in pieces:
+            pending.append(pool.submit(z.compress, piece.encode("utf-8")))
+            while len(pending) > 2 or (pending and pending[0].done()):  # a few pieces in memory at most
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+        yield z.flush()
+
+
+def timeline_counts(timeline: Timeline, keep: np.ndarray, flows: np.ndarray) -> dict:
+    """What the window kept and dropped, per category (flows included), as the manifest records it."""
     kept, total = _counts(timeline, keep), _counts(timeline, np.ones(keep.size, dtype=bool))
     n_flows = int((timeline.slices["flow"][timeline.slices["cat"] == TIMELINE_CATEGORIES.index("cuda_api")] >= 0).sum())
     kept["flow"], total["flow"] = int(flows.sum()), n_flows
     return {"kept": kept, "dropped": {k: total[k] - kept[k] for k in total},
-            "kept_events": int(keep.sum()), "dropped_events": int(keep.size - keep.sum()),
-            "uncompressed_bytes": out.bytes}
+            "kept_events": int(keep.sum()), "dropped_events": int(keep.size - keep.sum())}
 
 
 def write_index(timeline: Timeline, path: Path, order: np.ndarray) -> None:
-    """The kept slices sorted by start (columns start, end, track, name, cat) plus the tracks and
-    names as JSON, in one uncompressed .npz: the plugin loads it in milliseconds, no parsing."""
+    """The kept slices in event order (columns INDEX_COLUMNS) plus the tracks and names as JSON, in one
+    uncompressed .npz: the plugin loads it in milliseconds, no parsing; the trace renders from it."""
     s = timeline.slices
     meta = {"version": INDEX_VERSION, "categories": list(TIMELINE_CATEGORIES), "names": timeline.names,
             "tracks": [{"pid": t.pid, "tid": t.tid, "process": t.process, "thread": t.thread, "kind": t.kind,
                         "device": t.device} for t in timeline.tracks]}
     blob = np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
     with open(path, "wb") as f:
-        np.savez(f, start=s["start"][order], end=s["end"][order], track=s["track"][order],
-                 name=s["name"][order], cat=s["cat"][order], meta=blob)
+        np.savez(f, **{c: s[c][order] for c in INDEX_COLUMNS}, meta=blob)
 
 
-def read_index(path: Path) -> dict:
-    """{"start", "end", "track", "name", "cat": arrays, "meta": dict} of a timeline index."""
+def read_index(path: Path, columns=INDEX_COLUMNS) -> dict:
+    """{column: array, "meta": dict} of a timeline index: the `columns` it holds (a v1 index has no
+    flow / bytes; only what is asked is read)."""
     with np.load(path, allow_pickle=False) as z:
-        out = {k: z[k] for k in ("start", "end", "track", "name", "cat")}
+        out = {k: z[k] for k in columns if k in z.files}
         out["meta"] = json.loads(z["meta"].tobytes().decode("utf-8"))
     return out
 
 
+def timeline_from_index(index: dict) -> Timeline:
+    """The Timeline of a written run's kept slices (already in event order); a v1 index gives no
+    flows and no bytes (-1: none)."""
+    meta = index["meta"]
+    if meta["categories"] != list(TIMELINE_CATEGORIES):
+        raise ValueError(f"categories {meta['categories']} differ from this tb-hwprof's {list(TIMELINE_CATEGORIES)}")
+    n = index["start"].size
+    slices = {c: index[c] if c in index else np.full(n, -1, dtype=np.int64) for c in INDEX_COLUMNS}
+    return Timeline([Track(**t) for t in meta["tracks"]], meta["names"], slices)
+
+
+def index_trace(index: dict, progress=None) -> Iterator[str]:
+    """The trace pieces of a written run, from its index alone: exactly what its export wrote
+    (for a v1 index: without flows and bytes args)."""
+    timeline = timeline_from_index(index)
+    keep = np.ones(len(timeline), dtype=bool)  # the index holds the kept slices only, in event order
+    return trace_pieces(timeline, np.arange(len(timeline)), _flow_pairs(timeline, keep), progress)
+
+
+def eager_json(mode: str, kept_events: int) -> bool:
+    """Whether the export writes timeline.json.gz (--trace MODE) for this many kept slices."""
+    if mode not in TRACE_MODES:
+        raise ValueError(f"trace mode {mode!r}: one of {', '.join(TRACE_MODES)}")
+    return mode == "always" or (mode == "auto" and kept_events <= TRACE_EAGER_EVENTS)
+
+
 def write_timeline(timeline: Timeline, trace_path: Path, index_path: Path) -> dict:
-    """Both files for the timeline's window; returns the manifest's "timeline" entry."""
+    """The index for the timeline's window, and the trace file when timeline.trace_json says so;
+    returns the manifest's "timeline" entry (trace_written: whether trace_path was written)."""
     window = timeline.window
     keep = kept_mask(timeline, window)
     order = event_order(timeline, keep)
-    stats = write_trace(timeline, trace_path, window, order=order, keep=keep)
+    flows = _flow_pairs(timeline, keep)
+    stats = timeline_counts(timeline, keep, flows)
+    written = eager_json(timeline.trace_json, stats["kept_events"])
+    stats["trace_written"] = written
+    stats["uncompressed_bytes"] = write_pieces(trace_pieces(timeline, order, flows), trace_path) \
+        if written else None
     write_index(timeline, index_path, order)
     s = timeline.slices
     span = [int(s["start"].min()), int(s["end"].max())] if s["start"].size else None

@@ -85,11 +85,13 @@ def _write_assets(profile, staging: Path, manifest: dict) -> None:
     assets.mkdir(parents=True)
     tables.write_kernels_gz(assets / metadata.KERNELS, profile.kernels)  # already JSON-safe
     _write_details(profile, assets)
-    if profile.timeline is not None:  # tracers: the trace file and its index
+    if profile.timeline is not None:  # tracers: the index, and the trace file unless it is left for later
         from . import trace
         manifest["timeline"] = tables.clean(trace.write_timeline(profile.timeline, assets / metadata.TIMELINE,
                                                                  assets / metadata.TIMELINE_INDEX))
-        manifest["files"].update(timeline=metadata.TIMELINE, timeline_index=metadata.TIMELINE_INDEX)
+        manifest["files"].update(timeline_index=metadata.TIMELINE_INDEX)
+        if manifest["timeline"]["trace_written"]:
+            manifest["files"].update(timeline=metadata.TIMELINE)
     for name, frame in profile.summaries.items():
         doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
         tables.write_json_gz(assets / summary_file(name), tables.clean(doc))

@@ -19,6 +19,7 @@ from .store import HttpError, RunEntry, RunStore, check_run_name, check_summary_
 
 logger = logging.getLogger("tb_hwprof")
 JSON = "application/json"
+GZIP = "application/gzip"
 
 
 class Service:
@@ -123,13 +124,16 @@ class Service:
         return json_response(request, build())
 
     def trace(self, request):
-        """The trace file as a download (already gzip: sent as is, never re-encoded)."""
+        """The trace as a download: the run's file when written (already gzip: sent as is, never
+        re-encoded), else rendered from its timeline index while it streams."""
         entry = self._entry(request)
-        path = views.trace_path(entry)
+        headers = [("Content-Disposition", f'attachment; filename="{views.trace_filename(entry.run)}"')]
+        path = views.trace_file(entry)
+        if path is None:
+            return stream_response(request, views.trace_stream(entry), GZIP, headers)
         with open(path, "rb") as f:
             data = f.read()
-        return http_util.Respond(request, data, "application/gzip", headers=[
-            ("Content-Disposition", f'attachment; filename="{views.trace_filename(entry.run)}"')])
+        return http_util.Respond(request, data, GZIP, headers=headers)
 
     def static(self, request):
         prefix = f"/data/plugin/{metadata.PLUGIN_NAME}/static/"
@@ -144,6 +148,15 @@ class Service:
 
 def json_response(request, gz: bytes, code: int = 200):
     return http_util.Respond(request, gz, JSON, code=code, content_encoding="gzip")
+
+
+def stream_response(request, chunks, content_type: str, headers: list):
+    """A body sent as `chunks` yields it (no Content-Length), with the headers http_util.Respond
+    gives a download: nosniff, not cached."""
+    headers = headers + [("X-Content-Type-Options", "nosniff"), ("Expires", "0"),
+                         ("Cache-Control", "no-cache, must-revalidate")]
+    return wrappers.Response(response=None if request.method == "HEAD" else chunks, status=200,
+                             headers=headers, content_type=content_type, direct_passthrough=True)
 
 
 def error_response(request, code: int, message: str):

@@ -195,7 +195,7 @@ def timeline_index(entry: RunEntry):
     def load():
         path = _timeline_file(entry, "timeline_index")
         try:
-            return TimelineIndex(trace.read_index(path))
+            return TimelineIndex(trace.read_index(path, trace.VIEW_COLUMNS))
         except READ_ERRORS as e:
             raise InputError(path, f"unreadable timeline index ({type(e).__name__}: {e})",
                              "re-export the run with --overwrite") from None
@@ -207,8 +207,27 @@ def timeline(entry: RunEntry, start, end, max_events) -> dict:
     return {"run": entry.run, **timeline_index(entry).window(start, end, max_events)}
 
 
-def trace_path(entry: RunEntry) -> Path:
-    return _timeline_file(entry, "timeline")
+def trace_file(entry: RunEntry) -> Optional[Path]:
+    """The run's timeline.json.gz when it was written (at export or by `tb-hwprof trace`), else None."""
+    try:
+        return _timeline_file(entry, "timeline")
+    except HttpError:
+        return None
+
+
+def trace_stream(entry: RunEntry):
+    """The run's trace rendered from its index as gzip bytes, piece by piece (nothing is written).
+    The index is read here, before the response starts, so a bad one is still a one-line 422."""
+    from ..errors import InputError
+    from ..logdir import trace
+    from .store import READ_ERRORS
+    path = _timeline_file(entry, "timeline_index")  # 404 for runs with no timeline
+    try:
+        pieces = trace.index_trace(trace.read_index(path))
+    except READ_ERRORS as e:
+        raise HttpError(422, str(InputError(path, f"unreadable timeline index ({type(e).__name__}: {e})",
+                                            "re-export the run with --overwrite"))) from None
+    return trace.gzip_pieces(pieces)
 
 
 def trace_filename(run: str) -> str:
