@@ -168,13 +168,16 @@ def empty_kernels(n: int = 0) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def normalise_kernels(rows, copy: bool = True, sparse_absent: bool = False, only=None) -> pd.DataFrame:
+def normalise_kernels(rows, copy: bool = True, sparse_absent: bool = False, only=None,
+                      scan_text: bool = True) -> pd.DataFrame:
     """A kernels table from per-launch dicts (or a frame): every column, right dtype, NaN where absent.
     copy=False fixes a frame the caller owns in place (no copy of a million-row table).
     sparse_absent=True adds the float columns the rows lack as all-NaN SparseDtype columns, which
     hold no values: a tracer's 1M launches without counters save ~8 MB per column (~260 MB).
     Such a column reads like any other; `.astype("float64")` makes it dense for item assignment.
-    only: check just these columns (the others are known to be right already)."""
+    only: check just these columns (the others are known to be right already).
+    scan_text=False: trust object columns to hold no NaN (a table normalised once already, whose
+    later columns would show a wrong dtype), sparing a scan of every text column."""
     if isinstance(rows, pd.DataFrame):
         df = rows.copy() if copy else rows
     else:
@@ -187,7 +190,7 @@ def normalise_kernels(rows, copy: bool = True, sparse_absent: bool = False, only
             continue
         series = df[col]
         if dtype == "str":
-            if series.dtype != object or series.isna().any():
+            if series.dtype != object or (scan_text and series.isna().any()):
                 df[col] = series.fillna("").astype(object)
         elif dtype == "int":
             if series.dtype != "int64":

@@ -28,8 +28,9 @@ def analyse(profile):
     else:
         apply_roofline(profile)
         classify_kernels(profile.kernels)
-    # The reader normalised its columns; the analysis' own get the table's dtypes too.
-    profile.kernels = normalise_kernels(profile.kernels, copy=False, only=OUTPUTS)
+    # The reader normalised its table, though some set columns after that: every dtype is checked
+    # again (text columns written since then show pandas' str dtype, not object).
+    profile.kernels = normalise_kernels(profile.kernels, copy=False, scan_text=False)
     return profile
 
 
