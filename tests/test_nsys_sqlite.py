@@ -340,6 +340,28 @@ def test_counterless_analysis_equals_the_full_analysis(nsys_sqlite):
     assert set(fast["bound"]) == {"unknown"} and fast["attainable_flop_per_s"].dtype == ALL_NAN_DTYPE
 
 
+def test_kernel_rows_out_of_start_order_give_the_same_profile(tmp_path, samples_dir):
+    """Exports store kernels in start order (the reader then skips its sort); a table stored in
+    another order reads the same."""
+    src = sample(samples_dir, DLPROF)
+    path = tmp_path / "reversed.sqlite"
+    shutil.copyfile(src, path)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE k2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC")
+    conn.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    conn.execute("ALTER TABLE k2 RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
+    conn.commit()
+    conn.close()
+    assert query(path, "SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid LIMIT 2")[0] > \
+        query(path, "SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid LIMIT 2")[1]
+    a, b = read_nsys_sqlite(src), read_nsys_sqlite(path)
+    pd.testing.assert_frame_equal(a.kernels, b.kernels)
+    for name, table in a.summaries.items():
+        pd.testing.assert_frame_equal(table, b.summaries[name])
+    for col, values in a.timeline.slices.items():
+        assert values.tolist() == b.timeline.slices[col].tolist(), col
+
+
 # ------------------------------------------------------------------ export and read back
 def test_cli_export_and_load_run_round_trip(tmp_path, nsys_sqlite):
     logdir = tmp_path / "runs"
