@@ -68,8 +68,10 @@ def frame_from_json(doc: dict) -> pd.DataFrame:
 def kernels_from_json(doc: dict) -> pd.DataFrame:
     """The kernels table of a kernels.json.gz document (format 1 or 2), typed by KERNEL_COLUMNS:
     the same frame whichever way each column was written."""
-    frame = pd.DataFrame({c: _kernel_column(doc, c) for c in doc["columns"]}, columns=doc["columns"])
-    return normalise_kernels(frame, copy=False)
+    # copy=False: each column keeps its own new array (stacking 53 columns of 1M rows: ~0.7 s)
+    frame = pd.DataFrame({c: _kernel_column(doc, c) for c in doc["columns"]}, columns=doc["columns"], copy=False)
+    # Constant and dictionary columns are typed as written; "data" ones may hold nulls to normalise.
+    return normalise_kernels(frame, copy=False, only=set(doc["data"]))
 
 
 SPEC_DTYPES = {"int": np.int64, "float": np.float64, "str": object}
@@ -80,7 +82,7 @@ def _kernel_column(doc: dict, column: str):
     if spec is None:  # a column the model does not know: left for pandas to type, as format 1 did
         return columns.decode_column(doc, column)
     dtype = SPEC_DTYPES[spec[1]]
-    return pd.Series(columns.decode_column(doc, column, dtype), dtype=dtype)
+    return pd.Series(columns.decode_column(doc, column, dtype), dtype=dtype, copy=False)
 
 
 COLUMN_CHUNK = 1 << 16  # rows encoded at a time: a column of long kernel names never is one 200 MB string
