@@ -60,6 +60,8 @@ def _analyse_once_per_device(profile) -> None:
         values = one.kernels[col].to_numpy()
         if values.dtype.kind == "f" and np.isnan(values).all():
             kernels[col] = all_nan_column(len(kernels))
+        elif values.dtype == object:  # kept object: pandas 3 would infer (and later undo) its str dtype
+            kernels[col] = pd.Series(values[which], index=kernels.index, dtype=object, copy=False)
         else:
             kernels[col] = values[which]
 
