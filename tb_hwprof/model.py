@@ -182,11 +182,12 @@ def normalise_kernels(rows, copy: bool = True, sparse_absent: bool = False, only
         df = rows.copy() if copy else rows
     else:
         df = pd.DataFrame(rows)
+    shared_nan = all_nan_column(len(df)) if sparse_absent else None  # immutable: one for every absent column
     for col, (_, dtype, _) in KERNEL_COLUMNS.items():
         if only is not None and col not in only and col in df:
             continue
         if col not in df:
-            df[col] = _absent_column(len(df), dtype, sparse_absent)
+            df[col] = shared_nan if shared_nan is not None and dtype == "float" else _absent_column(df.index, dtype)
             continue
         series = df[col]
         if dtype == "str":
@@ -209,12 +210,13 @@ def all_nan_column(n: int) -> pd.arrays.SparseArray:
     return pd.arrays.SparseArray(np.full(n, math.nan), dtype=ALL_NAN_DTYPE)
 
 
-def _absent_column(n: int, dtype: str, sparse: bool):
-    if dtype == "str":
-        return pd.Series(np.full(n, "", dtype=object), dtype=object)
+def _absent_column(index: pd.Index, dtype: str):
+    n = len(index)
+    if dtype == "str":  # a Series on the frame's index: an object array alone would become pandas 3's str
+        return pd.Series(np.full(n, "", dtype=object), index=index, dtype=object)
     if dtype == "int":
         return np.arange(n, dtype=np.int64)
-    return all_nan_column(n) if sparse else np.full(n, math.nan)
+    return np.full(n, math.nan)
 
 
 # ------------------------------------------------------------------ timeline (tracers)
