@@ -51,13 +51,21 @@ export function clearCache() {
 
 /**
  * Cells of a columnar table (/kernels, docs/http_api.md): get(column, row) whichever way the
- * column was sent: value by value ("data"), once for every row ("constant"), or as its distinct
- * strings plus one index per row ("dictionary").  A missing column or cell reads as null.
+ * column was sent: value by value ("data"), as steps from row to row ("delta": summed once here),
+ * once for every row ("constant"), or as its distinct strings plus one index per row
+ * ("dictionary").  A missing column or cell reads as null.
  */
 export function columnReader(doc) {
   const columns = new Map();
   for (const [key, values] of Object.entries(doc.data || {})) {
     if (Array.isArray(values)) columns.set(key, (i) => values[i]);
+  }
+  for (const [key, steps] of Object.entries(doc.delta || {})) {
+    if (!Array.isArray(steps)) continue;
+    const values = new Float64Array(steps.length);
+    let sum = 0;
+    steps.forEach((step, i) => { sum += step; values[i] = sum; });
+    columns.set(key, (i) => values[i]);
   }
   for (const [key, value] of Object.entries(doc.constant || {})) columns.set(key, () => value);
   for (const [key, entry] of Object.entries(doc.dictionary || {})) {

@@ -578,6 +578,8 @@ def test_100k_launches_stay_paginated(session):
     top = [float(v) for v in column(frame, "kernels", "duration_ns")]
     assert time.time() - started < 10
     assert top[0] == 1000.0 + BIG - 1 and top == sorted(top, reverse=True)
+    ids = [int(v) for v in column(frame, "kernels", "launch_id")]  # launch ids arrive as steps (delta)
+    assert top == [1000.0 + (i * 7919) % BIG for i in ids]
     frame.click("[data-role=next-page]")
     assert frame.locator("[data-role=page-no]").inner_text().strip() == "page 2 / 500"
     second = [float(v) for v in column(frame, "kernels", "duration_ns")]

@@ -1,5 +1,5 @@
-"""kernels.json.gz format 2 (constant and dictionary columns) against format 1, on real profiles,
-and runs without details files (tracers)."""
+"""kernels.json.gz format 2 (constant, dictionary and delta columns) against format 1, on real
+profiles, and runs without details files (tracers)."""
 import gzip
 import json
 import tracemalloc
@@ -64,8 +64,7 @@ def test_format_2_reads_back_the_table_format_1_gives(profile, tmp_path):
     pd.testing.assert_frame_equal(v2, v1, check_dtype=True)  # dtypes, NaN where NaN, every string
     pd.testing.assert_frame_equal(v2, dense(profile.kernels), check_dtype=True)
     doc = tables.read_json_gz(tmp_path / "v2.json.gz")
-    assert sorted(doc["data"]) + sorted(doc["constant"]) + sorted(doc["dictionary"]) != []
-    assert sorted([*doc["data"], *doc["constant"], *doc["dictionary"]]) == sorted(doc["columns"])
+    assert sorted([*doc["data"], *doc["delta"], *doc["constant"], *doc["dictionary"]]) == sorted(doc["columns"])
     assert columns.data_only(doc)["data"] == tables.read_json_gz(tmp_path / "v1.json.gz")["data"]
 
 
@@ -78,10 +77,13 @@ def test_trace_columns_are_constants_and_dictionaries(read_sample, tmp_path):
     names = doc["dictionary"]["name"]
     assert names["values"] == list(dict.fromkeys(kernels["name"]))  # distinct names, in order of appearance
     assert [names["values"][c] for c in names["codes"]] == kernels["name"].tolist()
-    assert {"launch_id", "start_ns", "duration_ns"} <= set(doc["data"])
-    assert doc["data"]["start_ns"] == kernels["start_ns"].astype("int64").tolist()  # whole numbers, no ".0"
-    assert b'"start_ns":[' + str(int(kernels["start_ns"][0])).encode() + b"," in gzip.decompress(
-        (tmp_path / "k.json.gz").read_bytes())
+    assert {"launch_id", "duration_ns"} <= set(doc["data"])  # 46 launch ids, durations: as they are
+    assert {"start_ns", "end_ns"} <= set(doc["delta"])  # 10-digit timestamps, small steps
+    assert doc["data"]["duration_ns"] == kernels["duration_ns"].astype("int64").tolist()  # whole numbers
+    steps = doc["delta"]["start_ns"]
+    assert steps[0] == kernels["start_ns"][0] and np.cumsum(steps).tolist() == kernels["start_ns"].tolist()
+    text = gzip.decompress((tmp_path / "k.json.gz").read_bytes())
+    assert b'"start_ns":[' + str(int(kernels["start_ns"][0])).encode() + b"," in text  # no ".0"
 
 
 def test_sparse_all_null_columns_are_not_densified(read_sample, tmp_path):
@@ -135,6 +137,16 @@ def test_column_rules():
     assert encoded([1.0, np.nan], whole_floats=True).payload.dtype == np.float64
     assert encoded([-0.0, 1.0], whole_floats=True).payload.dtype == np.float64
     assert encoded([1.0, 2.0]).payload.dtype == np.float64  # only where the reader restores floats
+    ids = np.arange(10_000)
+    kind, steps = encoded(ids)
+    assert kind == "delta" and steps.dtype == np.uint8 and steps.tolist() == [0] + [1] * 9999
+    assert encoded(np.arange(100_000)[::-1]).payload.tolist() == [99_999] + [-1] * 99_999  # "-1": 2 characters
+    assert encoded(np.arange(1000)).kind == "data"  # 3 digits vs 1: too little to save
+    assert encoded(ids.astype(float) * 10**9 + 5e12, whole_floats=True).kind == "delta"
+    assert encoded(ids.astype(float) * 10**9 + 5e12).kind == "data"  # not whole_floats: the reader keeps ints
+    jumpy = np.random.default_rng(0).integers(0, 10**6, 1000)
+    assert encoded(jumpy).kind == "data"  # steps as long as the values
+    assert encoded(ids + 2**52).kind == "data"  # beyond what a JavaScript double sums exactly
     assert encoded(["a", 1, "a", 1]).kind == "data"  # not a string column
     assert encoded([None, None, "a", "a"]).kind == "data"
 
@@ -162,7 +174,9 @@ def test_damaged_format_2_tables_are_refused(tmp_path, read_sample):
            damaged(lambda d: d["dictionary"]["name"]["codes"].__setitem__(0, -1)),
            damaged(lambda d: d["dictionary"]["name"]["codes"].pop()),
            damaged(lambda d: d["data"].__setitem__("name", d["data"]["launch_id"])),
-           damaged(lambda d: d["constant"].pop("bound"))]
+           damaged(lambda d: d["constant"].pop("bound")),
+           damaged(lambda d: d["delta"]["start_ns"].pop()),
+           damaged(lambda d: d["delta"].__setitem__("bound", d["delta"]["start_ns"]))]
     for doc in bad:
         with pytest.raises(ValueError):
             encode.check_columnar(doc)
@@ -208,9 +222,10 @@ def test_plugin_on_a_run_without_details(tmp_path, read_sample):
 
 
 def test_plugin_gives_format_1_tables_the_format_2_shape(tmp_path, read_sample):
-    """A format 1 run (every column in "data"): /kernels adds empty dictionary and constant."""
+    """A format 1 run (every column in "data"): /kernels adds empty delta, dictionary and constant."""
     profile = read_sample(NSYS)
     run_dir = writer.write_run(profile, tmp_path, "old")
     write_format_1(reader.asset_dir(run_dir) / metadata.KERNELS, profile.kernels)
     doc = App(tmp_path).json("/kernels", run="old")
-    assert doc["dictionary"] == {} and doc["constant"] == {} and doc["data"]["name"] == profile.kernels["name"].tolist()
+    assert doc["dictionary"] == doc["constant"] == doc["delta"] == {}
+    assert doc["data"]["name"] == profile.kernels["name"].tolist()

@@ -35,7 +35,7 @@ def read_kernels(run_dir):
     path = asset_dir(run_dir) / metadata.KERNELS
     try:
         return tables.kernels_from_json(tables.read_json_gz(path))
-    except (OSError, ValueError, KeyError, EOFError, TypeError, IndexError) as e:
+    except (OSError, ValueError, KeyError, EOFError, TypeError, IndexError, OverflowError) as e:
         raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
 
 

@@ -161,7 +161,7 @@ def write_columnar_gz(path: Path, frame: pd.DataFrame, units: Dict[str, str], wh
     that may be written as integers (columns.encode_column)."""
     head = {"columns": [str(c) for c in frame.columns], "units": {c: u for c, u in units.items() if c in frame.columns},
             "rows": len(frame)}
-    constants, dictionaries, data_columns = {}, [], 0
+    constants, dictionaries, deltas, data_columns = {}, [], [], 0
     with GzipStream(path) as f:
         f.write(_json(head)[:-1] + b',"data":{')
         for col in frame.columns:
@@ -170,9 +170,14 @@ def write_columnar_gz(path: Path, frame: pd.DataFrame, units: Dict[str, str], wh
                 constants[str(col)] = column.payload
             elif column.kind == columns.DICTIONARY:
                 dictionaries.append((str(col), column.payload))
+            elif column.kind == columns.DELTA:
+                deltas.append((str(col), column.payload))
             else:
                 _write_member(f, data_columns > 0, str(col), column.payload)
                 data_columns += 1
+        f.write(b'},"delta":{')
+        for i, (col, steps) in enumerate(deltas):
+            _write_member(f, i > 0, col, steps)
         f.write(b'},"dictionary":{')
         for i, (col, (strings, codes)) in enumerate(dictionaries):
             _write_member(f, i > 0, col, codes, prefix=b'{"values":' + _json(strings) + b',"codes":', suffix=b"}")
@@ -192,8 +197,8 @@ FLOAT_COLUMNS = frozenset(c for c, spec in KERNEL_COLUMNS.items() if spec[1] == 
 
 
 def write_kernels_gz(path: Path, kernels: pd.DataFrame) -> None:
-    """kernels.json.gz, format 2.  Whole-number float columns are written as integers: the reader
-    types every known column from KERNEL_COLUMNS, so they come back float64."""
+    """kernels.json.gz, format 2.  Whole-number float columns are written as integers (or steps):
+    the reader types every known column from KERNEL_COLUMNS, so they come back float64."""
     units = {c: KERNEL_COLUMNS[c][0] for c in kernels.columns if c in KERNEL_COLUMNS}
     write_columnar_gz(path, kernels, units, whole_floats=FLOAT_COLUMNS)
 

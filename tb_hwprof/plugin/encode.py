@@ -66,18 +66,18 @@ def splice_field(doc_bytes: bytes, key: str, value: Any) -> bytes:
 def check_columnar(doc: Any, expected_rows: Optional[int] = None) -> None:
     """A columnar table: every listed column present with `rows` values (and as many as the
     manifest announced, which catches a table from another export).  Format 2 kernels tables
-    may hold a column in "constant" or "dictionary" instead of "data" (docs/FORMAT.md)."""
+    may hold a column in "delta", "dictionary" or "constant" instead of "data" (docs/FORMAT.md)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("columns"), list) or not doc["columns"]:
         raise ValueError("not a columnar table (no columns)")
     rows, data = doc.get("rows"), doc.get("data")
-    constant, dictionary = doc.get("constant", {}), doc.get("dictionary", {})
-    if not isinstance(rows, int) or not all(isinstance(d, dict) for d in (data, constant, dictionary)):
+    constant, dictionary, delta = doc.get("constant", {}), doc.get("dictionary", {}), doc.get("delta", {})
+    if not isinstance(rows, int) or not all(isinstance(d, dict) for d in (data, constant, dictionary, delta)):
         raise ValueError("not a columnar table (no rows / data)")
     for column in doc["columns"]:
-        if (column in data) + (column in constant) + (column in dictionary) != 1:
-            raise ValueError(f"column {column!r} is not in exactly one of data, constant, dictionary")
-        if column in data:
-            _check_values(column, data[column], rows)
+        if (column in data) + (column in delta) + (column in constant) + (column in dictionary) != 1:
+            raise ValueError(f"column {column!r} is not in exactly one of data, delta, dictionary, constant")
+        if column in data or column in delta:
+            _check_values(column, data[column] if column in data else delta[column], rows)
         elif column in dictionary:
             _check_dictionary(column, dictionary[column], rows)
     if isinstance(expected_rows, int) and expected_rows != rows:

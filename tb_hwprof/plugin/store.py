@@ -27,7 +27,7 @@ _SUMMARY_NAME = re.compile(r"[a-z0-9_]{1,100}")  # as the writer names them: no 
 RUN_FILES = (metadata.MANIFEST, metadata.KERNELS, metadata.DETAILS_DIR)
 MAX_LOADED = 8  # runs whose tables stay in memory (a 100k-launch run holds ~100 MB)
 # What a damaged file raises while being read: all become a 422 naming the file.
-READ_ERRORS = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError)
+READ_ERRORS = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, OverflowError)
 
 
 class HttpError(Exception):
@@ -185,9 +185,9 @@ class RunEntry:
 
 
 def _format2_shape(raw: bytes, doc: dict) -> bytes:
-    """A format 1 kernels table holds "data" only: the empty "dictionary" and "constant" of format 2
-    are spliced in, so the browser sees one shape (the table itself is not re-encoded)."""
-    for key in ("constant", "dictionary"):
+    """A format 1 kernels table holds "data" only: the empty "delta", "dictionary" and "constant" of
+    format 2 are spliced in, so the browser sees one shape (the table itself is not re-encoded)."""
+    for key in ("constant", "dictionary", "delta"):
         if key not in doc:
             raw = encode.splice_field(raw, key, {})
     return raw
