@@ -182,12 +182,18 @@ def normalise_kernels(rows, copy: bool = True, sparse_absent: bool = False, only
         df = rows.copy() if copy else rows
     else:
         df = pd.DataFrame(rows)
-    shared_nan = all_nan_column(len(df)) if sparse_absent else None  # immutable: one for every absent column
+    # Absent columns of one kind share one array (pandas copies on write, and a SparseArray is immutable).
+    absent = {"str": lambda: pd.Series(np.full(len(df), "", dtype=object), index=df.index, dtype=object, copy=False),
+              "int": lambda: np.arange(len(df), dtype=np.int64),
+              "float": (lambda: all_nan_column(len(df))) if sparse_absent else (lambda: np.full(len(df), math.nan))}
+    made = {}
     for col, (_, dtype, _) in KERNEL_COLUMNS.items():
         if only is not None and col not in only and col in df:
             continue
         if col not in df:
-            df[col] = shared_nan if shared_nan is not None and dtype == "float" else _absent_column(df.index, dtype)
+            if dtype not in made:
+                made[dtype] = absent[dtype]()
+            df[col] = made[dtype]
             continue
         series = df[col]
         if dtype == "str":
@@ -208,15 +214,6 @@ ALL_NAN_DTYPE = pd.SparseDtype("float64", math.nan)
 def all_nan_column(n: int) -> pd.arrays.SparseArray:
     """n missing float values that take no memory (a sparse column with no stored value)."""
     return pd.arrays.SparseArray(np.full(n, math.nan), dtype=ALL_NAN_DTYPE)
-
-
-def _absent_column(index: pd.Index, dtype: str):
-    n = len(index)
-    if dtype == "str":  # a Series on the frame's index: an object array alone would become pandas 3's str
-        return pd.Series(np.full(n, "", dtype=object), index=index, dtype=object)
-    if dtype == "int":
-        return np.arange(n, dtype=np.int64)
-    return np.full(n, math.nan)
 
 
 # ------------------------------------------------------------------ timeline (tracers)
