@@ -50,3 +50,17 @@ def test_text_column_keeps_every_row(tmp_path):
     with pytest.raises(ValueError):
         sqlite_columns.text_column(conn, "t", "s")
     assert sqlite_columns.text_column(conn, "t", "s", "s = 'nothing'") == []
+
+
+def test_row_ranges_put_back_together_equal_the_whole(samples_dir):
+    conn = _conn(sample(samples_dir, DLPROF))
+    whole = sqlite_columns.int_columns(conn, KERNEL, ["start", "correlationId"])
+    span = sqlite_columns.rowid_span(conn, KERNEL)
+    for parts in (1, 2, 3, 1000):
+        ranges = sqlite_columns.split_rows(span, parts)
+        assert ranges[0][0] == span[0] and ranges[-1][1] == span[1]
+        assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))  # contiguous, no overlap
+        pieces = [sqlite_columns.int_columns(conn, KERNEL, ["start", "correlationId"], rows=r) for r in ranges]
+        for i in range(2):
+            assert np.concatenate([p[i] for p in pieces]).tolist() == whole[i].tolist()
+    assert sqlite_columns.split_rows(None, 2) == [None]

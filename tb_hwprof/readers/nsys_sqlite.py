@@ -641,27 +641,38 @@ class Fetched:
             yield self.api[0], self.api[1]
 
 
-def _columns_job(path: Path, table: str, exprs: List[str]):
-    """A job fetching `exprs` of `table` on a connection of its own (jobs run on parallel threads)."""
+def _columns_job(path: Path, table: str, exprs: List[str], rows=None):
+    """A job fetching `exprs` of `table` (rowid range `rows`: (first, last)) on a connection of its
+    own (jobs run on parallel threads)."""
     def job():
         conn = connect(path)
         try:
-            return sqlite_columns.int_columns(conn, table, exprs)
+            return sqlite_columns.int_columns(conn, table, exprs, rows=rows)
         finally:
             conn.close()
     return job
 
 
+def _fetch_rows(pool, conn, path: Path, table: str, exprs: List[str]) -> list:
+    """Futures of `exprs` over each part of `table`'s rows (one part per worker)."""
+    parts = sqlite_columns.split_rows(sqlite_columns.rowid_span(conn, table), sqlite_columns.WORKERS)
+    return [pool.submit(_columns_job(path, table, exprs, rows)) for rows in parts]
+
+
+def _joined(futures) -> List[np.ndarray]:
+    """The columns of row-range futures, end to end (rowid order)."""
+    parts = [f.result() for f in futures]
+    return [np.concatenate(cols) for cols in zip(*parts)] if len(parts) > 1 else parts[0]
+
+
 def _kernel_plan(conn, names: Set[str]):
-    """(KERNEL_SELECT expressions, the asked ones split in two halves for two threads)."""
+    """(KERNEL_SELECT expressions, the indices of those the export can answer)."""
     exprs = kernel_exprs(columns(conn, KERNEL)) if KERNEL in names else []
-    asked = [i for i, e in enumerate(exprs) if e != "-1"]
-    half = (len(asked) + 1) // 2
-    return exprs, ([asked[:half], asked[half:]] if asked else [])
+    return exprs, [i for i, e in enumerate(exprs) if e != "-1"]
 
 
-def _assemble_kernels(exprs: List[str], halves, parts) -> Dict[str, np.ndarray]:
-    got = dict(zip([i for half in halves for i in half], [col for part in parts for col in part]))
+def _assemble_kernels(exprs: List[str], asked: List[int], cols: List[np.ndarray]) -> Dict[str, np.ndarray]:
+    got = dict(zip(asked, cols))
     n = got[0].size
     return kernel_arrays([got.get(i, np.full(n, -1, np.int64)) for i in range(len(exprs))])
 
@@ -669,23 +680,25 @@ def _assemble_kernels(exprs: List[str], halves, parts) -> Dict[str, np.ndarray]:
 def _read_tables(conn, path: Path, names: Set[str], devices):
     """(kernels, summaries, timeline, sha256).
 
-    Two threads fetch the kernel columns (two halves), then the API calls and the file's hash,
-    while this thread reads the NVTX ranges and then builds what needs only the kernels (their
-    names and their summary): SQLite and hashlib release the GIL, so both cores
-    work.  The summaries and the timeline follow, from the fetched int64 columns, and the kernels
+    Two threads fetch the kernel rows (a half each), then the API calls' and the file's hash,
+    while this thread reads the NVTX ranges and builds what needs only the kernels (their names
+    and their summary): SQLite and hashlib release the GIL, so both cores work.  The summaries
+    and the timeline follow, from the fetched int64 columns, and the kernels
     table comes last, once the columns it is built from are the only intermediates left (building
     it earlier, beside the timeline's, costs ~300 MB of peak at 1M launches)."""
-    exprs, halves = _kernel_plan(conn, names)
+    exprs, asked = _kernel_plan(conn, names)
     with ThreadPoolExecutor(sqlite_columns.WORKERS, thread_name_prefix="tb-hwprof-nsys") as pool:
-        kernel_parts = [pool.submit(_columns_job(path, KERNEL, [exprs[i] for i in half])) for half in halves]
-        api = pool.submit(_columns_job(path, RUNTIME, API_EXPRS)) if RUNTIME in names else None
+        kernel_parts = _fetch_rows(pool, conn, path, KERNEL, [exprs[i] for i in asked]) if asked else []
+        api = _fetch_rows(pool, conn, path, RUNTIME, API_EXPRS) if RUNTIME in names else []
         sha = pool.submit(sha256_file, path)
-        fetched = Fetched(ranges=nvtx_ranges(conn) if NVTX in names else None)
-        if halves:
-            fetched.kernels = _assemble_kernels(exprs, halves, [f.result() for f in kernel_parts])
-        del kernel_parts  # a future holds its result: the unsorted columns (112 MB at 1M) go now
+        fetched = Fetched()
+        if kernel_parts:
+            fetched.kernels = _assemble_kernels(exprs, asked, _joined(kernel_parts))
+        del kernel_parts  # a future holds its result: the fetched pieces (112 MB at 1M) go now
+        # Only now, while the workers fetch the API calls: the kernel rows had both cores.
+        fetched.ranges = nvtx_ranges(conn) if NVTX in names else None
         strings, kernel_sum = _kernel_only(conn, fetched.kernels)
-        fetched.api = tuple(api.result()) if api is not None else None
+        fetched.api = tuple(_joined(api)) if api else None
         fetched.sha256 = sha.result()
         del api
     span = _capture_span(conn, names, fetched)

@@ -13,7 +13,7 @@ by counting.
 from __future__ import annotations
 
 import sqlite3
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -34,17 +34,36 @@ def _parse(text, count: int, expr: str, table: str) -> np.ndarray:
     return values
 
 
-def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], where: str = "") -> List[np.ndarray]:
-    """One int64 array per expression over the rows of `table` (rowid order) that `where` keeps."""
+def rowid_span(conn: sqlite3.Connection, table: str):
+    """(first, last) rowid of `table`, or None when it is empty (both ends of its b-tree: no scan)."""
     lo, hi = conn.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
-    if lo is None or not exprs:
+    return None if lo is None else (lo, hi)
+
+
+def split_rows(span, parts: int) -> List[tuple]:
+    """`span` cut into `parts` rowid ranges, for threads that each scan their own rows (splitting
+    the columns instead would have every thread decode every row)."""
+    if span is None:
+        return [None]
+    lo, hi = span
+    step = max(-(-(hi - lo + 1) // parts), 1)
+    return [(a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)]
+
+
+def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], where: str = "",
+                rows: Optional[tuple] = None) -> List[np.ndarray]:
+    """One int64 array per expression over the rows of `table` (rowid order) that `where` keeps,
+    within the rowid range `rows` (first, last) when given."""
+    span = rows if rows is not None else rowid_span(conn, table)
+    if span is None or not exprs:
         return [np.zeros(0, np.int64) for _ in exprs]
+    lo, hi = span
     aggs = ", ".join(f"group_concat({e})" for e in exprs)
     keep = f"AND ({where})" if where else ""
     pieces: List[List[np.ndarray]] = [[] for _ in exprs]
     for first in range(lo, hi + 1, CHUNK_ROWS):
         row = conn.execute(f'SELECT count(*), {aggs} FROM "{table}" NOT INDEXED '
-                           f'WHERE rowid BETWEEN ? AND ? {keep}', (first, first + CHUNK_ROWS - 1)).fetchone()
+                           f'WHERE rowid BETWEEN ? AND ? {keep}', (first, min(first + CHUNK_ROWS - 1, hi))).fetchone()
         for i, text in enumerate(row[1:]):
             pieces[i].append(_parse(text, row[0], exprs[i], table))
     return [p[0] if len(p) == 1 else np.concatenate(p) for p in pieces]
