@@ -105,7 +105,10 @@ def test_sparse_all_null_columns_are_not_densified(read_sample, tmp_path):
     assert gzip.decompress((tmp_path / "sparse.json.gz").read_bytes()) == \
         gzip.decompress((tmp_path / "dense.json.gz").read_bytes())
     one_column = rows * 8
-    assert peak < 6 * one_column, f"{peak / one_column:.1f} dense columns' worth at once"  # not ~30
+    # Densified, the ~30 all-null columns would be ~30 columns' worth at once; the encoder holds one
+    # column plus the gzip thread's queue of encoded pieces, whose length depends on thread timing
+    # (6-9 columns' worth seen): 15 tells the two apart without flaking.
+    assert peak < 15 * one_column, f"{peak / one_column:.1f} dense columns' worth at once"
     pd.testing.assert_frame_equal(read_kernels_file(tmp_path / "sparse.json.gz"), table)
 
 
