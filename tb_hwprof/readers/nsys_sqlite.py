@@ -593,6 +593,16 @@ def read_timeline_and_idle(conn, names: Set[str], devices, fetched: "Fetched", k
     return timeline
 
 
+def _timeline_job(path: Path, names: Set[str], devices, fetched: "Fetched", kernel_name, idle: Dict, span):
+    def job():
+        conn = connect(path)
+        try:
+            return read_timeline_and_idle(conn, names, devices, fetched, kernel_name, idle, span)
+        finally:
+            conn.close()
+    return job
+
+
 def _notes(meta: Dict[str, str], names: Set[str], kernels: pd.DataFrame) -> List[str]:
     notes = []
     if meta:
@@ -702,10 +712,17 @@ def _read_tables(conn, path: Path, names: Set[str], devices):
         fetched.sha256 = sha.result()
         del api
     span = _capture_span(conn, names, fetched)
-    summaries = read_summaries(conn, names, fetched, kernel_sum, span)
     kcols = fetched.kernels
     name = _lookup_names(strings, kcols) if kcols is not None else None
-    timeline = read_timeline_and_idle(conn, names, devices, fetched, name, summaries, span)
+    fetched.kernel_calls()  # shared by both sides below: looked up once, before they start
+    # The timeline (on a connection of its own) is built beside the summaries: much of both is
+    # numpy sorting and copying, which releases the GIL.
+    idle: Dict[str, pd.DataFrame] = {}
+    with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline") as pool:
+        timeline = pool.submit(_timeline_job(path, names, devices, fetched, name, idle, span))
+        summaries = read_summaries(conn, names, fetched, kernel_sum, span)
+        timeline = timeline.result()
+    summaries.update(idle)
     sha = fetched.sha256
     del fetched, name  # the timeline holds what it needs: the kernels table comes last, on its own
     # kernel_frame gives its columns their final dtypes (no NaN in its text): only absent ones are added.
