@@ -49,17 +49,15 @@ GPU_ACTIVITY_COLUMNS = ["device", "span_start_ns", "span_end_ns", "span_ns", "bu
 
 
 
-def gpu_activity(intervals: pd.DataFrame, span: Tuple[int, int]) -> pd.DataFrame:
+def gpu_activity(device: np.ndarray, kind_code: np.ndarray, kinds, starts: np.ndarray, ends: np.ndarray,
+                 span: Tuple[int, int]) -> pd.DataFrame:
     """Per device: busy time (union of kernel, memcpy and memset intervals) over the capture `span`.
 
-    `intervals` has columns device, kind (one of ACTIVITY_KINDS), start_ns, end_ns (int64 ns).
-    """
+    Interval i runs from starts[i] to ends[i] (int64 ns) on device[i]; its kind (one of
+    ACTIVITY_KINDS) is kinds[kind_code[i]]: arrays, no table of a million rows."""
     rows = []
     span_start, span_end = int(span[0]), int(span[1])
     span_ns = max(span_end - span_start, 0)
-    device, kind = intervals["device"].to_numpy(), intervals["kind"].to_numpy()
-    starts, ends = intervals["start_ns"].to_numpy(np.int64), intervals["end_ns"].to_numpy(np.int64)
-    kind_code, kinds = pd.factorize(kind)  # compare small codes, not a million strings per kind
     code_of = {name: i for i, name in enumerate(kinds)}
     for dev in np.sort(pd.unique(device)):
         on = device == dev

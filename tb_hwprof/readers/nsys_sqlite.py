@@ -518,22 +518,23 @@ def _capture_span(conn, names: Set[str], fetched: "Fetched") -> Optional[tuple]:
     return (min(firsts), max(lasts)) if firsts else None
 
 
-def _memop_intervals(conn, names: Set[str]) -> pd.DataFrame:
-    frames = []
-    for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
-        if table in names:
-            device, start, end = sqlite_columns.int_columns(conn, table, ["deviceId", "start", "end"])
-            frames.append(pd.DataFrame({"device": device, "kind": kind, "start_ns": start, "end_ns": end}))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def activity_summary(conn, names: Set[str], kcols, span) -> Optional[pd.DataFrame]:
+    """gpu_activity of the kernels and the memory operations, over arrays: at 1M kernels a table of
+    intervals with a kind per row would be ~60 MB more at the read's peak."""
     if span is None:
         return None
-    ops = [] if kcols is None else [pd.DataFrame({"device": kcols["device"], "kind": "kernel",
-                                                  "start_ns": kcols["start"], "end_ns": kcols["end"]})]
-    ops = [o for o in ops + [_memop_intervals(conn, names)] if len(o)]
-    return gpu_activity(pd.concat(ops, ignore_index=True), span) if ops else None
+    parts = [] if kcols is None else [("kernel", kcols["device"], kcols["start"], kcols["end"])]
+    for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
+        if table in names:
+            parts.append((kind, *sqlite_columns.int_columns(conn, table, ["deviceId", "start", "end"])))
+    parts = [p for p in parts if p[1].size]
+    if not parts:
+        return None
+    kinds = [p[0] for p in parts]
+    code = np.concatenate([np.full(p[1].size, i, np.int8) for i, p in enumerate(parts)])
+    joined = [p[1:] for p in parts]
+    device, start, end = (np.concatenate(cols) if len(parts) > 1 else cols[0] for cols in zip(*joined))
+    return gpu_activity(device, code, kinds, start, end, span)
 
 
 # ---------------------------------------------------------------- entry point
@@ -561,9 +562,9 @@ def read_summaries(conn, names: Set[str], fetched: "Fetched", kernel_sum: Option
         phases = nvtx_phases(conn, fetched.ranges, fetched.kernels, fetched.api, fetched.kernel_calls())
         if phases is not None:
             out["nvtx_phases"] = phases
-    activity = activity_summary(conn, names, fetched.kernels, span)
-    if activity is not None:
-        out["gpu_activity"] = activity
+    busy = activity_summary(conn, names, fetched.kernels, span)
+    if busy is not None:
+        out["gpu_activity"] = busy
     out = {name: df for name, df in out.items() if len(df)}  # "absent when there is no data", as documented
     for df in out.values():
         df.attrs["units"] = units_of(df)
