@@ -21,7 +21,7 @@ import re
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
 import numpy as np
 import pandas as pd
@@ -443,18 +443,27 @@ def _nvtx_domains(conn) -> Dict[int, str]:
 RANGE_FIELDS = ("start", "end", "tid", "nid", "domain", "etype")
 
 
-def nvtx_ranges(conn) -> Dict[str, np.ndarray]:
-    """Closed NVTX push/pop and start/end ranges, in rowid order: RANGE_FIELDS as int64 arrays,
-    "nid" indexing "names" (each distinct text once: the inline text, else StringIds via textId)."""
+NVTX_RANGE_ROWS = f"eventType IN ({', '.join(map(str, NVTX_STYLES))}) AND end IS NOT NULL"
+
+
+def nvtx_int_exprs(conn) -> List[str]:
+    """The integer columns of the closed ranges: start, end, thread, text id, domain, style."""
     cols = columns(conn, NVTX)
-    where = f"eventType IN ({', '.join(map(str, NVTX_STYLES))}) AND end IS NOT NULL"
-    domain = "coalesce(domainId, 0)" if "domainId" in cols else "0"
-    text_id = "coalesce(textId, -1)" if "textId" in cols else "-1"
-    start, end, tid, tids, dom, etype = sqlite_columns.int_columns(
-        conn, NVTX, ["start", "end", "coalesce(globalTid, -1)", text_id, domain, "eventType"], where)
+    return ["start", "end", "coalesce(globalTid, -1)", "coalesce(textId, -1)" if "textId" in cols else "-1",
+            "coalesce(domainId, 0)" if "domainId" in cols else "0", "eventType"]
+
+
+def nvtx_ranges(conn, ints: Optional[Callable[[], List[np.ndarray]]] = None) -> Dict[str, np.ndarray]:
+    """Closed NVTX push/pop and start/end ranges, in rowid order: RANGE_FIELDS as int64 arrays,
+    "nid" indexing "names" (each distinct text once: the inline text, else StringIds via textId).
+    ints: gives the nvtx_int_exprs() columns when another thread fetches them meanwhile."""
+    cols = columns(conn, NVTX)
     # char(1) marks "no inline text" (NULL), so the StringIds text is used there.
-    inline = np.array(sqlite_columns.text_column(conn, NVTX, "coalesce(text, char(1))", where)
-                      if "text" in cols else ["\1"] * start.size, dtype=object)
+    inline = sqlite_columns.text_column(conn, NVTX, "coalesce(text, char(1))", NVTX_RANGE_ROWS) \
+        if "text" in cols else None
+    start, end, tid, tids, dom, etype = ints() if ints is not None else sqlite_columns.int_columns(
+        conn, NVTX, nvtx_int_exprs(conn), NVTX_RANGE_ROWS)
+    inline = np.array(inline if inline is not None else ["\1"] * start.size, dtype=object)
     by_id = nsys_timeline.string_map(conn, tids[tids >= 0]) if "textId" in cols else {}
     missing = inline == "\1"
     inline[missing] = [by_id.get(i, "") for i in tids[missing].tolist()]
@@ -652,13 +661,13 @@ class Fetched:
             yield self.api[0], self.api[1]
 
 
-def _columns_job(path: Path, table: str, exprs: List[str], rows=None):
-    """A job fetching `exprs` of `table` (rowid range `rows`: (first, last)) on a connection of its
-    own (jobs run on parallel threads)."""
+def _columns_job(path: Path, table: str, exprs: List[str], rows=None, where: str = ""):
+    """A job fetching `exprs` of `table` (rowid range `rows`: (first, last); rows `where` keeps) on
+    a connection of its own (jobs run on parallel threads)."""
     def job():
         conn = connect(path)
         try:
-            return sqlite_columns.int_columns(conn, table, exprs, rows=rows)
+            return sqlite_columns.int_columns(conn, table, exprs, where, rows=rows)
         finally:
             conn.close()
     return job
@@ -701,13 +710,15 @@ def _read_tables(conn, path: Path, names: Set[str], devices):
     with ThreadPoolExecutor(sqlite_columns.WORKERS, thread_name_prefix="tb-hwprof-nsys") as pool:
         kernel_parts = _fetch_rows(pool, conn, path, KERNEL, [exprs[i] for i in asked]) if asked else []
         api = _fetch_rows(pool, conn, path, RUNTIME, API_EXPRS) if RUNTIME in names else []
+        nvtx_ints = pool.submit(_columns_job(path, NVTX, nvtx_int_exprs(conn), where=NVTX_RANGE_ROWS)) \
+            if NVTX in names else None
         sha = pool.submit(sha256_file, path)
         fetched = Fetched()
         if kernel_parts:
             fetched.kernels = _assemble_kernels(exprs, asked, _joined(kernel_parts))
         del kernel_parts  # a future holds its result: the fetched pieces (112 MB at 1M) go now
         # Only now, while the workers fetch the API calls: the kernel rows had both cores.
-        fetched.ranges = nvtx_ranges(conn) if NVTX in names else None
+        fetched.ranges = nvtx_ranges(conn, nvtx_ints.result) if nvtx_ints is not None else None
         strings, kernel_sum = _kernel_only(conn, fetched.kernels)
         fetched.api = tuple(_joined(api)) if api else None
         fetched.sha256 = sha.result()
