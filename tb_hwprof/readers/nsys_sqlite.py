@@ -698,14 +698,26 @@ def _assemble_kernels(exprs: List[str], asked: List[int], cols: List[np.ndarray]
 
 
 def _read_tables(conn, path: Path, names: Set[str], devices):
-    """(kernels, summaries, timeline, sha256).
+    """(kernels, summaries, timeline, sha256): the per-row columns fetched once, then the summaries
+    and the timeline from them, and the kernels table last, once the columns it is built from are
+    the only intermediates left (building it earlier, beside the timeline's, costs ~300 MB of peak
+    at 1M launches)."""
+    fetched, strings, kernel_sum = _fetch(conn, path, names)
+    summaries, timeline = _summaries_and_timeline(conn, path, names, devices, fetched, strings, kernel_sum)
+    kcols, sha = fetched.kernels, fetched.sha256
+    del fetched  # the timeline holds what it needs: the kernels table comes last, on its own
+    # kernel_frame gives its columns their final dtypes (no NaN in its text): only absent ones are added.
+    table = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings), copy=False,
+                              sparse_absent=True, only=())
+    return table, summaries, timeline, sha
 
-    Two threads fetch the kernel rows (a half each), then the API calls' and the file's hash,
-    while this thread reads the NVTX ranges and builds what needs only the kernels (their names
-    and their summary): SQLite and hashlib release the GIL, so both cores work.  The summaries
-    and the timeline follow, from the fetched int64 columns, and the kernels
-    table comes last, once the columns it is built from are the only intermediates left (building
-    it earlier, beside the timeline's, costs ~300 MB of peak at 1M launches)."""
+
+def _fetch(conn, path: Path, names: Set[str]):
+    """(Fetched, kernel names by string id, cuda_gpu_kern_sum).
+
+    Two worker threads fetch the kernel rows (a half each), then the API calls (a half each), the
+    NVTX ranges' integer columns and the file's hash; meanwhile this thread reads the NVTX texts and
+    builds what needs only the kernels.  SQLite and hashlib release the GIL: both cores work."""
     exprs, asked = _kernel_plan(conn, names)
     with ThreadPoolExecutor(sqlite_columns.WORKERS, thread_name_prefix="tb-hwprof-nsys") as pool:
         kernel_parts = _fetch_rows(pool, conn, path, KERNEL, [exprs[i] for i in asked]) if asked else []
@@ -717,30 +729,27 @@ def _read_tables(conn, path: Path, names: Set[str], devices):
         if kernel_parts:
             fetched.kernels = _assemble_kernels(exprs, asked, _joined(kernel_parts))
         del kernel_parts  # a future holds its result: the fetched pieces (112 MB at 1M) go now
-        # Only now, while the workers fetch the API calls: the kernel rows had both cores.
         fetched.ranges = nvtx_ranges(conn, nvtx_ints.result) if nvtx_ints is not None else None
         strings, kernel_sum = _kernel_only(conn, fetched.kernels)
         fetched.api = tuple(_joined(api)) if api else None
         fetched.sha256 = sha.result()
-        del api
+    return fetched, strings, kernel_sum
+
+
+def _summaries_and_timeline(conn, path: Path, names: Set[str], devices, fetched: Fetched, strings, kernel_sum):
+    """The summaries, and the timeline with its idle-time summaries, built side by side: the
+    timeline on a second thread with a connection of its own (much of both is numpy sorting and
+    copying, which releases the GIL)."""
     span = _capture_span(conn, names, fetched)
-    kcols = fetched.kernels
-    name = _lookup_names(strings, kcols) if kcols is not None else None
-    fetched.kernel_calls()  # shared by both sides below: looked up once, before they start
-    # The timeline (on a connection of its own) is built beside the summaries: much of both is
-    # numpy sorting and copying, which releases the GIL.
+    name = _lookup_names(strings, fetched.kernels) if fetched.kernels is not None else None
+    fetched.kernel_calls()  # used by both sides: looked up once, before they start
     idle: Dict[str, pd.DataFrame] = {}
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline") as pool:
         timeline = pool.submit(_timeline_job(path, names, devices, fetched, name, idle, span))
         summaries = read_summaries(conn, names, fetched, kernel_sum, span)
         timeline = timeline.result()
     summaries.update(idle)
-    sha = fetched.sha256
-    del fetched, name  # the timeline holds what it needs: the kernels table comes last, on its own
-    # kernel_frame gives its columns their final dtypes (no NaN in its text): only absent ones are added.
-    table = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings), copy=False,
-                              sparse_absent=True, only=())
-    return table, summaries, timeline, sha
+    return summaries, timeline
 
 
 def _kernel_only(conn, kcols):
