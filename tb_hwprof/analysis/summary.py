@@ -23,23 +23,29 @@ def time_weighted_mean(kernels: pd.DataFrame, column: str) -> float:
     return float((both[column] * both["duration_ns"]).sum() / total) if total > 0 else math.nan
 
 
-def interval_union_ns(starts, ends) -> int:
-    """Length of the union of [start, end) intervals, vectorised (sort + running max, no Python loop)."""
-    starts = np.asarray(starts, dtype=np.int64)
-    ends = np.asarray(ends, dtype=np.int64)
+def merge(starts, ends) -> Tuple[np.ndarray, np.ndarray]:
+    """The union of [start, end) intervals as sorted disjoint islands (touching ones merged),
+    vectorised: a sort (skipped when the starts are in order, as a trace's kernels are) and a
+    running max, no Python loop."""
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
     if starts.size == 0:
-        return 0
-    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():  # a trace's kernels come sorted already
+        return starts, ends
+    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
-    s, reach = starts, np.maximum.accumulate(ends)
-    # An island starts where an interval begins after everything before it has ended.
-    new = np.empty(s.size, dtype=bool)
+    reach = np.maximum.accumulate(ends)
+    new = np.empty(starts.size, dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > reach[:-1]
+    new[1:] = starts[1:] > reach[:-1]  # an island starts where an interval begins after all before it ended
     first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return int(np.clip(reach[last] - s[first], 0, None).sum())
+    last = np.append(first[1:] - 1, starts.size - 1)
+    return starts[first], reach[last]
+
+
+def interval_union_ns(starts, ends) -> int:
+    """Length of the union of [start, end) intervals."""
+    s, e = merge(starts, ends)
+    return int(np.clip(e - s, 0, None).sum())
 
 
 ACTIVITY_KINDS = ("kernel", "memcpy", "memset")

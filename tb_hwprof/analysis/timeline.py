@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..errors import HwprofError
 from ..model import TIMELINE_CATEGORIES, Window
-from .summary import interval_union_ns
+from .summary import interval_union_ns, merge
 
 Intervals = Tuple[np.ndarray, np.ndarray]  # (starts, ends), int64 ns
 
@@ -88,23 +88,6 @@ def _sorted_by_key_then_value(keys: np.ndarray, values: np.ndarray):
 
 def _i64(values) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
-
-
-def merge(starts, ends) -> Intervals:
-    """The union of [start, end) intervals as sorted disjoint islands (touching ones merged)."""
-    starts, ends = _i64(starts), _i64(ends)
-    if starts.size == 0:
-        return starts, ends
-    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():  # a trace's kernels come sorted already
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-    s, reach = starts, np.maximum.accumulate(ends)
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > reach[:-1]  # an island starts where an interval begins after all before it ended
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], reach[last]
 
 
 def idle_gaps(islands: Intervals, span: Tuple[int, int]) -> Intervals:
