@@ -10,6 +10,15 @@ def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def sha256_file(path) -> str:
+    """SHA-256 of a file read in 1 MB blocks (an export of hundreds of MB is never held whole)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def read_input_bytes(path, limit: Optional[int] = None) -> bytes:
     """The file's bytes (the first `limit` of them), with one-line errors a user can act on."""
     path = Path(path)

@@ -21,7 +21,8 @@ from typing import Optional
 
 from ..errors import InputError
 from ..model import Profile
-from .nsys_sqlite import read_nsys_sqlite, sha256_file
+from .common import sha256_file
+from .nsys_sqlite import read_nsys_sqlite
 
 MAGIC = b"NVIDIA Tegra Profiler Report"
 TAIL_BYTES = 64 << 10  # the session record sits in the last few hundred bytes of every sample

@@ -15,7 +15,6 @@ columns actually present.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import re
 import sqlite3
@@ -32,6 +31,7 @@ from ..analysis.timeline import distinct, grouped_stats
 from ..errors import InputError
 from ..model import Device, Peak, Profile, Provenance, normalise_kernels
 from . import nsys_timeline, sqlite_columns
+from .common import sha256_file
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -112,14 +112,6 @@ def looks_like_nsys(path: Path) -> bool:
         raise InputError(path, f"damaged SQLite file ({e})", "copy the file again or re-run the export") from None
     finally:
         conn.close()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- metadata and devices
@@ -288,11 +280,11 @@ def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
             row[column][values < 0] = math.nan
         del values
     frame = pd.DataFrame(block.T, columns=floats, copy=False)
-    demangled, short = _lookup(strings, c.pop("demangled")), _lookup(strings, c.pop("short"))
-    text = {"name": np.where(short == "", demangled, short), "demangled_name": demangled,
+    demangled = _lookup(strings, c["demangled"])
+    text = {"name": _lookup_names(strings, c, demangled), "demangled_name": demangled,
             "mangled_name": _lookup(strings, c.pop("mangled")), "grid": _dim_labels(c.pop("grid")),
             "block": _dim_labels(c.pop("block"))}
-    del demangled, short
+    del demangled, c["demangled"], c["short"]
     for at, (name, values) in enumerate(text.items()):  # object dtype: pandas 3 would infer its slower str
         frame.insert(at, name, pd.Series(values, dtype=object, copy=False))
     frame.insert(0, "launch_id", np.arange(n, dtype=np.int64))
@@ -440,9 +432,6 @@ def _nvtx_domains(conn) -> Dict[int, str]:
     return {int(d): t or "" for d, t in rows if d is not None}
 
 
-RANGE_FIELDS = ("start", "end", "tid", "nid", "domain", "etype")
-
-
 NVTX_RANGE_ROWS = f"eventType IN ({', '.join(map(str, NVTX_STYLES))}) AND end IS NOT NULL"
 
 
@@ -454,8 +443,9 @@ def nvtx_int_exprs(conn) -> List[str]:
 
 
 def nvtx_ranges(conn, ints: Optional[Callable[[], List[np.ndarray]]] = None) -> Dict[str, np.ndarray]:
-    """Closed NVTX push/pop and start/end ranges, in rowid order: RANGE_FIELDS as int64 arrays,
-    "nid" indexing "names" (each distinct text once: the inline text, else StringIds via textId).
+    """Closed NVTX push/pop and start/end ranges, in rowid order: start, end, tid, nid, domain and
+    etype as int64 arrays, "nid" indexing "names" (each distinct text once: the inline text, else
+    StringIds via textId).
     ints: gives the nvtx_int_exprs() columns when another thread fetches them meanwhile."""
     cols = columns(conn, NVTX)
     # char(1) marks "no inline text" (NULL), so the StringIds text is used there.
@@ -643,7 +633,7 @@ class Fetched:
 
     kernels: Optional[Dict[str, np.ndarray]] = None  # KERNEL_FIELDS, in GPU start order
     api: Optional[tuple] = None  # runtime/driver calls: (start, end, globalTid, correlation, nameId)
-    ranges: Optional[Dict[str, np.ndarray]] = None  # closed NVTX ranges: RANGE_FIELDS
+    ranges: Optional[Dict[str, np.ndarray]] = None  # closed NVTX ranges: nvtx_ranges()
     sha256: str = ""
     _kernel_calls: Optional[np.ndarray] = None
 
@@ -760,10 +750,11 @@ def _kernel_only(conn, kcols):
     return strings, kernel_summary(conn, kcols, strings)
 
 
-def _lookup_names(strings: pd.Series, c: Dict[str, np.ndarray]) -> np.ndarray:
-    """The kernels table's "name" column: the short name, the demangled one where there is none."""
+def _lookup_names(strings: pd.Series, c: Dict[str, np.ndarray], demangled: Optional[np.ndarray] = None) -> np.ndarray:
+    """The kernels table's "name" column: the short name, the demangled one where there is none
+    (`demangled`: those names when already looked up)."""
     short = _lookup(strings, c["short"])
-    return np.where(short == "", _lookup(strings, c["demangled"]), short)
+    return np.where(short == "", _lookup(strings, c["demangled"]) if demangled is None else demangled, short)
 
 
 def read_nsys_sqlite(path) -> Profile:

@@ -13,14 +13,15 @@ import csv
 import io
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import pandas as pd
 
 from ..errors import InputError
 from ..model import Profile, Provenance, normalise_kernels
 from .common import read_input_bytes
-from .nsys_sqlite import sha256_file, units_of
+from .common import sha256_file
+from .nsys_sqlite import units_of
 
 _PROCESSING = re.compile(r"^Processing \[(?P<db>.*)\] with \[(?P<script>.*?)\]\.\.\.\s*$")
 _SKIPPED = re.compile(r"^SKIPPED: (?P<why>.*)$")
