@@ -72,7 +72,7 @@ def grow(src: Path, dst: Path, kernels: int = 1_000_000, nvtx: int = 200_000) ->
     corr_step = conn.execute(f"SELECT max(correlationId) FROM {RUNTIME}").fetchone()[0] + 1
     n_kernels = conn.execute(f"SELECT count(*) FROM {KERNEL}").fetchone()[0]
     copies = -(-kernels // n_kernels) - 1
-    conn.execute(f"CREATE TEMP TABLE copies (c INTEGER PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE copies (c INTEGER PRIMARY KEY)")
     conn.execute(f"""INSERT INTO copies WITH RECURSIVE n(c) AS (SELECT 1 UNION ALL SELECT c + 1 FROM n
                      WHERE c < {max(copies, 1)}) SELECT c FROM n""")
     _copy_rows(conn, KERNEL, "1", copies, period, corr_step)

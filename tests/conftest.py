@@ -23,6 +23,33 @@ def samples_dir() -> Path:
     return path
 
 
+def sample(samples_dir: Path, name: str) -> Path:
+    """One samples-relative file; the test skips when this sample is not there."""
+    path = samples_dir / name
+    if not path.is_file():
+        pytest.skip(f"{name} not in the samples")
+    return path
+
+
+def _tool_folder(samples_dir: Path, tool: str) -> Path:
+    path = samples_dir / tool
+    if not path.is_dir():
+        pytest.skip(f"no {tool} samples under {samples_dir}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def roc(samples_dir) -> Path:
+    """<samples>/rocprof (rocprof v1/v2/v3, rocpd, rocprof-compute workloads)."""
+    return _tool_folder(samples_dir, "rocprof")
+
+
+@pytest.fixture(scope="session")
+def vt(samples_dir) -> Path:
+    """<samples>/vtune."""
+    return _tool_folder(samples_dir, "vtune")
+
+
 @pytest.fixture(scope="session")
 def ncu_report_module():
     if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):

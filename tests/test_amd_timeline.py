@@ -13,14 +13,6 @@ from tb_hwprof.logdir import metadata, trace
 from tb_hwprof.model import TIMELINE_CATEGORIES
 
 
-@pytest.fixture(scope="module")
-def roc(samples_dir):
-    path = samples_dir / "rocprof"
-    if not path.is_dir():
-        pytest.skip(f"no rocprof samples under {samples_dir}")
-    return path
-
-
 def slices_of(timeline, cat):
     s = timeline.slices
     mask = s["cat"] == TIMELINE_CATEGORIES.index(cat)

@@ -11,11 +11,9 @@ otherwise.  Screenshots of every view go to test-artifacts/screenshots/.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
-import shutil
 import socket
 import subprocess
 import sys

@@ -1,6 +1,4 @@
 """Export to a TensorBoard run: CLI, bad inputs, atomic writes, reading back, TensorBoard's own loader."""
-import gzip
-import math
 import os
 import subprocess
 import sys

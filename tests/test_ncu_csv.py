@@ -22,18 +22,13 @@ from tb_hwprof.readers import ncu_csv
 from tb_hwprof.readers.ncu_csv import read_ncu_csv
 from tb_hwprof.readers.ncu_rep import read_ncu_rep
 
+from conftest import sample
+
 REPO = Path(__file__).resolve().parent.parent
 GENE_CSV = "ncu/gene_v100_cli_flops_2020_ncu-csv.csv"
 GENE_REP = "ncu/gene_v100_cli_flops_2020.ncu-rep"
 ESMM_CSV = "ncu/esmm_a10g_cli_metrics_ncu-csv.csv"
 VTUNE_CSV = "vtune/amplxe2015_hotspots_openmp.csv"
-
-
-def sample(samples_dir, name):
-    path = samples_dir / name
-    if not path.is_file():
-        pytest.skip(f"{name} not in the samples")
-    return path
 
 
 def csv_rows_by_launch(path):

@@ -6,7 +6,6 @@ import hashlib
 import io
 import os
 import shutil
-import sqlite3
 import statistics
 import stat
 import subprocess

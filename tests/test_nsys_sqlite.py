@@ -21,6 +21,8 @@ from tb_hwprof.detect import sniff
 from tb_hwprof.errors import InputError
 from tb_hwprof.readers.nsys_sqlite import read_nsys_sqlite
 
+from conftest import sample
+
 REPO = Path(__file__).resolve().parent.parent
 DLPROF = "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite"  # the only export with NVTX ranges
 CARDIAC = "nsys/cardiac_rtx3060l_nocuda_2021.3.3.sqlite"  # no CUDA tables at all
@@ -39,13 +41,6 @@ def pytest_generate_tests(metafunc):
             files = [None] if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES") else [
                 pytest.param(None, marks=pytest.mark.skip(reason=f"no nsys .sqlite under {_samples()}"))]
         metafunc.parametrize("nsys_sqlite", files, ids=lambda p: p.name if isinstance(p, Path) else "none")
-
-
-def sample(samples_dir, name):
-    path = samples_dir / name
-    if not path.is_file():
-        pytest.skip(f"{name} not in the samples")
-    return path
 
 
 def query(path, sql, *args):

@@ -3,7 +3,6 @@ over every real export, the --time-range / --nvtx-range windows, and the GPU idl
 import gzip
 import json
 import re
-import sqlite3
 import subprocess
 import sys
 from collections import Counter, defaultdict

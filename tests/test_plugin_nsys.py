@@ -14,7 +14,7 @@ from tb_hwprof.logdir import metadata
 
 from test_nsys_sqlite import DLPROF, query, sample
 from test_nsys_timeline import sql_gaps
-from test_plugin_backend import App, P, body
+from test_plugin_backend import App, P
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))

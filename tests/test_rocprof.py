@@ -85,14 +85,6 @@ SUFFIX = re.compile(r"(\s*\[clone [^\]]*\]|\s*\(\.kd\)|\.kd)$")  # the test's ow
 
 
 @pytest.fixture(scope="session")
-def roc(samples_dir) -> Path:
-    path = samples_dir / "rocprof"
-    if not path.is_dir():
-        pytest.skip(f"no rocprof samples under {samples_dir}")
-    return path
-
-
-@pytest.fixture(scope="session")
 def read_cached(roc):
     cache = {}
 

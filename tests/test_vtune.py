@@ -26,14 +26,6 @@ EXPECT = {
 }
 
 
-@pytest.fixture(scope="session")
-def vt(samples_dir):
-    path = samples_dir / "vtune"
-    if not path.is_dir():
-        pytest.skip(f"no vtune samples under {samples_dir}")
-    return path
-
-
 def rows_of(path, delimiter=","):
     with open(path, newline="") as f:
         return list(csv.DictReader(f, delimiter=delimiter))
