@@ -1,4 +1,10 @@
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+
+# Optional accelerator: reads SQLite integer columns into numpy arrays in C (Nsight Systems
+# exports).  Needs a C compiler and sqlite3.h (Debian: libsqlite3-dev); where either is missing
+# the build skips it and the pure-Python path gives the same results, slower.
+SQLITE_SCAN = Extension("tb_hwprof.readers._sqlite_scan", ["tb_hwprof/readers/_sqlite_scan.c"],
+                        libraries=["sqlite3"], optional=True)
 
 setup(
     name="tb-hwprof",
@@ -11,6 +17,7 @@ setup(
     # installed as package data of tb_hwprof.frontend, where the plugin finds it by import.
     package_dir={"tb_hwprof.frontend": "frontend"},
     package_data={"tb_hwprof.frontend": [f"{d}*.{e}" for d in ("", "**/") for e in ("js", "css", "html", "svg")]},
+    ext_modules=[SQLITE_SCAN],
     python_requires=">=3.9",
     install_requires=[
         "tensorboard>=2.12",

@@ -1,5 +1,6 @@
 """sqlite_columns: integer and text columns fetched through group_concat equal a plain row fetch."""
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -64,3 +65,78 @@ def test_row_ranges_put_back_together_equal_the_whole(samples_dir):
         for i in range(2):
             assert np.concatenate([p[i] for p in pieces]).tolist() == whole[i].tolist()
     assert sqlite_columns.split_rows(None, 2) == [None]
+
+
+BACKENDS = [pytest.param(False, id="text")] + [pytest.param(
+    True, id="native", marks=pytest.mark.skipif(not sqlite_columns.NATIVE, reason="C reader not built"))]
+
+
+@pytest.mark.parametrize("native", BACKENDS)
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_columns_in_parts_equal_a_row_fetch(samples_dir, monkeypatch, native, parts):
+    monkeypatch.setattr(sqlite_columns, "NATIVE", native)
+    monkeypatch.setattr(sqlite_columns, "CHUNK_ROWS", 5)  # the text path: many queries per part
+    path = sample(samples_dir, DLPROF)
+    conn = _conn(path)
+    exprs = ["start", "end", "coalesce(correlationId, -1)", "(blockX << 32) | (blockY << 16) | blockZ"]
+    rows = conn.execute(f"SELECT {', '.join(exprs)} FROM {KERNEL} ORDER BY rowid").fetchall()
+    with ThreadPoolExecutor(2) as pool:
+        got = sqlite_columns.columns_in_parts(pool, path, KERNEL, exprs, sqlite_columns.rowid_span(conn, KERNEL),
+                                              parts)()
+    for i, col in enumerate(got):
+        assert col.dtype == np.int64 and col.tolist() == [r[i] for r in rows]
+
+
+def _table_with_gaps(path):
+    """A table whose rowids have holes (deleted rows) before, inside and after each part."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+    conn.executemany("INSERT INTO t (rowid, a, b) VALUES (?, ?, ?)", [(i, i * 3, -i) for i in range(1, 41)])
+    conn.execute("DELETE FROM t WHERE rowid IN (2, 3, 4, 17, 18, 19, 20, 21, 22, 30)")
+    conn.commit()
+    return conn
+
+
+@pytest.mark.parametrize("native", BACKENDS)
+def test_columns_in_parts_close_rowid_gaps(tmp_path, monkeypatch, native):
+    monkeypatch.setattr(sqlite_columns, "NATIVE", native)
+    conn = _table_with_gaps(tmp_path / "t.sqlite")
+    want = conn.execute("SELECT a, b FROM t ORDER BY rowid").fetchall()
+    span = sqlite_columns.rowid_span(conn, "t")
+    with ThreadPoolExecutor(2) as pool:
+        for parts in (1, 2, 4):
+            a, b = sqlite_columns.columns_in_parts(pool, tmp_path / "t.sqlite", "t", ["a", "b"], span, parts)()
+            assert list(zip(a.tolist(), b.tolist())) == want and a.base is None  # compacted into its own array
+
+
+@pytest.mark.parametrize("native", BACKENDS)
+def test_columns_in_parts_refuse_null_and_real(tmp_path, monkeypatch, native):
+    monkeypatch.setattr(sqlite_columns, "NATIVE", native)
+    conn = sqlite3.connect(tmp_path / "t.sqlite")
+    conn.execute("CREATE TABLE t (a INTEGER, b)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(1, 1), (None, 2.5), (3, 3)])
+    conn.commit()
+    span = sqlite_columns.rowid_span(conn, "t")
+    with ThreadPoolExecutor(2) as pool:
+        for expr in ("a", "b"):
+            with pytest.raises(ValueError, match=f"in t: {expr}"):
+                sqlite_columns.columns_in_parts(pool, tmp_path / "t.sqlite", "t", ["coalesce(a, 0)", expr], span)()
+        with pytest.raises(sqlite3.DatabaseError, match="no_such_column"):
+            sqlite_columns.columns_in_parts(pool, tmp_path / "t.sqlite", "t", ["no_such_column"], span)()
+
+
+@pytest.mark.skipif(not sqlite_columns.NATIVE, reason="C reader not built")
+def test_native_reader_checks_its_buffers(tmp_path):
+    conn = _table_with_gaps(tmp_path / "t.sqlite")
+    uri = sqlite_columns.read_only_uri(tmp_path / "t.sqlite")
+    sql = 'SELECT a, b FROM "t" NOT INDEXED WHERE rowid BETWEEN ? AND ?'
+    fill = sqlite_columns._sqlite_scan.fill
+    with pytest.raises(TypeError, match="int64"):
+        fill(uri, sql, 1, 40, [np.zeros(40), np.zeros(40)])  # float64
+    with pytest.raises(ValueError):
+        fill(uri, sql, 1, 40, np.zeros((2, 40), np.int64)[:, ::2])  # not contiguous
+    assert fill(uri, sql, 1, 40, [np.zeros(40, np.int64)])[2] == "the query's column count differs from the number of buffers"
+    small = [np.zeros(5, np.int64), np.zeros(5, np.int64)]
+    assert fill(uri, sql, 1, 40, small) == (5, -1, "more rows than room")
+    assert small[0].tolist() == [r[0] for r in conn.execute("SELECT a FROM t ORDER BY rowid LIMIT 5")]
+    assert fill(sqlite_columns.read_only_uri(tmp_path / "absent.sqlite"), sql, 1, 2, small)[2] is not None

@@ -60,9 +60,8 @@ SUMMARY_UNITS = {"_ns": "ns", "_pct": "%", "_bytes": "bytes", "_bytes_per_s": "b
 
 def connect(path: Path) -> sqlite3.Connection:
     """Read-only, through a URI: nothing is ever created or locked next to the user's file."""
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True)
+        conn = sqlite3.connect(sqlite_columns.read_only_uri(path), uri=True)
         conn.execute("PRAGMA temp_store = MEMORY")  # our helper tables stay in memory, never on disk
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:
@@ -651,28 +650,22 @@ class Fetched:
             yield self.api[0], self.api[1]
 
 
-def _columns_job(path: Path, table: str, exprs: List[str], rows=None, where: str = ""):
-    """A job fetching `exprs` of `table` (rowid range `rows`: (first, last); rows `where` keeps) on
-    a connection of its own (jobs run on parallel threads)."""
+def _columns_job(path: Path, table: str, exprs: List[str], where: str = ""):
+    """A job fetching `exprs` of the rows of `table` that `where` keeps, on a connection of its own
+    (jobs run on parallel threads)."""
     def job():
         conn = connect(path)
         try:
-            return sqlite_columns.int_columns(conn, table, exprs, where, rows=rows)
+            return sqlite_columns.int_columns(conn, table, exprs, where)
         finally:
             conn.close()
     return job
 
 
-def _fetch_rows(pool, conn, path: Path, table: str, exprs: List[str]) -> list:
-    """Futures of `exprs` over each part of `table`'s rows (one part per worker)."""
-    parts = sqlite_columns.split_rows(sqlite_columns.rowid_span(conn, table), sqlite_columns.WORKERS)
-    return [pool.submit(_columns_job(path, table, exprs, rows)) for rows in parts]
-
-
-def _joined(futures) -> List[np.ndarray]:
-    """The columns of row-range futures, end to end (rowid order)."""
-    parts = [f.result() for f in futures]
-    return [np.concatenate(cols) for cols in zip(*parts)] if len(parts) > 1 else parts[0]
+def _fetch_rows(pool, conn, path: Path, table: str, exprs: List[str]):
+    """`exprs` of every row of `table`, fetched by every worker (a stretch of rows each): the
+    function that waits for them."""
+    return sqlite_columns.columns_in_parts(pool, path, table, exprs, sqlite_columns.rowid_span(conn, table))
 
 
 def _kernel_plan(conn, names: Set[str]):
@@ -710,18 +703,17 @@ def _fetch(conn, path: Path, names: Set[str]):
     builds what needs only the kernels.  SQLite and hashlib release the GIL: both cores work."""
     exprs, asked = _kernel_plan(conn, names)
     with ThreadPoolExecutor(sqlite_columns.WORKERS, thread_name_prefix="tb-hwprof-nsys") as pool:
-        kernel_parts = _fetch_rows(pool, conn, path, KERNEL, [exprs[i] for i in asked]) if asked else []
-        api = _fetch_rows(pool, conn, path, RUNTIME, API_EXPRS) if RUNTIME in names else []
+        kernel_cols = _fetch_rows(pool, conn, path, KERNEL, [exprs[i] for i in asked]) if asked else None
+        api = _fetch_rows(pool, conn, path, RUNTIME, API_EXPRS) if RUNTIME in names else None
         nvtx_ints = pool.submit(_columns_job(path, NVTX, nvtx_int_exprs(conn), where=NVTX_RANGE_ROWS)) \
             if NVTX in names else None
         sha = pool.submit(sha256_file, path)
         fetched = Fetched()
-        if kernel_parts:
-            fetched.kernels = _assemble_kernels(exprs, asked, _joined(kernel_parts))
-        del kernel_parts  # a future holds its result: the fetched pieces (112 MB at 1M) go now
+        if kernel_cols is not None:
+            fetched.kernels = _assemble_kernels(exprs, asked, kernel_cols())
         fetched.ranges = nvtx_ranges(conn, nvtx_ints.result) if nvtx_ints is not None else None
         strings, kernel_sum = _kernel_only(conn, fetched.kernels)
-        fetched.api = tuple(_joined(api)) if api else None
+        fetched.api = tuple(api()) if api is not None else None
         fetched.sha256 = sha.result()
     return fetched, strings, kernel_sum
 

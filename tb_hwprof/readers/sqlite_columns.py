@@ -6,19 +6,30 @@ the GIL released) and numpy parses it (`np.fromstring`, ~1 GB/s): 14 columns of 
 ~0.9 s on one thread, ~0.5 s on two, and never a Python object per row.
 
 Rows come in rowid order: the table is scanned `NOT INDEXED`, so a covering index can never give
-one column another order than the next.  Values must be integers (coalesce NULLs away in the
+one column another order than the next.  Queries take CHUNK_ROWS rows at a time, so their texts
+stay small and the allocator hands the same memory to the next chunk (fresh memory costs a page
+fault per 4 kB, which on a VM costs more than parsing it); `columns_in_parts` writes the chunks
+straight into the final arrays.  Values must be integers (coalesce NULLs away in the
 expression): a NULL is skipped by group_concat and a REAL is not an integer, and both are caught
 by counting.
 """
 from __future__ import annotations
 
 import sqlite3
-from typing import List, Optional, Sequence
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
-# Rows per query: one column's text stays far below SQLite's 1 GB string limit.
-CHUNK_ROWS = 1 << 22
+try:  # the C reader (setup.py builds it where a compiler and sqlite3.h are): same columns, no text
+    from . import _sqlite_scan
+except ImportError:
+    _sqlite_scan = None
+NATIVE = _sqlite_scan is not None  # columns_in_parts reads through it when True
+
+# Rows per query: one column's text is at most ~1.3 MB (SQLite's limit is 1 GB).
+CHUNK_ROWS = 1 << 16
 # Queries run at once by readers that fetch on threads: SQLite work releases the GIL, so two
 # scans use two cores.
 WORKERS = 2
@@ -35,8 +46,9 @@ def _parse(text, count: int, expr: str, table: str) -> np.ndarray:
 
 
 def rowid_span(conn: sqlite3.Connection, table: str):
-    """(first, last) rowid of `table`, or None when it is empty (both ends of its b-tree: no scan)."""
-    lo, hi = conn.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+    """(first, last) rowid of `table`, or None when it is empty (both ends of its b-tree: no scan;
+    min() and max() in one SELECT would scan the whole table, ~50 ms per 1M rows)."""
+    lo, hi = conn.execute(f'SELECT (SELECT min(rowid) FROM "{table}"), (SELECT max(rowid) FROM "{table}")').fetchone()
     return None if lo is None else (lo, hi)
 
 
@@ -50,6 +62,17 @@ def split_rows(span, parts: int) -> List[tuple]:
     return [(a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)]
 
 
+def _chunks(conn: sqlite3.Connection, table: str, exprs: Sequence[str], span: tuple, where: str = ""):
+    """(rows, one int64 array per expression) of each CHUNK_ROWS rowids of `span` in turn."""
+    lo, hi = span
+    aggs = ", ".join(f"group_concat({e})" for e in exprs)
+    keep = f"AND ({where})" if where else ""
+    for first in range(lo, hi + 1, CHUNK_ROWS):
+        row = conn.execute(f'SELECT count(*), {aggs} FROM "{table}" NOT INDEXED '
+                           f'WHERE rowid BETWEEN ? AND ? {keep}', (first, min(first + CHUNK_ROWS - 1, hi))).fetchone()
+        yield row[0], [_parse(text, row[0], expr, table) for text, expr in zip(row[1:], exprs)]
+
+
 def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], where: str = "",
                 rows: Optional[tuple] = None) -> List[np.ndarray]:
     """One int64 array per expression over the rows of `table` (rowid order) that `where` keeps,
@@ -57,16 +80,72 @@ def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], wher
     span = rows if rows is not None else rowid_span(conn, table)
     if span is None or not exprs:
         return [np.zeros(0, np.int64) for _ in exprs]
-    lo, hi = span
-    aggs = ", ".join(f"group_concat({e})" for e in exprs)
-    keep = f"AND ({where})" if where else ""
-    pieces: List[List[np.ndarray]] = [[] for _ in exprs]
-    for first in range(lo, hi + 1, CHUNK_ROWS):
-        row = conn.execute(f'SELECT count(*), {aggs} FROM "{table}" NOT INDEXED '
-                           f'WHERE rowid BETWEEN ? AND ? {keep}', (first, min(first + CHUNK_ROWS - 1, hi))).fetchone()
-        for i, text in enumerate(row[1:]):
-            pieces[i].append(_parse(text, row[0], exprs[i], table))
+    pieces = list(zip(*(cols for _, cols in _chunks(conn, table, exprs, span, where))))
     return [p[0] if len(p) == 1 else np.concatenate(p) for p in pieces]
+
+
+def fill_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], rows: tuple,
+                 out: Sequence[np.ndarray]) -> int:
+    """Write `exprs` over the rows of `table` with rowid in `rows` (first, last), in rowid order, to the
+    start of the `out` arrays (room for every rowid of the range); returns how many rows there were."""
+    n = 0
+    for count, cols in _chunks(conn, table, exprs, rows):
+        for values, col in zip(out, cols):
+            values[n:n + count] = col
+        n += count
+    return n
+
+
+def native_fill(uri: str, table: str, exprs: Sequence[str], rows: tuple, out: Sequence[np.ndarray]) -> int:
+    """fill_columns() through the C reader, on a connection of its own to `uri`."""
+    sql = f'SELECT {", ".join(exprs)} FROM "{table}" NOT INDEXED WHERE rowid BETWEEN ? AND ?'
+    count, bad_column, error = _sqlite_scan.fill(uri, sql, rows[0], rows[1], out)
+    if error is not None:
+        raise sqlite3.DatabaseError(f"{table}: {error}")
+    if bad_column >= 0:
+        raise ValueError(f"unexpected NULL or non-integer value in {table}: {exprs[bad_column]}")
+    return count
+
+
+def read_only_uri(path) -> str:
+    """The URI that opens `path` read-only: nothing is ever created or locked next to the user's file."""
+    return Path(path).resolve().as_uri() + "?mode=ro"
+
+
+def columns_in_parts(pool: Executor, path, table: str, exprs: Sequence[str], span,
+                     parts: int = WORKERS) -> Callable[[], List[np.ndarray]]:
+    """Start fetching `exprs` of every row of `table` (rowid `span`: rowid_span()) in the SQLite file
+    at `path` on `pool`, one rowid range per worker, each on a connection of its own and into its
+    own stretch of the output arrays; returns the function that waits for them and gives the
+    columns."""
+    if span is None or not exprs:
+        return lambda: [np.zeros(0, np.int64) for _ in exprs]
+    lo = span[0]
+    out = [np.empty(span[1] - lo + 1, np.int64) for _ in exprs]
+    uri, native = read_only_uri(path), NATIVE
+
+    def job(first: int, last: int) -> int:
+        stretch = [o[first - lo:] for o in out]
+        if native:
+            return native_fill(uri, table, exprs, (first, last), stretch)
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            return fill_columns(conn, table, exprs, (first, last), stretch)
+        finally:
+            conn.close()
+
+    started = [(first, pool.submit(job, first, last)) for first, last in split_rows(span, parts)]
+
+    def result() -> List[np.ndarray]:
+        n = 0
+        for first, future in started:
+            got = future.result()
+            if first - lo != n:  # rowids missing before this range (deleted rows): close the gap
+                for o in out:
+                    o[n:n + got] = o[first - lo:first - lo + got]
+            n += got
+        return [o if n == o.size else o[:n].copy() for o in out]
+    return result
 
 
 def text_column(conn: sqlite3.Connection, table: str, expr: str, where: str = "") -> List[str]:
