@@ -203,7 +203,9 @@ def project_ranges(range_start, range_end, range_thread, call_start, call_thread
     op_start, op_end = _i64(op_start), _i64(op_end)
     order = np.lexsort((call_start, call_thread))
     thread, start = call_thread[order], call_start[order]
-    first, last = op_start[order], op_end[order]
+    first, last = _gathered_with_pad(op_start, order), _gathered_with_pad(op_end, order)
+    n = order.size
+    del order
     lo = np.zeros(range_start.size, np.int64)
     hi = np.zeros(range_start.size, np.int64)
     for t in np.unique(range_thread).tolist():  # per thread: one searchsorted over its calls
@@ -212,7 +214,10 @@ def project_ranges(range_start, range_end, range_thread, call_start, call_thread
         lo[mine] = a + np.searchsorted(start[a:b], range_start[mine], "left")
         hi[mine] = a + np.searchsorted(start[a:b], range_end[mine], "left")
     hi = np.maximum(hi, lo)
-    busy = np.concatenate([[0], np.cumsum(last - first)])
+    busy = np.empty(n + 1, np.int64)  # busy[i]: summed time of the first i operations
+    busy[0] = 0
+    np.subtract(last[:n], first[:n], out=busy[1:])
+    np.cumsum(busy[1:], out=busy[1:])
     count, gpu = hi - lo, busy[hi] - busy[lo]
     span = np.zeros(range_start.size, np.int64)
     some = np.flatnonzero(count > 0)
@@ -220,10 +225,16 @@ def project_ranges(range_start, range_end, range_thread, call_start, call_thread
         some = some[np.argsort(lo[some], kind="stable")]  # slices by start: reduceat's gaps stay O(n)
         bounds = np.empty(2 * some.size, np.int64)
         bounds[0::2], bounds[1::2] = lo[some], hi[some]
-        pad_last = np.append(last, 0)  # hi may equal n: one element past the end
-        pad_first = np.append(first, 0)
-        span[some] = np.maximum.reduceat(pad_last, bounds)[0::2] - np.minimum.reduceat(pad_first, bounds)[0::2]
+        span[some] = np.maximum.reduceat(last, bounds)[0::2] - np.minimum.reduceat(first, bounds)[0::2]
     return count, gpu, span
+
+
+def _gathered_with_pad(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """values[order] plus one 0 past the end (a reduceat bound may equal len(order)), in one array."""
+    out = np.empty(order.size + 1, np.int64)
+    np.take(values, order, out=out[:-1])
+    out[-1] = 0
+    return out
 
 
 def gap_share(idle: int, part: int) -> Optional[float]:

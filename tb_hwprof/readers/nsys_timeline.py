@@ -26,7 +26,6 @@ OSRT = "OSRT_API"
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
 _API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaLaunchKernel_v7000 -> cudaLaunchKernel
 PID_MASK = 0xFFFFFF
-KERNEL_FIELDS = ("start", "end", "device", "context", "stream", "pid", "correlation")  # of kernel_columns()
 GPU_PID_BASE = 100_000_000  # GPU "processes" of the trace: above any Linux pid (pid_max <= 2^22)
 
 
@@ -64,29 +63,30 @@ class NameTable:
 # ---------------------------------------------------------------- slices per category
 
 def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: Optional[np.ndarray],
-             table: NameTable, memcpy_labels: Dict[int, str]):
-    """(start, end, device, context, stream, pid, correlation, cat, name id, bytes) of kernels, copies, sets."""
+             table: NameTable, memcpy_labels: Dict[int, str]) -> List[dict]:
+    """Kernels, then copies, then sets: one dict per table of slice columns (start, end, name, cat,
+    bytes) plus the per-row stream_key, pid and corr(elation id), never concatenated (the timeline's slices are
+    the only copy: the kernel part's start and end are the fetched arrays themselves)."""
     parts = []
     if kernel_cols is not None and kernel_names is not None and kernel_names.size:
+        c = kernel_cols
         codes, uniques = pd.factorize(kernel_names)
-        parts.append((kernel_cols["start"], kernel_cols["end"], kernel_cols["device"], kernel_cols["context"],
-                      kernel_cols["stream"], kernel_cols["pid"], kernel_cols["correlation"],
-                      np.full(codes.size, CAT["kernel"], np.int8), table.codes(list(uniques), codes),
-                      np.full(codes.size, -1, np.int64)))
+        parts.append(dict(start=c["start"], end=c["end"], name=table.codes(list(uniques), codes), cat=CAT["kernel"],
+                          bytes=-1, stream_key=stream_key(c["device"], c["context"], c["stream"]),
+                          pid=c["pid"], corr=c["correlation"]))
     for t, cat in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
         if t not in names:
             continue
         kind = "coalesce(copyKind, 0)" if t == MEMCPY else "0"
-        cols = sqlite_columns.int_columns(conn, t, [
+        start, end, dev, ctx, stream, pid, corr, kinds, size = sqlite_columns.int_columns(conn, t, [
             "start", "end", "deviceId", "coalesce(contextId, 0)", "coalesce(streamId, 0)",
             f"(coalesce(globalPid, 0) >> 24) & {PID_MASK}", "coalesce(correlationId, -1)", kind, "coalesce(bytes, 0)"])
-        kinds, inverse = tl.codes(cols[7])
+        distinct_kinds, inverse = tl.codes(kinds)
         labels = [f"[CUDA memcpy {memcpy_labels.get(int(k), f'kind {int(k)}')}]" if t == MEMCPY else "[CUDA memset]"
-                  for k in kinds]
-        parts.append((*cols[:7], np.full(cols[0].size, CAT[cat], np.int8), table.codes(labels, inverse), cols[8]))
-    if not parts:
-        return None
-    return [np.concatenate([p[i] for p in parts]) for i in range(10)]
+                  for k in distinct_kinds]
+        parts.append(dict(start=start, end=end, name=table.codes(labels, inverse), cat=CAT[cat], bytes=size,
+                          stream_key=stream_key(dev, ctx, stream), pid=pid, corr=corr))
+    return parts
 
 
 def _api_calls(conn, table: NameTable, api: tuple):
@@ -134,11 +134,15 @@ def cpu_tracks(conn, names: Set[str], gtids: np.ndarray) -> Tuple[List[Track], n
     return tracks, inverse.astype(np.int32)
 
 
-def gpu_tracks(devices: List[Device], device, context, stream) -> Tuple[List[Track], np.ndarray]:
-    """One track per (device, context, stream); the stream id is the track's tid unless two
-    contexts of one device use the same stream id."""
-    # One int64 per row (device < 2^7, context < 2^24, stream < 2^32), hashed: np.unique(axis=0) is ~1 s at 1M.
-    key = (device.astype(np.int64) << 56) | ((context.astype(np.int64) & 0xFFFFFF) << 32) | (stream & 0xFFFFFFFF)
+def stream_key(device: np.ndarray, context: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """(device, context, stream) of each row as one int64 (device < 2^7, context < 2^24, stream < 2^32),
+    hashed where np.unique(axis=0) of the triples would take ~1 s at 1M."""
+    return (device.astype(np.int64) << 56) | ((context.astype(np.int64) & 0xFFFFFF) << 32) | (stream & 0xFFFFFFFF)
+
+
+def gpu_tracks(devices: List[Device], key: np.ndarray) -> Tuple[List[Track], np.ndarray]:
+    """One track per stream_key (device, context, stream), and each row's track index; the stream
+    id is the track's tid unless two contexts of one device use the same stream id."""
     uniq_keys, inverse = tl.codes(key)
     uniq = [(int(k >> 56), int((k >> 32) & 0xFFFFFF), int(k & 0xFFFFFFFF)) for k in uniq_keys.tolist()]
     per_stream = pd.Series([(d, s) for d, _, s in uniq], dtype=object).value_counts().to_dict() if uniq else {}
@@ -156,19 +160,20 @@ def gpu_tracks(devices: List[Device], device, context, stream) -> Tuple[List[Tra
 
 # ---------------------------------------------------------------- flows
 
-def flow_ids(n_calls: int, gpu_call: np.ndarray, gpu_key: np.ndarray, gpu_start: np.ndarray):
-    """(flow id per API call, per GPU operation): 0.. for each call and the operation it launched
-    (gpu_call: the call's row, -1 for none), -1 elsewhere.  A call that launched several
-    operations (a graph) flows to the first."""
-    call_flow = np.full(n_calls, -1, np.int64)
-    gpu_flow = np.full(gpu_call.size, -1, np.int64)
+def flow_ids(gpu_call: np.ndarray, gpu_start: np.ndarray, call_flow: np.ndarray, gpu_flow: np.ndarray) -> None:
+    """Flow ids into call_flow (per API call) and gpu_flow (per GPU operation): 0.. for each call and
+    the operation it launched (gpu_call: the call's row, -1 for none) in the operations' start
+    order, -1 elsewhere.  A call that launched several operations (a graph) flows to the first."""
+    call_flow[:], gpu_flow[:] = -1, -1
     by_start = np.argsort(gpu_start, kind="stable")
     launched = by_start[gpu_call[by_start] >= 0]
-    firsts = launched[~pd.Series(gpu_key[launched]).duplicated().to_numpy()]  # earliest op of each key
+    del by_start
+    earliest = np.full(call_flow.size, launched.size, np.int64)  # per call: the rank of its first operation
+    np.minimum.at(earliest, gpu_call[launched], np.arange(launched.size))
+    firsts = launched[np.sort(earliest[earliest < launched.size])]
     ids = np.arange(firsts.size, dtype=np.int64)
     call_flow[gpu_call[firsts]] = ids
     gpu_flow[firsts] = ids
-    return call_flow, gpu_flow
 
 
 def api_keys(api: tuple) -> np.ndarray:
@@ -194,33 +199,44 @@ def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Opt
     gpu = _gpu_ops(conn, names, kernel_cols, kernel_names, table, memcpy_labels)
     api = _api_calls(conn, table, api_rows) if api_rows is not None else None
     nvtx = _nvtx_ranges(table, ranges) if ranges is not None else None
-    if gpu is None and api is None and nvtx is None:
+    if not gpu and api is None and nvtx is None:
         return None, None
-    g_start, g_end, g_dev, g_ctx, g_stream, g_pid, g_corr, g_cat, g_name, g_bytes = gpu if gpu is not None else \
-        [np.zeros(0, np.int64)] * 7 + [np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int64)]
-    gpu_tr, gpu_track = gpu_tracks(devices, g_dev, g_ctx, g_stream)
+    gpu_tr, gpu_track = gpu_tracks(devices, _joined(gpu, "stream_key"))
     cpu_gtids = np.concatenate([x[2] for x in (api, nvtx) if x is not None] or [np.zeros(0, np.int64)])
     cpu_tr, cpu_track = cpu_tracks(conn, names, cpu_gtids)
-    n_api = api[0].size if api is not None else 0
-    gpu_key = flow_key(g_pid, g_corr)
-    if api is None:
-        gpu_call = np.full(gpu_key.size, -1, np.int64)
-    else:
-        n_kernels = kernel_calls.size if kernel_calls is not None else 0  # kernels come first in the GPU ops
-        gpu_call = np.concatenate([kernel_calls if kernel_calls is not None else np.zeros(0, np.int64),
-                                   tl.launching_call(api_keys(api_rows), gpu_key[n_kernels:])])
-    api_flow, gpu_flow = flow_ids(n_api, gpu_call, gpu_key, g_start)
+    n_gpu, n_api = gpu_track.size, api[0].size if api is not None else 0
     offset = len(gpu_tr)
-    parts = [dict(start=g_start, end=g_end, track=gpu_track, name=g_name, cat=g_cat, flow=gpu_flow, bytes=g_bytes)]
+    parts = [dict(part, track=0, flow=-1) for part in gpu]  # GPU tracks and flows are set below
     if api is not None:
         parts.append(dict(start=api[0], end=api[1], track=cpu_track[:n_api] + offset, name=api[4],
-                          cat=CAT["cuda_api"], flow=api_flow, bytes=-1))
+                          cat=CAT["cuda_api"], flow=-1, bytes=-1))
     if nvtx is not None:
         parts.append(dict(start=nvtx[0], end=nvtx[1], track=cpu_track[n_api:] + offset, name=nvtx[3],
                           cat=CAT["nvtx"], flow=-1, bytes=-1))
     slices = _stack(parts)
+    del parts, cpu_track
+    slices["track"][:n_gpu] = gpu_track
+    g_start, g_end = slices["start"][:n_gpu], slices["end"][:n_gpu]
+    if api is not None:
+        flow_ids(_launching_calls(gpu, api_rows, kernel_calls), g_start, slices["flow"][n_gpu:n_gpu + n_api],
+                 slices["flow"][:n_gpu])
+    g_dev = np.array([t.device for t in gpu_tr], dtype=np.int64)[gpu_track]
     extras = {"gpu": (g_start, g_end, g_dev), "api": api, "nvtx": nvtx}
     return Timeline(tracks=gpu_tr + cpu_tr, names=table.names(), slices=slices), extras
+
+
+def _launching_calls(gpu: List[dict], api_rows: tuple, kernel_calls: Optional[np.ndarray]) -> np.ndarray:
+    """Per GPU operation: the row of the API call that launched it (-1: none); the kernels' rows are
+    `kernel_calls` when already known."""
+    known = [kernel_calls] if kernel_calls is not None and gpu and gpu[0]["cat"] == CAT["kernel"] else []
+    rest = gpu[len(known):]
+    keys = api_keys(api_rows) if rest else None
+    calls = known + [tl.launching_call(keys, flow_key(p["pid"], p["corr"])) for p in rest]
+    return np.concatenate(calls) if calls else np.zeros(0, np.int64)
+
+
+def _joined(parts: List[dict], column: str) -> np.ndarray:
+    return np.concatenate([p[column] for p in parts]) if parts else np.zeros(0, np.int64)
 
 
 def _stack(parts: List[dict]) -> Dict[str, np.ndarray]:
