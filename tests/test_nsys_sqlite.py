@@ -19,6 +19,7 @@ import tb_hwprof
 from tb_hwprof.analysis.summary import headline_scalars, interval_union_ns
 from tb_hwprof.detect import sniff
 from tb_hwprof.errors import InputError
+from tb_hwprof.readers import sqlite_columns
 from tb_hwprof.readers.nsys_sqlite import read_nsys_sqlite
 
 from conftest import sample
@@ -356,6 +357,23 @@ def test_kernel_rows_out_of_start_order_give_the_same_profile(tmp_path, samples_
     for col, values in a.timeline.slices.items():
         assert values.tolist() == b.timeline.slices[col].tolist(), col
 
+
+
+@pytest.mark.skipif(not sqlite_columns.NATIVE, reason="C reader not built")
+def test_c_reader_and_text_path_give_the_same_profile(nsys_sqlite, monkeypatch):
+    """The optional C column reader and the pure-Python text path it stands in for read every
+    export alike (kernels, summaries, timeline)."""
+    native = read_nsys_sqlite(nsys_sqlite)
+    monkeypatch.setattr(sqlite_columns, "NATIVE", False)
+    text = read_nsys_sqlite(nsys_sqlite)
+    pd.testing.assert_frame_equal(native.kernels, text.kernels)
+    assert native.summaries.keys() == text.summaries.keys()
+    for name, table in native.summaries.items():
+        pd.testing.assert_frame_equal(table, text.summaries[name])
+    assert (native.timeline is None) == (text.timeline is None)
+    if native.timeline is not None:
+        for col, values in native.timeline.slices.items():
+            assert values.tolist() == text.timeline.slices[col].tolist(), col
 
 # ------------------------------------------------------------------ export and read back
 def test_cli_export_and_load_run_round_trip(tmp_path, nsys_sqlite):

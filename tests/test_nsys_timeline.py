@@ -278,3 +278,19 @@ def test_gap_context_names_the_cpu_activity_by_hand(samples_dir):
                                    OR s.value LIKE 'cudaMemcpy\\_v%' ESCAPE '\\')""",
                        row.start_ns, row.start_ns)[0][0]
         assert bool(row.starts_in_sync) == (inside > 0)
+
+
+def test_launching_call_sorted_and_hashed_lookups_agree_with_a_dict():
+    """The launch lookup searches calls already in key order and hashes the others: both give, per
+    operation, the first call row holding its key (-1 for a negative or unmatched key)."""
+    rng = np.random.default_rng(7)
+    rising = np.sort(rng.choice(10_000, 3_000, replace=False)).astype(np.int64)
+    rising[::50] = -1  # calls without a correlation id
+    for call_key in (rising, rng.permutation(rising), np.repeat(rising[:500], 2)):
+        first = {}
+        for row, key in enumerate(call_key.tolist()):
+            if key >= 0:
+                first.setdefault(key, row)
+        for op_key in (rng.integers(-2, 10_000, 5_000), rng.integers(-2, 10_000, 20)):  # many ops / few
+            want = [first.get(k, -1) if k >= 0 else -1 for k in op_key.tolist()]
+            assert tl.launching_call(call_key, op_key).tolist() == want
