@@ -2,7 +2,8 @@
 
 The export is opened read-only and queried in place.  The per-row columns of the big tables
 (kernels, API calls, NVTX ranges) are fetched once as int64 arrays through sqlite_columns
-(SQLite renders them, numpy parses them: no Python object per row), on two threads; names are
+(its C reader, else SQLite renders them as text and numpy parses it: no Python object per row),
+on two threads; names are
 resolved once per distinct string id; the per-name statistics and the NVTX projection are then
 numpy over those arrays, and the small tables (memory operations) are SQL GROUP BYs.
 
