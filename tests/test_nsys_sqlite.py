@@ -251,6 +251,36 @@ def nvtx_kernels_by_sql(path, where, *args):
         WHERE {where}""", *args)[0]
 
 
+def test_nvtx_names_from_inline_text_or_string_ids(tmp_path, samples_dir):
+    """nsys stores a range's name inline (`text`) or as a StringIds id (`textId`, registered
+    strings): moved to StringIds, the real ranges keep their names (an inline text and a
+    StringIds one that are equal are one name), and a dangling id gives an empty name."""
+    from tb_hwprof.readers.nsys_sqlite import nvtx_ranges, connect
+    src = sample(samples_dir, DLPROF)
+    path = tmp_path / "textid.sqlite"
+    shutil.copyfile(src, path)
+    conn = sqlite3.connect(path)
+    ranges = "eventType IN (59, 60) AND end IS NOT NULL"
+    rowids = [r for (r,) in conn.execute(f"SELECT rowid FROM NVTX_EVENTS WHERE {ranges} ORDER BY rowid")]
+    want = {r: t for r, t in conn.execute(f"SELECT rowid, text FROM NVTX_EVENTS WHERE {ranges}")}
+    base = conn.execute("SELECT max(id) FROM StringIds").fetchone()[0] + 1
+    moved = rowids[1::2]  # every other range: its text registered in StringIds instead
+    for i, (text,) in enumerate(conn.execute(f"SELECT DISTINCT text FROM NVTX_EVENTS WHERE rowid IN "
+                                             f"({','.join(map(str, moved))})").fetchall()):
+        conn.execute("INSERT INTO StringIds (id, value) VALUES (?, ?)", (base + i, text))
+        conn.execute(f"UPDATE NVTX_EVENTS SET textId = ?, text = NULL WHERE text = ? AND rowid IN "
+                     f"({','.join(map(str, moved))})", (base + i, text))
+    conn.execute("UPDATE NVTX_EVENTS SET text = NULL, textId = 999999 WHERE rowid = ?", (rowids[0],))
+    want[rowids[0]] = ""
+    conn.commit()
+    assert conn.execute(f"SELECT count(*) FROM NVTX_EVENTS WHERE {ranges} AND textId IS NOT NULL").fetchone()[0] \
+        == len(moved) + 1
+    got = nvtx_ranges(connect(path))
+    assert [got["names"][i] for i in got["nid"]] == [want[r] for r in rowids]
+    assert len(set(got["names"])) == got["names"].size  # one entry per distinct name
+    assert got["names"].tolist() == list(dict.fromkeys(want[r] for r in rowids))  # by first appearance
+
+
 def test_nvtx_projection_checked_by_hand(samples_dir):
     path = sample(samples_dir, DLPROF)
     phases = read_nsys_sqlite(path).summaries["nvtx_phases"].set_index("name")

@@ -42,15 +42,22 @@ def test_null_or_real_values_are_refused(tmp_path):
     assert [c.size for c in sqlite_columns.int_columns(conn, "t", ["a"], "a > 5")] == [0]
 
 
-def test_text_column_keeps_every_row(tmp_path):
+def test_text_codes_give_every_row_its_text(tmp_path, monkeypatch):
     conn = sqlite3.connect(tmp_path / "t.sqlite")
-    conn.execute("CREATE TABLE t (s TEXT)")
-    texts = ["a,b", "", "x<y>", None, "unicode µs"]
-    conn.executemany("INSERT INTO t VALUES (?)", [(t,) for t in texts])
-    assert sqlite_columns.text_column(conn, "t", "coalesce(s, 'none')") == [t if t is not None else "none" for t in texts]
-    with pytest.raises(ValueError):
-        sqlite_columns.text_column(conn, "t", "s")
-    assert sqlite_columns.text_column(conn, "t", "s", "s = 'nothing'") == []
+    conn.execute("CREATE TABLE t (s TEXT, k INTEGER)")
+    texts = ["a,b", "", "x<y>", None, "unicode µs", "a,b", "", None, "x<y>"]
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(t, i) for i, t in enumerate(texts)])
+    monkeypatch.setattr(sqlite_columns, "CHUNK_ROWS", 2)
+    codes, values = sqlite_columns.text_codes(conn, "t", "coalesce(s, 'none')")
+    assert [values[c] for c in codes] == [t if t is not None else "none" for t in texts]
+    assert len(values) == len(set(values)) == 5
+    codes, values = sqlite_columns.text_codes(conn, "t", "s", "k % 2 = 0 AND s IS NOT NULL")
+    assert [values[c] for c in codes] == [t for i, t in enumerate(texts) if i % 2 == 0 and t is not None]
+    with pytest.raises(ValueError, match="NULL"):
+        sqlite_columns.text_codes(conn, "t", "s")
+    codes, values = sqlite_columns.text_codes(conn, "t", "s", "s = 'nothing'")
+    assert codes.size == 0 and values == []
+    assert "tbh_texts" not in {n for (n,) in conn.execute("SELECT name FROM temp.sqlite_master")}
 
 
 def test_row_ranges_put_back_together_equal_the_whole(samples_dir):

@@ -442,24 +442,34 @@ def nvtx_int_exprs(conn) -> List[str]:
             "coalesce(domainId, 0)" if "domainId" in cols else "0", "eventType"]
 
 
-def nvtx_ranges(conn, ints: Optional[Callable[[], List[np.ndarray]]] = None) -> Dict[str, np.ndarray]:
+def nvtx_columns(conn) -> tuple:
+    """(the closed ranges' nvtx_int_exprs() columns, their inline texts as text_codes(): None
+    without a text column); char(1) stands for "no inline text" (NULL: the StringIds text is used)."""
+    ints = sqlite_columns.int_columns(conn, NVTX, nvtx_int_exprs(conn), NVTX_RANGE_ROWS)
+    texts = sqlite_columns.text_codes(conn, NVTX, "coalesce(text, char(1))", NVTX_RANGE_ROWS) \
+        if "text" in columns(conn, NVTX) else None
+    return ints, texts
+
+
+def nvtx_ranges(conn) -> Dict[str, np.ndarray]:
     """Closed NVTX push/pop and start/end ranges, in rowid order: start, end, tid, nid, domain and
-    etype as int64 arrays, "nid" indexing "names" (each distinct text once: the inline text, else
-    StringIds via textId).
-    ints: gives the nvtx_int_exprs() columns when another thread fetches them meanwhile."""
-    cols = columns(conn, NVTX)
-    # char(1) marks "no inline text" (NULL), so the StringIds text is used there.
-    inline = sqlite_columns.text_column(conn, NVTX, "coalesce(text, char(1))", NVTX_RANGE_ROWS) \
-        if "text" in cols else None
-    start, end, tid, tids, dom, etype = ints() if ints is not None else sqlite_columns.int_columns(
-        conn, NVTX, nvtx_int_exprs(conn), NVTX_RANGE_ROWS)
-    inline = np.array(inline if inline is not None else ["\1"] * start.size, dtype=object)
-    by_id = nsys_timeline.string_map(conn, tids[tids >= 0]) if "textId" in cols else {}
-    missing = inline == "\1"
-    inline[missing] = [by_id.get(i, "") for i in tids[missing].tolist()]
-    nid, names = pd.factorize(inline)
+    etype as int64 arrays, "nid" indexing "names" (each distinct text once, in order of first
+    appearance: the inline text, else StringIds via textId)."""
+    (start, end, tid, tids, dom, etype), texts = nvtx_columns(conn)
+    codes, labels = texts if texts is not None else (np.zeros(start.size, np.int64), ["\1"])
+    labels = list(labels)
+    missing = codes == labels.index("\1") if "\1" in labels else np.zeros(start.size, dtype=bool)
+    if missing.any():
+        ids, inverse = tl.codes(tids[missing])
+        by_id = nsys_timeline.string_map(conn, ids[ids >= 0]) if "textId" in columns(conn, NVTX) else {}
+        codes[missing] = len(labels) + inverse
+        labels += [by_id.get(i, "") for i in ids.tolist()]
+    # One id per distinct string (an inline text may equal a StringIds one), numbered by first appearance.
+    index: Dict[str, int] = {}
+    same = np.array([index.setdefault(label, len(index)) for label in labels], dtype=np.int64)
+    nid, first = pd.factorize(same[codes])
     return {"start": start, "end": end, "tid": tid, "nid": nid.astype(np.int64), "domain": dom, "etype": etype,
-            "names": np.asarray(names, dtype=object)}
+            "names": np.array(list(index), dtype=object)[first]}
 
 
 def nvtx_projection(ranges: Dict[str, np.ndarray], kcols: Dict[str, np.ndarray], api: tuple, kernel_call: np.ndarray):
@@ -651,18 +661,6 @@ class Fetched:
             yield self.api[0], self.api[1]
 
 
-def _columns_job(path: Path, table: str, exprs: List[str], where: str = ""):
-    """A job fetching `exprs` of the rows of `table` that `where` keeps, on a connection of its own
-    (jobs run on parallel threads)."""
-    def job():
-        conn = connect(path)
-        try:
-            return sqlite_columns.int_columns(conn, table, exprs, where)
-        finally:
-            conn.close()
-    return job
-
-
 def _fetch_rows(pool, conn, path: Path, table: str, exprs: List[str]):
     """`exprs` of every row of `table`, fetched by every worker (a stretch of rows each): the
     function that waits for them."""
@@ -699,20 +697,18 @@ def _read_tables(conn, path: Path, names: Set[str], devices):
 def _fetch(conn, path: Path, names: Set[str]):
     """(Fetched, kernel names by string id, cuda_gpu_kern_sum).
 
-    Two worker threads fetch the kernel rows (a half each), then the API calls (a half each), the
-    NVTX ranges' integer columns and the file's hash; meanwhile this thread reads the NVTX texts and
-    builds what needs only the kernels.  SQLite and hashlib release the GIL: both cores work."""
+    Two worker threads fetch the kernel rows (a half each), then the API calls (a half each) and
+    the file's hash; meanwhile this thread reads the NVTX ranges and builds what needs only the
+    kernels.  SQLite and hashlib release the GIL: both cores work."""
     exprs, asked = _kernel_plan(conn, names)
     with ThreadPoolExecutor(sqlite_columns.WORKERS, thread_name_prefix="tb-hwprof-nsys") as pool:
         kernel_cols = _fetch_rows(pool, conn, path, KERNEL, [exprs[i] for i in asked]) if asked else None
         api = _fetch_rows(pool, conn, path, RUNTIME, API_EXPRS) if RUNTIME in names else None
-        nvtx_ints = pool.submit(_columns_job(path, NVTX, nvtx_int_exprs(conn), where=NVTX_RANGE_ROWS)) \
-            if NVTX in names else None
         sha = pool.submit(sha256_file, path)
         fetched = Fetched()
         if kernel_cols is not None:
             fetched.kernels = _assemble_kernels(exprs, asked, kernel_cols())
-        fetched.ranges = nvtx_ranges(conn, nvtx_ints.result) if nvtx_ints is not None else None
+        fetched.ranges = nvtx_ranges(conn) if NVTX in names else None
         strings, kernel_sum = _kernel_only(conn, fetched.kernels)
         fetched.api = tuple(api()) if api is not None else None
         fetched.sha256 = sha.result()
