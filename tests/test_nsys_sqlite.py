@@ -255,7 +255,8 @@ def test_nvtx_names_from_inline_text_or_string_ids(tmp_path, samples_dir):
     """nsys stores a range's name inline (`text`) or as a StringIds id (`textId`, registered
     strings): moved to StringIds, the real ranges keep their names (an inline text and a
     StringIds one that are equal are one name), and a dangling id gives an empty name."""
-    from tb_hwprof.readers.nsys_sqlite import nvtx_ranges, connect
+    from tb_hwprof.readers.nsys_schema import connect
+    from tb_hwprof.readers.nsys_sqlite import nvtx_ranges
     src = sample(samples_dir, DLPROF)
     path = tmp_path / "textid.sqlite"
     shutil.copyfile(src, path)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..errors import HwprofError
 from ..model import TIMELINE_CATEGORIES, Window
-from .summary import interval_union_ns, merge
+from .summary import merge
 
 Intervals = Tuple[np.ndarray, np.ndarray]  # (starts, ends), int64 ns
 

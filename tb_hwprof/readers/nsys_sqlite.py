@@ -1,11 +1,11 @@
 """Nsight Systems SQLite export reader (`nsys export --type sqlite`), nsys 2020.5 to 2026.1.
 
 The export is opened read-only and queried in place.  The per-row columns of the big tables
-(kernels, API calls, NVTX ranges) are fetched once as int64 arrays through sqlite_columns
-(its C reader, else SQLite renders them as text and numpy parses it: no Python object per row),
-on two threads; names are
-resolved once per distinct string id; the per-name statistics and the NVTX projection are then
-numpy over those arrays, and the small tables (memory operations) are SQL GROUP BYs.
+(kernels, API calls, NVTX ranges) are fetched once as int64 arrays through sqlite_columns (its C
+reader, else SQLite renders them as text and numpy parses it: no Python object per row), on two
+threads; names are resolved once per distinct string id.  This module fetches and builds the
+kernels table; nsys_summaries.py makes the `nsys stats` summaries and nsys_timeline.py the
+timeline and idle-time summaries from the same arrays; nsys_schema.py names the tables.
 
 Schemas differ across versions: tables exist only when they had rows, metadata
 lives in EXPORT_META_DATA (2022.x), META_DATA_EXPORT (2024+) or nowhere (older),
@@ -17,66 +17,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set
 
 import numpy as np
 import pandas as pd
 
-from ..analysis.summary import gpu_activity
 from ..analysis import timeline as tl
-from ..analysis.timeline import distinct, grouped_stats
+from ..analysis.timeline import distinct
 from ..errors import InputError
 from ..model import Device, Peak, Profile, Provenance, normalise_kernels
 from . import nsys_timeline, sqlite_columns
 from .common import sha256_file
-
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
-MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
-RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-NVTX = "NVTX_EVENTS"
-META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # 2024+ name first, then 2022.x
-NVTX_STYLES = {59: "PushPop", 60: "StartEnd"}  # NVTX_EVENTS.eventType of ranges
-NVTX_DOMAIN_CREATE = 75
-
-# nsys' own ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND, for exports written before those tables existed
-# (the ids are nsys', not CUPTI's: old exports store HtoD copies as srcKind 0/1 -> dstKind 2 "Device").
-MEMCPY_KINDS = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array", 4: "Array-to-Host",
-                5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array", 8: "Device-to-Device",
-                9: "Host-to-Host", 10: "Peer-to-Peer", 11: "Unified Host-to-Device",
-                12: "Unified Device-to-Host", 13: "Unified Device-to-Device"}
-MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-             6: "Managed Static", 7: "Unknown"}
-_API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaMalloc_v3020 -> cudaMalloc (runtime version tag, not _v2 symbols)
-
-# Column units of the summaries (suffix convention of the names, spelled out for the JSON "units").
-SUMMARY_UNITS = {"_ns": "ns", "_pct": "%", "_bytes": "bytes", "_bytes_per_s": "byte/s"}
+from .nsys_schema import (KERNEL, MEMCPY, MEMSET, META_TABLES, NVTX, NVTX_RANGE_ROWS, RUNTIME, columns, connect,
+                          lookup, memcpy_labels, string_map, strings_of, table_names)
+from .nsys_summaries import kernel_summary, read_summaries, units_of
 
 
-# ---------------------------------------------------------------- connection and schema
-
-def connect(path: Path) -> sqlite3.Connection:
-    """Read-only, through a URI: nothing is ever created or locked next to the user's file."""
-    try:
-        conn = sqlite3.connect(sqlite_columns.read_only_uri(path), uri=True)
-        conn.execute("PRAGMA temp_store = MEMORY")  # our helper tables stay in memory, never on disk
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as e:
-        raise InputError(path, f"unreadable SQLite file ({e})", "re-run `nsys export --type sqlite`") from None
-    return conn
-
-
-def table_names(conn: sqlite3.Connection) -> Set[str]:
-    return {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
-def columns(conn: sqlite3.Connection, table: str) -> List[str]:
-    return [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]
-
+# ---------------------------------------------------------------- the export
 
 def is_nsys_schema(names: Set[str]) -> bool:
     """nsys exports always hold StringIds plus CUPTI tables, or at least target info / thread names."""
@@ -184,19 +144,6 @@ def read_devices(conn, names: Set[str]) -> List[Device]:
 
 # ---------------------------------------------------------------- kernels table
 
-def _strings_of(conn, ids: np.ndarray) -> pd.Series:
-    """StringIds values of the distinct `ids` (one per distinct string, not one per row)."""
-    found = nsys_timeline.string_map(conn, ids)
-    return pd.Series(list(found.values()), index=pd.Index(list(found), dtype="int64"), dtype=object)
-
-
-def _lookup(strings: pd.Series, ids: np.ndarray) -> np.ndarray:
-    """strings[id] per row ("" where unknown): one lookup per distinct id, then an array index."""
-    codes, uniq = pd.factorize(ids)
-    values = strings.reindex(uniq).fillna("").to_numpy(dtype=object)
-    return values[codes] if codes.size else np.zeros(0, dtype=object)
-
-
 def _dim_labels(packed: np.ndarray) -> np.ndarray:
     """"(x, y, z)" per launch ("" where absent), formatted once per distinct shape."""
     codes, uniques = pd.factorize(packed)  # a hash of one int64 per launch: no per-row Python object
@@ -227,11 +174,6 @@ KERNEL_FIELDS = ["start", "end", "device", "context", "stream", "correlation", "
                  "registers", "grid", "block", "shared", "pid"]
 
 
-def _kernel_sql(present: Sequence[str]) -> str:
-    exprs = [expr if all(c in present for c in needs) else "-1" for expr, needs in KERNEL_SELECT]
-    return f"SELECT {', '.join(exprs)} FROM {KERNEL} ORDER BY start, rowid"
-
-
 def kernel_exprs(present: Sequence[str]) -> List[str]:
     """The KERNEL_SELECT expressions this export's kernel table can answer ("-1" for the others)."""
     return [expr if all(c in present for c in needs) else "-1" for expr, needs in KERNEL_SELECT]
@@ -249,7 +191,7 @@ def kernel_arrays(cols: Sequence[np.ndarray]) -> Dict[str, np.ndarray]:
 def kernel_strings(conn, c: Dict[str, np.ndarray]) -> pd.Series:
     """The StringIds values the kernel table's name columns refer to (one per distinct id)."""
     ids = np.concatenate([distinct(c[f]) for f in ("short", "demangled", "mangled")])
-    return _strings_of(conn, ids[ids >= 0])
+    return strings_of(conn, ids[ids >= 0])
 
 
 # Float columns of the kernels table straight from a kernel_arrays() field; -1 means absent there.
@@ -280,9 +222,9 @@ def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
             row[column][values < 0] = math.nan
         del values
     frame = pd.DataFrame(block.T, columns=floats, copy=False)
-    demangled = _lookup(strings, c["demangled"])
+    demangled = lookup(strings, c["demangled"])
     text = {"name": _lookup_names(strings, c, demangled), "demangled_name": demangled,
-            "mangled_name": _lookup(strings, c.pop("mangled")), "grid": _dim_labels(c.pop("grid")),
+            "mangled_name": lookup(strings, c.pop("mangled")), "grid": _dim_labels(c.pop("grid")),
             "block": _dim_labels(c.pop("block"))}
     del demangled, c["demangled"], c["short"]
     for at, (name, values) in enumerate(text.items()):  # object dtype: pandas 3 would infer its slower str
@@ -292,148 +234,7 @@ def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
     return frame
 
 
-# ---------------------------------------------------------------- summaries (SQL GROUP BY)
-
-def duration_stats(conn, src_sql: str, keys: Sequence[str], value: str = "dur", extra: str = "") -> pd.DataFrame:
-    """count/total/avg/med/min/max/sample-stddev of `value` per `keys`, in one SQL pass.
-
-    `src_sql` yields the key columns and `value`.  The median is the mean of the middle
-    one or two values (as nsys computes it); the stddev is the sample one, 0 for a single
-    instance (as `nsys stats` prints it).  Only one row per group comes back to Python.
-    """
-    k = ", ".join(keys)
-    sql = f"""
-        SELECT {k}, count(*) AS n, sum(v) AS total, avg(v) AS mean, min(v) AS lo, max(v) AS hi,
-               avg(CASE WHEN rn IN ((cnt + 1) / 2, (cnt + 2) / 2) THEN v END) AS med,
-               sum((v - mu) * (v - mu)) AS ss {extra}
-        FROM (SELECT *, {value} AS v,
-                     row_number() OVER (PARTITION BY {k} ORDER BY {value}) AS rn,
-                     count(*) OVER (PARTITION BY {k}) AS cnt,
-                     avg({value}) OVER (PARTITION BY {k}) AS mu
-              FROM ({src_sql}))
-        GROUP BY {k}"""
-    cur = conn.execute(sql)
-    df = pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
-    df["stddev"] = np.sqrt(df["ss"].astype("float64") / (df["n"] - 1).clip(lower=1)) if len(df) else []
-    df.loc[df["n"] <= 1, "stddev"] = 0.0
-    return df.drop(columns=["ss"])
-
-
-def _stats_frame(df: pd.DataFrame, count_name: str, unit: str) -> pd.DataFrame:
-    """Rename duration_stats' columns to <stat>_<unit> and add the nsys "Time (%)" share."""
-    total = float(df["total"].sum()) if len(df) else 0.0
-    out = pd.DataFrame({
-        "time_pct" if unit == "ns" else "total_pct": 100.0 * df["total"].astype("float64") / total if total else
-        np.full(len(df), math.nan),
-        f"total_{unit}": df["total"].astype("int64"),
-        count_name: df["n"].astype("int64"),
-        f"avg_{unit}": df["mean"].astype("float64"),
-        f"med_{unit}": df["med"].astype("float64"),
-        f"min_{unit}": df["lo"].astype("int64"),
-        f"max_{unit}": df["hi"].astype("int64"),
-        f"stddev_{unit}": df["stddev"].astype("float64"),
-    })
-    return out
-
-
-def _sorted(df: pd.DataFrame, by: str, name_col: str) -> pd.DataFrame:
-    # nsys orders by total descending; the name breaks ties so the order is reproducible.
-    return df.sort_values([by, name_col], ascending=[False, True], kind="stable").reset_index(drop=True)
-
-
-def kernel_summary(conn, kcols: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
-    """`nsys stats --report cuda_gpu_kern_sum`: per demangled ("templated") name, as nsys groups by
-    default (the short name where the export has no demangled one), from the fetched columns (numpy,
-    one sort: ~0.2 s at 1M launches instead of ~1.9 s of SQL window functions)."""
-    by_demangled = "demangledName" in columns(conn, KERNEL)
-    stats = grouped_stats(kcols["demangled" if by_demangled else "short"], kcols["end"] - kcols["start"],
-                          extra=kcols["short"])
-    stats = stats.rename(columns={"key": "nid", "extra": "sid"})
-    out = _stats_frame(stats, "instances", "ns")
-    out["name"] = _lookup(strings, stats["nid"].to_numpy())
-    out["short_name"] = _lookup(strings, stats["sid"].to_numpy())
-    return _sorted(out, "total_ns", "name")
-
-
-def _enum_cte(conn, names: Set[str], table: str, known: Dict[int, str], alias: str) -> str:
-    """The export's own enum table when it has one, else nsys' known values inline."""
-    if table in names:
-        return f"{alias}(id, label) AS (SELECT id, label FROM {table})"
-    values = ", ".join(f"({i}, '{label}')" for i, label in known.items())
-    return f"{alias}(id, label) AS (VALUES {values})"
-
-
-def _memops_sql(conn, names: Set[str]) -> Optional[str]:
-    """One row per memcpy/memset: op, dur, bytes, src, dst (labels), device, start, end."""
-    parts = []
-    if MEMCPY in names:
-        parts.append(f"""SELECT '[CUDA memcpy ' || coalesce(ck.label, 'kind ' || m.copyKind) || ']' AS op,
-                             m.end - m.start AS dur, m.bytes AS bytes,
-                             coalesce(sk.label, m.srcKind) AS src, coalesce(dk.label, m.dstKind) AS dst
-                         FROM {MEMCPY} m LEFT JOIN copy_kind ck ON ck.id = m.copyKind
-                         LEFT JOIN mem_kind sk ON sk.id = m.srcKind LEFT JOIN mem_kind dk ON dk.id = m.dstKind""")
-    if MEMSET in names:
-        has_kind = "memKind" in columns(conn, MEMSET)
-        dst = "coalesce(dk.label, s.memKind)" if has_kind else "''"
-        join = "LEFT JOIN mem_kind dk ON dk.id = s.memKind" if has_kind else ""
-        parts.append(f"""SELECT '[CUDA memset]' AS op, s.end - s.start AS dur, s.bytes AS bytes, '' AS src,
-                             {dst} AS dst FROM {MEMSET} s {join}""")
-    if not parts:
-        return None
-    ctes = ", ".join([_enum_cte(conn, names, "ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS, "copy_kind"),
-                      _enum_cte(conn, names, "ENUM_CUDA_MEM_KIND", MEM_KINDS, "mem_kind")])
-    return f"WITH {ctes} SELECT * FROM ({' UNION ALL '.join(parts)})"
-
-
-def memory_summaries(conn, names: Set[str]) -> Dict[str, pd.DataFrame]:
-    """cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum (per operation), plus bytes and time by
-    source/destination memory kind (pageable vs pinned host memory is the usual lever)."""
-    src = _memops_sql(conn, names)
-    if src is None:
-        return {}
-    by_time = duration_stats(conn, src, ["op"])
-    time_sum = _stats_frame(by_time, "count", "ns")
-    time_sum["operation"] = by_time["op"]
-    by_size = duration_stats(conn, src, ["op"], value="bytes")
-    size_sum = _stats_frame(by_size, "count", "bytes")
-    size_sum["operation"] = by_size["op"]
-    cur = conn.execute(f"""SELECT op, CAST(src AS TEXT), CAST(dst AS TEXT), count(*), sum(bytes), sum(dur)
-                           FROM ({src}) GROUP BY 1, 2, 3""")
-    kinds = pd.DataFrame(cur.fetchall(), columns=["operation", "src_kind", "dst_kind", "count", "total_bytes",
-                                                  "total_ns"])
-    kinds["throughput_bytes_per_s"] = np.where(kinds["total_ns"] > 0,
-                                               kinds["total_bytes"] * 1e9 / kinds["total_ns"].clip(lower=1), math.nan)
-    return {"cuda_gpu_mem_time_sum": _sorted(time_sum, "total_ns", "operation"),
-            "cuda_gpu_mem_size_sum": _sorted(size_sum, "total_bytes", "operation"),
-            "cuda_gpu_mem_kind_sum": _sorted(kinds, "total_bytes", "operation")}
-
-
-def api_summary(conn, api: tuple) -> pd.DataFrame:
-    """`nsys stats --report cuda_api_sum`: CUDA runtime and driver calls per name, from the fetched
-    (start, end, globalTid, correlation, nameId) arrays."""
-    stats = grouped_stats(api[4], api[1] - api[0]).rename(columns={"key": "nid"})
-    strings = _strings_of(conn, stats["nid"].to_numpy())
-    out = _stats_frame(stats, "num_calls", "ns")
-    out["name"] = _lookup(strings, stats["nid"].to_numpy())
-    out["api"] = [_API_VERSION_TAG.sub("", n) for n in out["name"]]
-    return _sorted(out, "total_ns", "name")
-
-
-# ---------------------------------------------------------------- NVTX phases
-
-def _nvtx_domains(conn) -> Dict[int, str]:
-    cols = columns(conn, NVTX)
-    text = "coalesce(n.text, s.value)" if "textId" in cols else "n.text"
-    join = "LEFT JOIN StringIds s ON s.id = n.textId" if "textId" in cols else ""
-    if "domainId" not in cols:
-        return {}
-    rows = conn.execute(f"SELECT n.domainId, {text} FROM {NVTX} n {join} "
-                        f"WHERE n.eventType = {NVTX_DOMAIN_CREATE}").fetchall()
-    return {int(d): t or "" for d, t in rows if d is not None}
-
-
-NVTX_RANGE_ROWS = f"eventType IN ({', '.join(map(str, NVTX_STYLES))}) AND end IS NOT NULL"
-
+# ---------------------------------------------------------------- NVTX ranges
 
 def nvtx_int_exprs(conn) -> List[str]:
     """The integer columns of the closed ranges: start, end, thread, text id, domain, style."""
@@ -461,7 +262,7 @@ def nvtx_ranges(conn) -> Dict[str, np.ndarray]:
     missing = codes == labels.index("\1") if "\1" in labels else np.zeros(start.size, dtype=bool)
     if missing.any():
         ids, inverse = tl.codes(tids[missing])
-        by_id = nsys_timeline.string_map(conn, ids[ids >= 0]) if "textId" in columns(conn, NVTX) else {}
+        by_id = string_map(conn, ids[ids >= 0]) if "textId" in columns(conn, NVTX) else {}
         codes[missing] = len(labels) + inverse
         labels += [by_id.get(i, "") for i in ids.tolist()]
     # One id per distinct string (an inline text may equal a StringIds one), numbered by first appearance.
@@ -472,44 +273,7 @@ def nvtx_ranges(conn) -> Dict[str, np.ndarray]:
             "names": np.array(list(index), dtype=object)[first]}
 
 
-def nvtx_projection(ranges: Dict[str, np.ndarray], kcols: Dict[str, np.ndarray], api: tuple, kernel_call: np.ndarray):
-    """Per range: kernels whose launch call (kernel_call: its row in `api`) started inside it on the
-    same thread (nsys' nvtx_gpu_proj_sum rule), their summed GPU time and their span (first start
-    to last end)."""
-    a_start, _, a_tid, _, _ = api
-    hit = kernel_call >= 0
-    return tl.project_ranges(ranges["start"], ranges["end"], ranges["tid"], a_start[kernel_call[hit]],
-                             a_tid[kernel_call[hit]], kcols["start"][hit], kcols["end"][hit])
-
-
-def nvtx_phases(conn, ranges: Dict[str, np.ndarray], kcols=None, api=None, kernel_call=None) -> Optional[pd.DataFrame]:
-    """NVTX ranges per (domain, name, style): instances and CPU wall time as `nsys stats --report
-    nvtx_sum` gives them, plus the GPU time of the kernels launched inside them."""
-    if ranges["start"].size == 0:
-        return None
-    # One int64 per (name, domain, style) to group by: a MultiIndex factorize costs ~10x more.
-    domain_code, domain_ids = pd.factorize(ranges["domain"])
-    n_domains = max(len(domain_ids), 1)
-    groups, keys = pd.factorize((ranges["nid"] * n_domains + domain_code) * 256 + (ranges["etype"] & 0xFF))
-    stats = grouped_stats(groups, ranges["end"] - ranges["start"])
-    out = _stats_frame(stats, "instances", "ns")
-    picked = keys[stats["key"].to_numpy()]
-    nid, domain, etype = picked // 256 // n_domains, domain_ids[picked // 256 % n_domains], picked % 256
-    domains = _nvtx_domains(conn)
-    out["domain"] = [domains.get(int(d), "" if int(d) == 0 else f"domain {d}") for d in domain]
-    if kcols is not None and api is not None:
-        count, gpu, span = nvtx_projection(ranges, kcols, api, kernel_call)
-        per_group = lambda v: np.bincount(groups, weights=v, minlength=len(keys))[stats["key"]]  # noqa: E731
-        out["kernels"], out["gpu_time_ns"], out["gpu_span_ns"] = (np.rint(per_group(v)).astype("int64")
-                                                                   for v in (count, gpu, span))
-    else:
-        out["kernels"], out["gpu_time_ns"], out["gpu_span_ns"] = 0, 0, 0
-    out["name"] = ranges["names"][nid]
-    out["style"] = [NVTX_STYLES[int(e)] for e in etype]
-    return _sorted(out, "total_ns", "name")
-
-
-# ---------------------------------------------------------------- GPU busy time
+# ---------------------------------------------------------------- capture span and timeline
 
 def _capture_span(conn, names: Set[str], fetched: "Fetched") -> Optional[tuple]:
     """First to last CUDA event (API call or GPU operation).  ANALYSIS_DETAILS is not used: its
@@ -525,66 +289,6 @@ def _capture_span(conn, names: Set[str], fetched: "Fetched") -> Optional[tuple]:
             firsts += [] if lo is None else [lo]
             lasts += [] if hi is None else [hi]
     return (min(firsts), max(lasts)) if firsts else None
-
-
-def activity_summary(conn, names: Set[str], kcols, span) -> Optional[pd.DataFrame]:
-    """gpu_activity of the kernels and the memory operations, over arrays: at 1M kernels a table of
-    intervals with a kind per row would be ~60 MB more at the read's peak."""
-    if span is None:
-        return None
-    parts = [] if kcols is None else [("kernel", kcols["device"], kcols["start"], kcols["end"])]
-    for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
-        if table in names:
-            parts.append((kind, *sqlite_columns.int_columns(conn, table, ["deviceId", "start", "end"])))
-    parts = [p for p in parts if p[1].size]
-    if not parts:
-        return None
-    kinds = [p[0] for p in parts]
-    code = np.concatenate([np.full(p[1].size, i, np.int8) for i, p in enumerate(parts)])
-    joined = [p[1:] for p in parts]
-    device, start, end = (np.concatenate(cols) if len(parts) > 1 else cols[0] for cols in zip(*joined))
-    return gpu_activity(device, code, kinds, start, end, span)
-
-
-# ---------------------------------------------------------------- entry point
-
-def units_of(df: pd.DataFrame) -> Dict[str, str]:
-    """Column units from the name suffix (longest suffix wins)."""
-    units = {}
-    for col in df.columns:
-        for suffix in sorted(SUMMARY_UNITS, key=len, reverse=True):
-            if col.endswith(suffix):
-                units[col] = SUMMARY_UNITS[suffix]
-                break
-    return units
-
-
-def read_summaries(conn, names: Set[str], fetched: "Fetched", kernel_sum: Optional[pd.DataFrame],
-                   span) -> Dict[str, pd.DataFrame]:
-    out: Dict[str, pd.DataFrame] = {}
-    if kernel_sum is not None:
-        out["cuda_gpu_kern_sum"] = kernel_sum
-    out.update(memory_summaries(conn, names))
-    if fetched.api is not None:
-        out["cuda_api_sum"] = api_summary(conn, fetched.api)
-    if fetched.ranges is not None:
-        phases = nvtx_phases(conn, fetched.ranges, fetched.kernels, fetched.api, fetched.kernel_calls())
-        if phases is not None:
-            out["nvtx_phases"] = phases
-    busy = activity_summary(conn, names, fetched.kernels, span)
-    if busy is not None:
-        out["gpu_activity"] = busy
-    out = {name: df for name, df in out.items() if len(df)}  # "absent when there is no data", as documented
-    for df in out.values():
-        df.attrs["units"] = units_of(df)
-    return out
-
-
-def memcpy_labels(conn, names: Set[str]) -> Dict[int, str]:
-    """copyKind -> label, from the export's own enum table when it has one."""
-    if "ENUM_CUDA_MEMCPY_OPER" in names:
-        return {int(i): label for i, label in conn.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
-    return dict(MEMCPY_KINDS)
 
 
 def read_timeline_and_idle(conn, names: Set[str], devices, fetched: "Fetched", kernel_name: Optional[np.ndarray],
@@ -632,6 +336,8 @@ def _notes(meta: Dict[str, str], names: Set[str], kernels: pd.DataFrame) -> List
                      "occupancy and FLOP columns are empty (profile the kernels with Nsight Compute for those)")
     return notes
 
+
+# ---------------------------------------------------------------- fetch and entry point
 
 API_EXPRS = ["start", "end", "globalTid", "coalesce(correlationId, -1)", "nameId"]
 
@@ -742,8 +448,8 @@ def _kernel_only(conn, kcols):
 def _lookup_names(strings: pd.Series, c: Dict[str, np.ndarray], demangled: Optional[np.ndarray] = None) -> np.ndarray:
     """The kernels table's "name" column: the short name, the demangled one where there is none
     (`demangled`: those names when already looked up)."""
-    short = _lookup(strings, c["short"])
-    return np.where(short == "", _lookup(strings, c["demangled"]) if demangled is None else demangled, short)
+    short = lookup(strings, c["short"])
+    return np.where(short == "", lookup(strings, c["demangled"]) if demangled is None else demangled, short)
 
 
 def read_nsys_sqlite(path) -> Profile:

@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..model import Profile, Provenance, normalise_kernels
 from .common import read_input_bytes
 from .common import sha256_file
-from .nsys_sqlite import units_of
+from .nsys_summaries import units_of
 
 _PROCESSING = re.compile(r"^Processing \[(?P<db>.*)\] with \[(?P<script>.*?)\]\.\.\.\s*$")
 _SKIPPED = re.compile(r"^SKIPPED: (?P<why>.*)$")

@@ -14,35 +14,15 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import timeline as tl
+from ..analysis.summary import interval_union_ns
 from ..analysis.timeline import DATA_LOADING_NVTX, OS_READS, SYNC_API
 from . import sqlite_columns
 from ..model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
+from .nsys_schema import MEMCPY, MEMSET, OSRT, api_name, string_map
 
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
-MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
-RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-OSRT = "OSRT_API"
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
-_API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaLaunchKernel_v7000 -> cudaLaunchKernel
 PID_MASK = 0xFFFFFF
 GPU_PID_BASE = 100_000_000  # GPU "processes" of the trace: above any Linux pid (pid_max <= 2^22)
-
-
-
-
-def api_name(name: str) -> str:
-    return _API_VERSION_TAG.sub("", name or "")
-
-
-def string_map(conn, ids: np.ndarray) -> Dict[int, str]:
-    uniq = tl.distinct(ids)
-    if uniq.size == 0:
-        return {}
-    conn.execute("DROP TABLE IF EXISTS temp.tbh_ids")
-    conn.execute("CREATE TEMP TABLE tbh_ids (id INTEGER PRIMARY KEY)")
-    conn.executemany("INSERT INTO tbh_ids VALUES (?)", ((int(i),) for i in uniq))
-    return dict(conn.execute("SELECT s.id, s.value FROM StringIds s JOIN tbh_ids USING (id)").fetchall())
 
 
 class NameTable:
@@ -376,7 +356,7 @@ def _attribution(dev: int, gaps: tl.Intervals, span, activities: Dict[str, tl.In
     rows = [{"activity": "all idle time", "intervals": int(gaps[0].size), "cpu_ns": None, "idle_overlap_ns": idle}]
     for label, (s, e) in activities.items():
         clipped = tl.clip((s, e), span)
-        rows.append({"activity": label, "intervals": int(s.size), "cpu_ns": tl.interval_union_ns(*clipped),
+        rows.append({"activity": label, "intervals": int(s.size), "cpu_ns": interval_union_ns(*clipped),
                      "idle_overlap_ns": tl.overlap_ns(clipped, gaps) if s.size else 0})
     # Only gaps between the first and last GPU operation: the one after the last operation starts in
     # the program's final synchronisation as a matter of course.
