@@ -61,8 +61,10 @@ def test_format_2_reads_back_the_table_format_1_gives(profile, tmp_path):
     write_format_1(tmp_path / "v1.json.gz", profile.kernels)
     tables.write_kernels_gz(tmp_path / "v2.json.gz", profile.kernels)
     v1, v2 = read_kernels_file(tmp_path / "v1.json.gz"), read_kernels_file(tmp_path / "v2.json.gz")
-    pd.testing.assert_frame_equal(v2, v1, check_dtype=True)  # dtypes, NaN where NaN, every string
-    pd.testing.assert_frame_equal(v2, dense(profile.kernels), check_dtype=True)
+    pd.testing.assert_frame_equal(dense(v2), v1, check_dtype=True)  # dtypes, NaN where NaN, every string
+    pd.testing.assert_frame_equal(v1, dense(profile.kernels), check_dtype=True)
+    # Format 2 gives back the profile's own table: its sparse all-NaN columns sparse, the others dense.
+    pd.testing.assert_frame_equal(v2, normalise_kernels(profile.kernels), check_dtype=True)
     doc = tables.read_json_gz(tmp_path / "v2.json.gz")
     assert sorted([*doc["data"], *doc["delta"], *doc["constant"], *doc["dictionary"]]) == sorted(doc["columns"])
     assert columns.data_only(doc)["data"] == tables.read_json_gz(tmp_path / "v1.json.gz")["data"]
@@ -102,14 +104,19 @@ def test_sparse_all_null_columns_are_not_densified(read_sample, tmp_path):
     tables.write_kernels_gz(tmp_path / "sparse.json.gz", sparse)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert gzip.decompress((tmp_path / "sparse.json.gz").read_bytes()) == \
-        gzip.decompress((tmp_path / "dense.json.gz").read_bytes())
+    as_dense, as_sparse = (tables.read_json_gz(tmp_path / f"{k}.json.gz") for k in ("dense", "sparse"))
+    assert as_dense.pop("sparse") == [] and sorted(as_sparse.pop("sparse")) == sorted(all_null)
+    assert as_sparse == as_dense  # the same columns, constants and values
     one_column = rows * 8
     # Densified, the ~30 all-null columns would be ~30 columns' worth at once; the encoder holds one
     # column plus the gzip thread's queue of encoded pieces, whose length depends on thread timing
     # (6-9 columns' worth seen): 15 tells the two apart without flaking.
     assert peak < 15 * one_column, f"{peak / one_column:.1f} dense columns' worth at once"
-    pd.testing.assert_frame_equal(read_kernels_file(tmp_path / "sparse.json.gz"), table)
+    pd.testing.assert_frame_equal(read_kernels_file(tmp_path / "dense.json.gz"), table)
+    back = read_kernels_file(tmp_path / "sparse.json.gz")  # the all-null ones sparse again, holding nothing
+    assert [c for c in back.columns if isinstance(back[c].dtype, pd.SparseDtype)] == all_null
+    assert all(back[c].array.sp_values.size == 0 for c in all_null)
+    pd.testing.assert_frame_equal(dense(back), table)
 
 
 def test_same_document_without_orjson(read_sample, tmp_path, monkeypatch):
@@ -201,7 +208,7 @@ def test_trace_export_writes_no_details(tmp_path, read_sample):
     assert reader.read_all_details(run_dir, n) == ([{}] * n, [[]] * n)
     back = tb_hwprof.load_run(run_dir)
     assert back.raw_metrics == profile.raw_metrics == [] and back.rules == profile.rules == []
-    pd.testing.assert_frame_equal(back.kernels, dense(profile.kernels))
+    pd.testing.assert_frame_equal(back.kernels, profile.kernels)  # sparse counters included
 
 
 def test_counter_export_still_writes_details(tmp_path, read_sample, ncu_report_module):

@@ -18,7 +18,7 @@ try:  # optional: encodes numpy columns without a Python object per value
 except ImportError:  # pragma: no cover - depends on the environment
     orjson = None
 
-from ..model import KERNEL_COLUMNS, normalise_kernels
+from ..model import KERNEL_COLUMNS, all_nan_column, normalise_kernels
 from . import columns
 
 # Level 1: JSON of counters compresses ~as well at 1 as at 6, several times faster.
@@ -67,14 +67,32 @@ def frame_from_json(doc: dict) -> pd.DataFrame:
 
 def kernels_from_json(doc: dict) -> pd.DataFrame:
     """The kernels table of a kernels.json.gz document (format 1 or 2), typed by KERNEL_COLUMNS:
-    the same frame whichever way each column was written."""
+    the same frame whichever way each column was written; the columns "sparse" lists (a tracer's
+    counters) come back as the reader made them, all-NaN sparse columns holding no values (a
+    1M-launch run would otherwise carry ~300 MB of NaN)."""
     # copy=False: each column keeps its own new array (stacking 53 columns of 1M rows: ~0.7 s)
-    frame = pd.DataFrame({c: _kernel_column(doc, c) for c in doc["columns"]}, columns=doc["columns"], copy=False)
+    nothing = _all_nan(doc)
+    frame = pd.DataFrame({c: nothing if _is_all_nan(doc, c) else _kernel_column(doc, c) for c in doc["columns"]},
+                         columns=doc["columns"], copy=False)
     # Constant and dictionary columns are typed as written; "data" ones may hold nulls to normalise.
     return normalise_kernels(frame, copy=False, only=set(doc["data"]))
 
 
 SPEC_DTYPES = {"int": np.int64, "float": np.float64, "str": object}
+
+
+def _is_all_nan(doc: dict, column: str) -> bool:
+    """Whether `column` was written as a sparse all-NaN column ("sparse" lists it; its constant is null)."""
+    spec = KERNEL_COLUMNS.get(column)
+    constant = doc.get(columns.CONSTANT, {})
+    return column in doc.get("sparse", ()) and spec is not None and spec[1] == "float" \
+        and column in constant and constant[column] is None \
+        and not any(column in doc.get(kind, {}) for kind in (columns.DATA, columns.DICTIONARY, columns.DELTA))
+
+
+def _all_nan(doc: dict) -> pd.Series:
+    """One all-NaN sparse column of the document's length, shared by every such column."""
+    return pd.Series(all_nan_column(int(doc["rows"])), copy=False)
 
 
 def _kernel_column(doc: dict, column: str):
@@ -181,7 +199,8 @@ def write_columnar_gz(path: Path, frame: pd.DataFrame, units: Dict[str, str], wh
         f.write(b'},"dictionary":{')
         for i, (col, (strings, codes)) in enumerate(dictionaries):
             _write_member(f, i > 0, col, codes, prefix=b'{"values":' + _json(strings) + b',"codes":', suffix=b"}")
-        f.write(b'},"constant":' + _json(constants) + b"}")
+        sparse = [str(c) for c in frame.columns if isinstance(frame[c].dtype, pd.SparseDtype) and str(c) in constants]
+        f.write(b'},"constant":' + _json(constants) + b',"sparse":' + _json(sparse) + b"}")
 
 
 def _write_member(f: "GzipStream", after_another: bool, key: str, values: np.ndarray,
