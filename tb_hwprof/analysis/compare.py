@@ -12,6 +12,7 @@ import math
 import re
 from typing import Dict, List, Optional
 
+import numpy as np
 import pandas as pd
 
 from .groups import bound_labels, dominant_label
@@ -31,16 +32,24 @@ def normalise_kernel_name(name) -> str:
     return _CLONE_SUFFIX.sub("", name).strip()
 
 
-def _normalised(names: pd.Series) -> pd.Series:
-    """normalise_kernel_name over a column, once per distinct name (launches repeat names)."""
-    mapping = {n: normalise_kernel_name(n) for n in pd.unique(names)}
-    return names.map(mapping)
+def _normalised_codes(names: pd.Series):
+    """(codes, normalised names): normalise_kernel_name once per distinct name (launches repeat names)."""
+    codes, uniques = pd.factorize(names, use_na_sentinel=False)
+    return codes, [normalise_kernel_name(n) for n in uniques]
 
 
-def kernel_keys(kernels: pd.DataFrame) -> pd.Series:
-    """Per launch: the normalised demangled name, falling back to `name` where it is empty."""
-    demangled, short = _normalised(kernels["demangled_name"]), _normalised(kernels["name"])
-    return demangled.where(demangled != "", short)
+def kernel_keys(kernels: pd.DataFrame):
+    """(codes, keys): per launch the index of its key in `keys`, in order of first appearance.  A key
+    is the normalised demangled name, or the normalised `name` where that is empty.  Each name
+    column is hashed once; keys are made once per distinct (demangled, name) pair."""
+    d_codes, d_keys = _normalised_codes(kernels["demangled_name"])
+    s_codes, s_keys = _normalised_codes(kernels["name"])
+    width = max(len(s_keys), 1)
+    pairs, first = pd.factorize(d_codes.astype(np.int64) * width + s_codes)
+    # Different pairs may give one key: codes of the keys, in order of first appearance.
+    key_codes, keys = pd.factorize(np.array([d_keys[p // width] or s_keys[p % width] for p in first.tolist()],
+                                            dtype=object))
+    return key_codes[pairs], list(keys)
 
 
 def _none(value) -> Optional[float]:
@@ -60,15 +69,18 @@ def _weighted_means(keyed: pd.DataFrame, column: str) -> pd.Series:
 
 def aggregate_by_key(kernels: pd.DataFrame) -> Dict[str, dict]:
     """Key -> {name, total_ns, bound, metric means} over that key's launches, in table order."""
-    keyed = kernels.assign(_key=kernel_keys(kernels))
+    # Grouped by integer codes (in order of first appearance, as groupby(sort=False) orders keys):
+    # each groupby would hash the 1M key strings again (~0.17 s each, ~4 s per comparison).
+    codes, keys = kernel_keys(kernels)
+    keyed = kernels.assign(_key=codes)
     g = keyed.groupby("_key", sort=False)
     frame = pd.DataFrame({"name": g["name"].first(), "total_ns": g["duration_ns"].sum(min_count=1)})
     frame["bound"] = dominant_label(keyed["_key"], bound_labels(keyed), keyed["duration_ns"])
     for column in DELTA_COLUMNS:
         frame[column] = _weighted_means(keyed, column)
-    return {key: {"name": str(row["name"]), "total_ns": _none(row["total_ns"]), "bound": row["bound"],
-                  "metrics": {c: _none(row[c]) for c in DELTA_COLUMNS}}
-            for key, row in zip(frame.index, frame.to_dict("records"))}
+    return {keys[code]: {"name": str(row["name"]), "total_ns": _none(row["total_ns"]), "bound": row["bound"],
+                         "metrics": {c: _none(row[c]) for c in DELTA_COLUMNS}}
+            for code, row in zip(frame.index, frame.to_dict("records"))}
 
 
 def _ratio(base: Optional[float], run: Optional[float]) -> Optional[float]:
