@@ -239,3 +239,14 @@ def test_plugin_gives_format_1_tables_the_format_2_shape(tmp_path, read_sample):
     doc = App(tmp_path).json("/kernels", run="old")
     assert doc["dictionary"] == doc["constant"] == doc["delta"] == {}
     assert doc["data"]["name"] == profile.kernels["name"].tolist()
+
+
+def test_string_columns_encode_alike_when_numpy_hides_object_pointers(read_sample, tmp_path, monkeypatch):
+    """Names are grouped by the objects an array points to where numpy exposes the pointers;
+    where a numpy will not, by their text: the same file either way."""
+    kernels = read_sample(NSYS).kernels
+    tables.write_kernels_gz(tmp_path / "pointers.json.gz", kernels)
+    monkeypatch.setattr(columns, "_pointers", lambda values: None)
+    tables.write_kernels_gz(tmp_path / "text.json.gz", kernels)
+    by_pointer, by_text = (tables.read_json_gz(tmp_path / f"{k}.json.gz") for k in ("pointers", "text"))
+    assert by_pointer == by_text and {"name", "grid", "block"} <= set(by_text["dictionary"])

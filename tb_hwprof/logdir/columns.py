@@ -137,10 +137,11 @@ def _string_codes(values: np.ndarray) -> Optional[Tuple[np.ndarray, List[str]]]:
     if isinstance(values[0], str) and _all_equal(values):  # a few ms: str == str compares lengths first
         return np.zeros(len(values), np.intp), [values[0]]
     values = np.ascontiguousarray(values)
-    pointers = np.frombuffer(values, dtype=np.intp)  # a view: the objects are not touched
-    pointer_codes, _ = pd.factorize(pointers)
-    firsts = np.flatnonzero(np.diff(np.maximum.accumulate(pointer_codes), prepend=-1))  # codes appear in order
-    if len(firsts) > len(values) * DICTIONARY_MAX_DISTINCT_SHARE:  # mostly distinct objects: group by text
+    pointers = _pointers(values)
+    pointer_codes = pd.factorize(pointers)[0] if pointers is not None else None
+    firsts = None if pointer_codes is None else \
+        np.flatnonzero(np.diff(np.maximum.accumulate(pointer_codes), prepend=-1))  # codes appear in order
+    if firsts is None or len(firsts) > len(values) * DICTIONARY_MAX_DISTINCT_SHARE:  # group by text
         if pd.api.types.infer_dtype(values, skipna=False) != "string":
             return None
         codes, distinct = pd.factorize(values)
@@ -150,6 +151,15 @@ def _string_codes(values: np.ndarray) -> Optional[Tuple[np.ndarray, List[str]]]:
         return None
     text_codes, distinct = pd.factorize(objects)
     return text_codes[pointer_codes], list(distinct)
+
+
+def _pointers(values: np.ndarray) -> Optional[np.ndarray]:
+    """The object pointers of a contiguous object array as integers (a view: the objects are not
+    touched), or None where numpy will not expose them (then the caller hashes the text)."""
+    try:
+        return np.frombuffer(values, dtype=np.intp)
+    except (TypeError, ValueError, BufferError):
+        return None
 
 
 # -- reading -------------------------------------------------------------------------------------
