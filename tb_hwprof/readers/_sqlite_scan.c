@@ -132,8 +132,15 @@ done:
     return out;
 }
 
+/* Whether the SQLite library this module links may be used from several threads at once (each
+ * thread on its own connection, as sqlite_columns does): not when built with SQLITE_THREADSAFE=0. */
+static PyObject *threadsafe(PyObject *self, PyObject *unused) {
+    return PyBool_FromLong(sqlite3_threadsafe() != 0);
+}
+
 static PyMethodDef methods[] = {
     {"fill", fill, METH_VARARGS, "fill(uri, sql, first, last, buffers) -> (rows, bad_column, error)"},
+    {"threadsafe", threadsafe, METH_NOARGS, "threadsafe() -> whether the linked SQLite allows threads"},
     {NULL, NULL, 0, NULL},
 };
 

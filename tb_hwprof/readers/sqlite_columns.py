@@ -28,7 +28,8 @@ try:  # the C reader (setup.py builds it where a compiler and sqlite3.h are): sa
     from . import _sqlite_scan
 except ImportError:
     _sqlite_scan = None
-NATIVE = _sqlite_scan is not None  # columns_in_parts reads through it when True
+# columns_in_parts reads through it when True (its workers scan at once: the SQLite it links must allow threads)
+NATIVE = _sqlite_scan is not None and _sqlite_scan.threadsafe()
 
 # Rows per query: one column's text is at most ~1.3 MB (SQLite's limit is 1 GB).
 CHUNK_ROWS = 1 << 16
