@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
+from ..analysis.lanes import spread_over_lanes
 from .nsys_timeline import GPU_PID_BASE, NameTable
 
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
@@ -113,7 +114,10 @@ def amd_timeline(kernels: pd.DataFrame, summaries: Dict[str, pd.DataFrame], devi
     _kernels(b, kernels, first)
     _copies(b, summaries.get("memory_copies"), first)
     _api(b, summaries)
-    return b.timeline()
+    timeline = b.timeline()
+    if timeline is not None:  # all leaves (kernels, copies, calls): what overlaps on a track gets lanes
+        spread_over_lanes(timeline, np.arange(len(timeline)), "overlap")
+    return timeline
 
 
 def attach(profile):

@@ -22,7 +22,8 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
 OSRT = "OSRT_API"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # 2024+ name first, then 2022.x
-NVTX_STYLES = {59: "PushPop", 60: "StartEnd"}  # NVTX_EVENTS.eventType of ranges
+NVTX_START_END = 60  # NVTX_EVENTS.eventType of start/end ranges (which need not nest)
+NVTX_STYLES = {59: "PushPop", NVTX_START_END: "StartEnd"}  # NVTX_EVENTS.eventType of ranges
 NVTX_DOMAIN_CREATE = 75
 NVTX_RANGE_ROWS = f"eventType IN ({', '.join(map(str, NVTX_STYLES))}) AND end IS NOT NULL"
 

@@ -18,7 +18,8 @@ from ..analysis.summary import interval_union_ns
 from ..analysis.timeline import DATA_LOADING_NVTX, OS_READS, SYNC_API
 from . import sqlite_columns
 from ..model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
-from .nsys_schema import MEMCPY, MEMSET, OSRT, api_name, string_map
+from ..analysis.lanes import spread_over_lanes
+from .nsys_schema import MEMCPY, MEMSET, NVTX_START_END, OSRT, api_name, string_map
 
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
 PID_MASK = 0xFFFFFF
@@ -202,7 +203,15 @@ def read_timeline(conn, names: Set[str], devices: List[Device], kernel_cols: Opt
                  slices["flow"][:n_gpu])
     g_dev = np.array([t.device for t in gpu_tr], dtype=np.int64)[gpu_track]
     extras = {"gpu": (g_start, g_end, g_dev), "api": api, "nvtx": nvtx}
-    return Timeline(tracks=gpu_tr + cpu_tr, names=table.names(), slices=slices), extras
+    timeline = Timeline(tracks=gpu_tr + cpu_tr, names=table.names(), slices=slices)
+    # Every track's slices must nest (trace viewers drop the others): GPU operations that overlap on
+    # one stream get lanes, and so do NVTX start/end ranges, which need not nest by definition (their
+    # thread's track holds its push/pop ranges and API calls, which do).
+    spread_over_lanes(timeline, np.arange(n_gpu), "overlap")
+    if ranges is not None:
+        start_end = np.flatnonzero(ranges["etype"] == NVTX_START_END) + n_gpu + n_api
+        spread_over_lanes(timeline, start_end, "NVTX start/end", keep_first=False)
+    return timeline, extras
 
 
 def _launching_calls(gpu: List[dict], api_rows: tuple, kernel_calls: Optional[np.ndarray]) -> np.ndarray:

@@ -1,0 +1,152 @@
+"""Every track of a timeline nests (trace viewers drop a slice that starts inside another and ends
+after it): overlapping slices go to lane tracks.  Checked on the real traces (the rocpd MI300X
+capture has kernels of one queue running at once) and on NVTX start/end ranges made from a real
+export's ranges; the trace files are parsed back and checked track by track."""
+import gzip
+import json
+import shutil
+import sqlite3
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+import tb_hwprof
+from tb_hwprof.analysis.lanes import LANE_TID_STEP, lane_numbers
+from tb_hwprof.logdir import metadata
+from tb_hwprof.model import TIMELINE_CATEGORIES
+
+from conftest import sample
+from test_nsys_sqlite import DLPROF, query
+
+ROCPD = "rocprof/v3_rocpd_mi300x_ck_bmm_results.db"
+TRACES = ["nsys/annikola_gtx1050_2024.5.1.sqlite", "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite",
+          "nsys/gpu4_t4_2022.4.2.sqlite", "nsys/kmeans_rtx3080_openacc_2020.5.1.sqlite",
+          "nsys/mordred_quadro6000_2021.2.1.sqlite", "nsys/testcuda_rtx4060ti_2026.1.1.sqlite",
+          "rocprof/v1_mi250x_laplacian/results.csv", "rocprof/v1_mi300a_vecadd/results.json",
+          "rocprof/v2_hip_api_trace_hiptrace.csv", ROCPD]
+
+
+def crossings(intervals) -> int:
+    """How many intervals start inside an earlier one and end after it (0: they all nest)."""
+    count, open_ends = 0, []
+    for start, end in sorted(intervals, key=lambda i: (i[0], -i[1])):
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        if open_ends and end > open_ends[-1]:
+            count += 1
+            continue
+        open_ends.append(end)
+    return count
+
+
+def per_track(timeline):
+    s = timeline.slices
+    out = defaultdict(list)
+    for t, a, b in zip(s["track"].tolist(), s["start"].tolist(), s["end"].tolist()):
+        out[t].append((a, b))
+    return out
+
+
+def trace_tracks(run_dir):
+    """(pid, tid) -> [(start, end)] in ns of the complete events of an exported trace file."""
+    raw = gzip.decompress((run_dir / "plugins" / metadata.PLUGIN_NAME / metadata.TIMELINE).read_bytes())
+    out = defaultdict(list)
+    for e in json.loads(raw)["traceEvents"]:
+        if e["ph"] == "X":
+            start = round(e["ts"] * 1000)
+            out[(e["pid"], e["tid"])].append((start, start + round(e["dur"] * 1000)))
+    return out
+
+
+def test_lane_numbers_against_counting():
+    """Lanes never hold two overlapping intervals, and there are as many as the most intervals open at
+    one instant (greedy by start is optimal); nothing overlapping: all lane 0."""
+    rng = np.random.default_rng(11)
+    for n, width in ((300, 40), (300, 3), (50, 500), (1, 5)):
+        start = np.sort(rng.integers(0, 1000, n))
+        end = start + rng.integers(0, width, n)
+        lanes = lane_numbers(start, end)
+        for lane in np.unique(lanes):
+            mine = np.flatnonzero(lanes == lane)
+            assert crossings([(a, b) for a, b in zip(start[mine], end[mine])]) == 0
+            assert (start[mine][1:] >= end[mine][:-1]).all()
+        depth = max(((start <= t) & (end > t)).sum() for t in np.unique(start))
+        assert lanes.max() + 1 == max(depth, 1)
+    disjoint = np.arange(0, 100, 10)
+    assert not lane_numbers(disjoint, disjoint + 10).any()
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_every_track_nests_in_the_model_and_the_trace_file(name, samples_dir, tmp_path):
+    path = sample(samples_dir, name)
+    profile = tb_hwprof.read(path)
+    assert profile.timeline is not None
+    for track, intervals in per_track(profile.timeline).items():
+        assert crossings(intervals) == 0, profile.timeline.tracks[track]
+    run = tb_hwprof.export(path, tmp_path, "r")
+    written = trace_tracks(run)
+    assert sum(len(v) for v in written.values()) == len(profile.timeline)
+    for key, intervals in written.items():
+        assert crossings(intervals) == 0, key
+
+
+def test_overlapping_kernels_of_an_amd_queue_get_a_lane(samples_dir):
+    path = sample(samples_dir, ROCPD)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        rows = conn.execute('SELECT start, "end" FROM kernels ORDER BY start, id').fetchall()
+    assert crossings(rows) > 0  # the capture itself: kernels of one queue that ran at once
+    timeline = tb_hwprof.read(path).timeline
+    s = timeline.slices
+    kernels = s["cat"] == TIMELINE_CATEGORIES.index("kernel")
+    assert Counter(zip(s["start"][kernels].tolist(), s["end"][kernels].tolist())) == Counter(map(tuple, rows))
+    lanes = [i for i, t in enumerate(timeline.tracks) if "(overlap" in t.thread]
+    assert lanes, [t.thread for t in timeline.tracks]
+    for i in lanes:
+        lane = timeline.tracks[i]
+        base = next(t for t in timeline.tracks if t.thread == lane.thread.split(" (overlap")[0] and t.pid == lane.pid)
+        assert lane.kind == base.kind == "stream" and lane.device == base.device
+        assert lane.tid % LANE_TID_STEP == base.tid and lane.tid // LANE_TID_STEP >= 1
+        moved = np.flatnonzero(s["track"] == i)
+        kept = per_track(timeline)[timeline.tracks.index(base)]
+        assert moved.size  # each moved kernel ran while one that kept the queue's track ran
+        assert all(any(a < d and c < b for c, d in kept) for a, b in zip(s["start"][moved], s["end"][moved]))
+
+
+def _start_end_ranges(src, dst):
+    """The real export with its push/pop ranges turned into start/end ranges, each stretched to the
+    start of the range after the next one: ranges that cross each other and the API calls."""
+    shutil.copyfile(src, dst)
+    conn = sqlite3.connect(dst)
+    ranges = conn.execute("SELECT rowid, start FROM NVTX_EVENTS WHERE eventType = 59 AND end IS NOT NULL "
+                          "ORDER BY start, rowid").fetchall()
+    for (rowid, _), (_, later) in zip(ranges, ranges[2:]):
+        conn.execute("UPDATE NVTX_EVENTS SET end = max(end, ?) WHERE rowid = ?", (later, rowid))
+    conn.execute("UPDATE NVTX_EVENTS SET eventType = 60 WHERE eventType = 59")
+    conn.commit()
+    conn.close()
+
+
+def test_nvtx_start_end_ranges_get_lanes_of_their_thread(samples_dir, tmp_path):
+    path = tmp_path / "startend.sqlite"
+    _start_end_ranges(sample(samples_dir, DLPROF), path)
+    ranges = query(path, "SELECT start, end, globalTid FROM NVTX_EVENTS WHERE eventType = 60 AND end IS NOT NULL")
+    assert crossings([(a, b) for a, b, _ in ranges]) > 0
+    timeline = tb_hwprof.read(path).timeline
+    for track, intervals in per_track(timeline).items():
+        assert crossings(intervals) == 0, timeline.tracks[track]
+    s = timeline.slices
+    nvtx = np.flatnonzero(s["cat"] == TIMELINE_CATEGORIES.index("nvtx"))
+    assert Counter(zip(s["start"][nvtx].tolist(), s["end"][nvtx].tolist())) == Counter((a, b) for a, b, _ in ranges)
+    threads = {((g >> 24) & 0xFFFFFF, g & 0xFFFFFF) for _, _, g in ranges}
+    for i in nvtx.tolist():
+        track = timeline.tracks[s["track"][i]]
+        assert "(NVTX start/end " in track.thread and (track.pid, track.tid % LANE_TID_STEP) in threads
+    # As many lanes as start/end ranges open at once, and the thread's own track keeps its API calls.
+    open_at_once = max(sum(a <= t < b for a, b, _ in ranges) for t, _, _ in ranges)
+    assert len({s["track"][i] for i in nvtx.tolist()}) == open_at_once
+    api = s["cat"] == TIMELINE_CATEGORIES.index("cuda_api")
+    assert all("NVTX" not in timeline.tracks[t].thread for t in np.unique(s["track"][api]).tolist())
+    written = trace_tracks(tb_hwprof.export(path, tmp_path / "logs", "r"))
+    for key, intervals in written.items():
+        assert crossings(intervals) == 0, key
