@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tb_hwprof
-from tb_hwprof.analysis.lanes import LANE_TID_STEP, lane_numbers
+from tb_hwprof.analysis.lanes import LANE_TID_TOP, lane_numbers
 from tb_hwprof.logdir import metadata
 from tb_hwprof.model import TIMELINE_CATEGORIES
 
@@ -106,7 +106,8 @@ def test_overlapping_kernels_of_an_amd_queue_get_a_lane(samples_dir):
         lane = timeline.tracks[i]
         base = next(t for t in timeline.tracks if t.thread == lane.thread.split(" (overlap")[0] and t.pid == lane.pid)
         assert lane.kind == base.kind == "stream" and lane.device == base.device
-        assert lane.tid % LANE_TID_STEP == base.tid and lane.tid // LANE_TID_STEP >= 1
+        assert base.tid < lane.tid <= LANE_TID_TOP  # unsigned 32-bit, as trace viewers read tids
+        assert sum((t.pid, t.tid) == (lane.pid, lane.tid) for t in timeline.tracks) == 1
         moved = np.flatnonzero(s["track"] == i)
         kept = per_track(timeline)[timeline.tracks.index(base)]
         assert moved.size  # each moved kernel ran while one that kept the queue's track ran
@@ -139,9 +140,12 @@ def test_nvtx_start_end_ranges_get_lanes_of_their_thread(samples_dir, tmp_path):
     nvtx = np.flatnonzero(s["cat"] == TIMELINE_CATEGORIES.index("nvtx"))
     assert Counter(zip(s["start"][nvtx].tolist(), s["end"][nvtx].tolist())) == Counter((a, b) for a, b, _ in ranges)
     threads = {((g >> 24) & 0xFFFFFF, g & 0xFFFFFF) for _, _, g in ranges}
-    for i in nvtx.tolist():
+    names = {(t.pid, t.tid): t.thread for t in timeline.tracks}
+    for i in nvtx.tolist():  # on a lane of the thread that started it: same process, its thread's name
         track = timeline.tracks[s["track"][i]]
-        assert "(NVTX start/end " in track.thread and (track.pid, track.tid % LANE_TID_STEP) in threads
+        assert track.tid <= LANE_TID_TOP and "(NVTX start/end " in track.thread
+        assert any(track.pid == pid and track.thread.startswith(names[(pid, tid)] + " (") for pid, tid in threads)
+    assert len({(t.pid, t.tid) for t in timeline.tracks}) == len(timeline.tracks)
     # As many lanes as start/end ranges open at once, and the thread's own track keeps its API calls.
     open_at_once = max(sum(a <= t < b for a, b, _ in ranges) for t, _, _ in ranges)
     assert len({s["track"][i] for i in nvtx.tolist()}) == open_at_once

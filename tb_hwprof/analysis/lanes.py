@@ -18,9 +18,10 @@ import pandas as pd
 
 from ..model import Timeline, Track
 
-# Lane k of a track has tid = the track's tid + k * 2^32: above any OS thread id or stream id, and
-# exact in a JavaScript number (the trace's tids) up to 2^21 lanes.
-LANE_TID_STEP = 1 << 32
+# Lane tracks take tids counted down from here, skipping the process' tids in use: trace viewers read
+# tids as unsigned 32-bit numbers (Perfetto turns a larger one into the pid), and OS thread ids
+# (< 2^22) and stream / queue ids stay far below.
+LANE_TID_TOP = (1 << 32) - 1
 
 
 def lane_numbers(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -51,6 +52,7 @@ def spread_over_lanes(timeline: Timeline, rows: np.ndarray, label: str, keep_fir
     if rows.size == 0:
         return 0
     added = 0
+    taken = {(t.pid, t.tid) for t in timeline.tracks}
     per_track: Dict[int, np.ndarray] = pd.Series(rows).groupby(s["track"][rows]).indices
     for track, positions in sorted(per_track.items()):
         idx = rows[positions]
@@ -60,8 +62,17 @@ def spread_over_lanes(timeline: Timeline, rows: np.ndarray, label: str, keep_fir
         lanes = lane_numbers(s["start"][idx], s["end"][idx]) + (0 if keep_first else 1)
         base = timeline.tracks[int(track)]
         for k in np.unique(lanes[lanes > 0]).tolist():
-            timeline.tracks.append(Track(pid=base.pid, tid=base.tid + k * LANE_TID_STEP, process=base.process,
+            timeline.tracks.append(Track(pid=base.pid, tid=_free_tid(taken, base.pid), process=base.process,
                                          thread=f"{base.thread} ({label} {k})", kind=base.kind, device=base.device))
             s["track"][idx[lanes == k]] = len(timeline.tracks) - 1
             added += 1
     return added
+
+
+def _free_tid(taken: set, pid: int) -> int:
+    """The highest tid below LANE_TID_TOP that process `pid` does not use yet (now taken)."""
+    tid = LANE_TID_TOP
+    while (pid, tid) in taken:
+        tid -= 1
+    taken.add((pid, tid))
+    return tid
