@@ -108,6 +108,8 @@ def test_overlapping_kernels_of_an_amd_queue_get_a_lane(samples_dir):
         assert lane.kind == base.kind == "stream" and lane.device == base.device
         assert base.tid < lane.tid <= LANE_TID_TOP  # unsigned 32-bit, as trace viewers read tids
         assert sum((t.pid, t.tid) == (lane.pid, lane.tid) for t in timeline.tracks) == 1
+        at = timeline.tracks.index(base)  # listed right after its track (and its earlier lanes)
+        assert at < i and all(t.thread.startswith(base.thread + " (") for t in timeline.tracks[at + 1:i])
         moved = np.flatnonzero(s["track"] == i)
         kept = per_track(timeline)[timeline.tracks.index(base)]
         assert moved.size  # each moved kernel ran while one that kept the queue's track ran

@@ -51,8 +51,8 @@ def spread_over_lanes(timeline: Timeline, rows: np.ndarray, label: str, keep_fir
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size == 0:
         return 0
-    added = 0
     taken = {(t.pid, t.tid) for t in timeline.tracks}
+    lanes_of: Dict[int, list] = {}  # track -> its lane tracks (new indices, ordered after all tracks for now)
     per_track: Dict[int, np.ndarray] = pd.Series(rows).groupby(s["track"][rows]).indices
     for track, positions in sorted(per_track.items()):
         idx = rows[positions]
@@ -65,8 +65,22 @@ def spread_over_lanes(timeline: Timeline, rows: np.ndarray, label: str, keep_fir
             timeline.tracks.append(Track(pid=base.pid, tid=_free_tid(taken, base.pid), process=base.process,
                                          thread=f"{base.thread} ({label} {k})", kind=base.kind, device=base.device))
             s["track"][idx[lanes == k]] = len(timeline.tracks) - 1
-            added += 1
+            lanes_of.setdefault(int(track), []).append(len(timeline.tracks) - 1)
+    added = sum(len(v) for v in lanes_of.values())
+    if added:
+        _lanes_after_their_track(timeline, lanes_of)
     return added
+
+
+def _lanes_after_their_track(timeline: Timeline, lanes_of: Dict[int, list]) -> None:
+    """Reorder the tracks so each one's lanes follow it (viewers list tracks in order)."""
+    first_lane = len(timeline.tracks) - sum(len(v) for v in lanes_of.values())
+    order = [j for i in range(first_lane) for j in [i, *lanes_of.get(i, [])]]
+    position = np.empty(len(order), np.int32)
+    position[order] = np.arange(len(order), dtype=np.int32)
+    timeline.tracks[:] = [timeline.tracks[j] for j in order]
+    s = timeline.slices
+    s["track"] = position[s["track"]].astype(s["track"].dtype, copy=False)
 
 
 def _free_tid(taken: set, pid: int) -> int:
