@@ -452,3 +452,21 @@ def test_truncated_export_is_a_one_line_input_error(tmp_path, samples_dir):
     with pytest.raises(InputError, match="truncated SQLite file"):
         tb_hwprof.read(path)
     assert "truncated" in _cli_error(path, tmp_path)
+
+
+@pytest.mark.parametrize("native", [False, True] if sqlite_columns.NATIVE else [False])
+def test_damaged_kernel_table_is_a_one_line_input_error(tmp_path, samples_dir, monkeypatch, native):
+    """Bytes overwritten inside the kernel table's first page (a damaged copy): a one-line error
+    naming the file and the table, whichever column reader meets it; nothing written."""
+    monkeypatch.setattr(sqlite_columns, "NATIVE", native)
+    src = sample(samples_dir, DLPROF)
+    path = tmp_path / "damaged.sqlite"
+    shutil.copyfile(src, path)
+    root, page = query(src, "SELECT rootpage FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'")[0][0], \
+        query(src, "PRAGMA page_size")[0][0]
+    with open(path, "r+b") as f:
+        f.seek((root - 1) * page + 8)
+        f.write(b"\xff" * 64)
+    with pytest.raises(InputError, match=r"damaged.sqlite: damaged or unexpected Nsight Systems export .*KERNEL"):
+        tb_hwprof.read(path)
+    assert "damaged or unexpected" in _cli_error(path, tmp_path)

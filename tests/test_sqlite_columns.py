@@ -147,3 +147,18 @@ def test_native_reader_checks_its_buffers(tmp_path):
     assert fill(uri, sql, 1, 40, small) == (5, -1, "more rows than room")
     assert small[0].tolist() == [r[0] for r in conn.execute("SELECT a FROM t ORDER BY rowid LIMIT 5")]
     assert fill(sqlite_columns.read_only_uri(tmp_path / "absent.sqlite"), sql, 1, 2, small)[2] is not None
+
+
+def test_rowid_ranges_no_file_could_hold_are_refused(tmp_path):
+    """Arrays are sized and queries stepped by the rowid range: one that this file's bytes could not
+    hold (a damaged b-tree) is an error at once, not a 2^40-row allocation or loop."""
+    conn = sqlite3.connect(tmp_path / "t.sqlite")
+    conn.execute("CREATE TABLE t (a INTEGER)")
+    conn.executemany("INSERT INTO t (rowid, a) VALUES (?, ?)", [(1, 1), (1 << 40, 2)])
+    conn.commit()
+    with pytest.raises(sqlite3.DatabaseError, match="rowids 1..1099511627776 cannot all be rows"):
+        sqlite_columns.int_columns(conn, "t", ["a"])
+    with ThreadPoolExecutor(2) as pool, pytest.raises(sqlite3.DatabaseError, match="cannot all be rows"):
+        sqlite_columns.columns_in_parts(pool, tmp_path / "t.sqlite", "t", ["a"], sqlite_columns.rowid_span(conn, "t"))
+    with pytest.raises(sqlite3.DatabaseError, match="cannot all be rows"):
+        sqlite_columns.check_span("t", (5, 4), 1 << 20)

@@ -83,6 +83,7 @@ def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], wher
     span = rows if rows is not None else rowid_span(conn, table)
     if span is None or not exprs:
         return [np.zeros(0, np.int64) for _ in exprs]
+    check_span(table, span, _file_bytes(conn))
     pieces = list(zip(*(cols for _, cols in _chunks(conn, table, exprs, span, where))))
     return [p[0] if len(p) == 1 else np.concatenate(p) for p in pieces]
 
@@ -110,6 +111,19 @@ def native_fill(uri: str, table: str, exprs: Sequence[str], rows: tuple, out: Se
     return count
 
 
+def check_span(table: str, span: tuple, file_bytes: int) -> None:
+    """Refuse a rowid range that no row layout of the file could hold (a damaged b-tree): arrays
+    are sized by it and queries step through it.  A row takes at least 4 bytes of its page (a cell
+    pointer, a header)."""
+    lo, hi = span
+    if hi < lo or (hi - lo + 1) * 4 > max(file_bytes, 4096):
+        raise sqlite3.DatabaseError(f"{table}: rowids {lo}..{hi} cannot all be rows of this file (damaged?)")
+
+
+def _file_bytes(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+
+
 def read_only_uri(path) -> str:
     """The URI that opens `path` read-only: nothing is ever created or locked next to the user's file."""
     return Path(path).resolve().as_uri() + "?mode=ro"
@@ -124,6 +138,7 @@ def columns_in_parts(pool: Executor, path, table: str, exprs: Sequence[str], spa
     if span is None or not exprs:
         return lambda: [np.zeros(0, np.int64) for _ in exprs]
     lo = span[0]
+    check_span(table, span, Path(path).stat().st_size)
     out = [np.empty(span[1] - lo + 1, np.int64) for _ in exprs]
     uri, native = read_only_uri(path), NATIVE
 
