@@ -63,7 +63,8 @@ def reuse_freed_memory() -> None:
     1M-kernel export spent ~1.2 of its ~2.3 s in the kernel).  One arena for all threads (each
     thread's own would keep its own freed memory), the heap for every block, nothing trimmed: that
     export then takes ~1.5 s at about the same peak (the same memory is used again).  Only for the
-    CLI, a short-lived process; a no-op where there is no glibc (macOS, Windows, musl)."""
+    CLI's export and trace commands, short-lived processes; a no-op where there is no glibc (macOS,
+    Windows, musl)."""
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6")
@@ -143,6 +144,7 @@ def _report_timeline(run_dir: Path, mode: str) -> None:
 def cmd_trace(args) -> int:
     """Render an exported run's Chrome trace from its timeline index."""
     from .logdir import run_trace
+    reuse_freed_memory()  # 2.2M slices: ~2.8 instead of ~3.1 s
     started = time.perf_counter()
     out = Path(args.output) if args.output else None
     done = run_trace.render(Path(args.run_dir), out, progress=lambda line: _progress(args, line))
