@@ -84,3 +84,24 @@ def read_sample(samples_dir):
             cache[relative] = tb_hwprof.read(samples_dir / relative)
         return cache[relative]
     return read
+
+
+# -- browser tests (tests/browser_support.py; each browser module defines `logdir` and EXPECTED_RUNS) --
+@pytest.fixture(scope="module")
+def tensorboard(logdir, tmp_path_factory, request):
+    """A TensorBoard serving the module's `logdir`, once its EXPECTED_RUNS are listed: its base URL."""
+    import browser_support
+    yield from browser_support.serve_tensorboard(logdir, tmp_path_factory, request.module.EXPECTED_RUNS)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    import browser_support
+    yield from browser_support.launch_browser()
+
+
+@pytest.fixture
+def session(browser, tensorboard):
+    """A fresh page on TensorBoard; the test fails if a dialog fired or the page threw."""
+    import browser_support
+    yield from browser_support.open_session(browser, tensorboard)

@@ -11,8 +11,7 @@ import math
 
 import pytest
 
-from test_browser import (_export, _log_pos, browser, column, session, tensorboard,  # noqa: F401 (fixtures)
-                          wait_rows)
+from browser_support import column, export_run as _export, log_pos as _log_pos, wait_rows
 from tb_hwprof.logdir import columns, tables
 
 LOOPS, OPENMP, LOOPS_XSS = "vtune_2018_loops", "vtune_2015_openmp", "vtune_2018_loops_renamed"

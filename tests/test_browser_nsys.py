@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import _export, browser, column, session, tensorboard, wait_rows  # noqa: F401 (fixtures)
+from browser_support import export_run as _export, wait_rows
 from test_nsys_sqlite import DLPROF, query
 
 REPO = Path(__file__).resolve().parent.parent
