@@ -43,7 +43,9 @@ static void scan(const char *uri, const char *sql, long long first, long long la
         sqlite3_close(db);
         return;
     }
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    /* As sqlite_columns.open_read_only: a damaged page is an error, not garbage rows. */
+    if (sqlite3_exec(db, "PRAGMA cell_size_check = ON", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         set_error(r, sqlite3_errmsg(db));
         sqlite3_close(db);
         return;

@@ -41,7 +41,7 @@ _API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaMalloc_v3020 -> cudaMalloc (r
 def connect(path: Path) -> sqlite3.Connection:
     """Read-only, through a URI: nothing is ever created or locked next to the user's file."""
     try:
-        conn = sqlite3.connect(sqlite_columns.read_only_uri(path), uri=True)
+        conn = sqlite_columns.open_read_only(path)
         conn.execute("PRAGMA temp_store = MEMORY")  # our helper tables stay in memory, never on disk
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:

@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..model import Device, Profile, normalise_kernels
 from . import amd_devices
 from .rocprof import devices_for, kernel_stats, provenance, stats_of, timing_notes, with_units
-from .sqlite_columns import read_only_uri
+from .sqlite_columns import open_read_only
 
 V1_TABLES = {"OPS", "KERN"}
 ROCPD_VIEWS = {"kernels", "rocpd_info_agent", "rocpd_metadata"}
@@ -30,7 +30,7 @@ FIX = "pass a rocprof v1 results.db or a rocprofv3 --output-format rocpd databas
 
 def connect(path: Path) -> sqlite3.Connection:
     try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True)
+        conn = open_read_only(path)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:
         raise InputError(path, f"unreadable SQLite file ({e})", FIX) from None

@@ -48,10 +48,19 @@ def _parse(text, count: int, expr: str, table: str) -> np.ndarray:
     return values
 
 
+def _one_row(conn: sqlite3.Connection, table: str, sql: str, params=()) -> tuple:
+    """The first row of a query on `table`; SQLite's error names the table ("database disk image is
+    malformed" alone does not say which part of a report is damaged)."""
+    try:
+        return conn.execute(sql, params).fetchone()
+    except sqlite3.DatabaseError as e:
+        raise sqlite3.DatabaseError(f"{table}: {e}") from None
+
+
 def rowid_span(conn: sqlite3.Connection, table: str):
     """(first, last) rowid of `table`, or None when it is empty (both ends of its b-tree: no scan;
     min() and max() in one SELECT would scan the whole table, ~50 ms per 1M rows)."""
-    lo, hi = conn.execute(f'SELECT (SELECT min(rowid) FROM "{table}"), (SELECT max(rowid) FROM "{table}")').fetchone()
+    lo, hi = _one_row(conn, table, f'SELECT (SELECT min(rowid) FROM "{table}"), (SELECT max(rowid) FROM "{table}")')
     return None if lo is None else (lo, hi)
 
 
@@ -71,8 +80,8 @@ def _chunks(conn: sqlite3.Connection, table: str, exprs: Sequence[str], span: tu
     aggs = ", ".join(f"group_concat({e})" for e in exprs)
     keep = f"AND ({where})" if where else ""
     for first in range(lo, hi + 1, CHUNK_ROWS):
-        row = conn.execute(f'SELECT count(*), {aggs} FROM "{table}" NOT INDEXED '
-                           f'WHERE rowid BETWEEN ? AND ? {keep}', (first, min(first + CHUNK_ROWS - 1, hi))).fetchone()
+        row = _one_row(conn, table, f'SELECT count(*), {aggs} FROM "{table}" NOT INDEXED '
+                                    f'WHERE rowid BETWEEN ? AND ? {keep}', (first, min(first + CHUNK_ROWS - 1, hi)))
         yield row[0], [_parse(text, row[0], expr, table) for text, expr in zip(row[1:], exprs)]
 
 
@@ -129,6 +138,19 @@ def read_only_uri(path) -> str:
     return Path(path).resolve().as_uri() + "?mode=ro"
 
 
+# Without it SQLite trusts a page's cell offsets: a damaged page then reads as whatever memory lies
+# past them, a different garbage row each run (seen: 1 of 6 runs of one damaged export went through
+# with made-up values), where with it every run says "database disk image is malformed".
+CELL_SIZE_CHECK = "PRAGMA cell_size_check = ON"
+
+
+def open_read_only(path) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file at `path` that refuses damaged pages."""
+    conn = sqlite3.connect(read_only_uri(path), uri=True)
+    conn.execute(CELL_SIZE_CHECK)
+    return conn
+
+
 def columns_in_parts(pool: Executor, path, table: str, exprs: Sequence[str], span,
                      parts: int = WORKERS) -> Callable[[], List[np.ndarray]]:
     """Start fetching `exprs` of every row of `table` (rowid `span`: rowid_span()) in the SQLite file
@@ -146,7 +168,7 @@ def columns_in_parts(pool: Executor, path, table: str, exprs: Sequence[str], spa
         stretch = [o[first - lo:] for o in out]
         if native:
             return native_fill(uri, table, exprs, (first, last), stretch)
-        conn = sqlite3.connect(uri, uri=True)
+        conn = open_read_only(path)
         try:
             return fill_columns(conn, table, exprs, (first, last), stretch)
         finally:
