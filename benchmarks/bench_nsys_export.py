@@ -11,7 +11,8 @@ Then subprocesses run on the same file, each reporting its own wall time and pea
   baseline: sqlite3 fetchall() of (start, end, streamId, shortName) of the kernel table;
   export:   `tb-hwprof export` (read + analyse + write; at this size `--trace auto` leaves the
             Chrome trace file out, the timeline index is written);
-  trace:    `tb-hwprof trace` on the exported run (its timeline.json.gz rendered from the index).
+  trace:    `tb-hwprof trace` on the exported run (its timeline.json.gz rendered from the index);
+  readback: load_run of the exported run and a kernel comparison of it with itself (information).
 Fetch and export run alternately, --rounds times; the ratio is of their median times, the peak
 is the highest of the rounds.  Targets: export <= 4x the fetch, <= 600 MB peak.
 
@@ -120,6 +121,20 @@ print(json.dumps({"s": time.perf_counter() - t, "rc": rc,
                   "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
+READBACK = """
+import resource, sys, time, json
+sys.path.insert(0, sys.argv[2])
+t = time.perf_counter()
+import tb_hwprof
+from tb_hwprof.analysis import compare
+profile = tb_hwprof.load_run(sys.argv[1], with_details=False)
+loaded = time.perf_counter() - t
+t = time.perf_counter()
+compare.compare_kernels(profile.kernels, profile.kernels)
+print(json.dumps({"s": loaded, "compare_s": time.perf_counter() - t,
+                  "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
 
 def run_child(code: str, *args) -> dict:
     done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True)
@@ -154,6 +169,7 @@ def main() -> None:
         run = Path(tmp) / "logs" / "big" / "plugins" / "tb_hwprof"
         exported = {p.name for p in run.glob("*")}
         trace = run_child(TRACE, Path(tmp) / "logs" / "big", REPO)
+        readback = run_child(READBACK, Path(tmp) / "logs" / "big", REPO)
         sizes = {p.name: p.stat().st_size for p in run.glob("*") if p.is_file()}
     ratio = ours["s"] / base["s"]
     if args.rounds > 1:
@@ -165,6 +181,8 @@ def main() -> None:
     print(f"tb-hwprof export (read + analyse + write):                {ours['s']:.2f} s, peak {ours['mb']:.0f} MB "
           f"(median time, highest peak of {args.rounds})")
     print(f"tb-hwprof trace (timeline.json.gz from the index):       {trace['s']:.2f} s, peak {trace['mb']:.0f} MB")
+    print(f"load_run of the run (what the plugin's table views parse): {readback['s']:.2f} s, "
+          f"peak {readback['mb']:.0f} MB; compare of it with itself {readback['compare_s']:.2f} s")
     print(f"ratio export / fetch: {ratio:.2f} (target <= {TARGET_RATIO:g}); "
           f"peak {ours['mb']:.0f} MB (target <= {TARGET_MB} MB)")
     for name, size in sorted(sizes.items()):
