@@ -10,18 +10,17 @@ point installed (`pip install -e .`).  Screenshots go to test-artifacts/screensh
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from conftest import free_port, get_json
 
 REPO = Path(__file__).resolve().parent.parent
 SHOTS = REPO / "test-artifacts" / "screenshots"
@@ -53,17 +52,6 @@ def export_run(files, logdir: Path, run: str):
     cmd = [sys.executable, "-m", "tb_hwprof", "export", *map(str, files), "--logdir", str(logdir), "--run", run]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read().decode("utf-8"))
 
 
 def serve_tensorboard(logdir, tmp_path_factory, expected):

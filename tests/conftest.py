@@ -1,7 +1,10 @@
 """Shared fixtures.  Real profiler files are read in place from TB_HWPROF_SAMPLES
 (default ../shared/samples beside the repo); tests that need them skip with a reason
 when absent, and .ci/run sets TB_HWPROF_REQUIRE_SAMPLES=1 to turn that into a failure."""
+import json
 import os
+import socket
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,18 @@ def samples_dir() -> Path:
             pytest.fail(f"real samples required but missing at {path} (set TB_HWPROF_SAMPLES)")
         pytest.skip(f"real profiler samples not found at {path} (set TB_HWPROF_SAMPLES)")
     return path
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 (for a TensorBoard a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read().decode("utf-8"))
 
 
 def sample(samples_dir: Path, name: str) -> Path:

@@ -484,9 +484,9 @@ def test_damaged_page_inside_the_kernel_rows_stops_either_column_reader(tmp_path
     path = tmp_path / "damaged.sqlite"
     shutil.copyfile(sample(samples_dir, DLPROF), path)
     conn = sqlite3.connect(path)
-    for copy in range(1, 40):  # the real rows again, later: enough for many leaf pages
-        conn.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL "
-                     f"WHERE rowid <= 46")
+    for _ in range(39):  # the 46 real rows again and again: enough for many leaf pages
+        conn.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                     "WHERE rowid <= 46")
     conn.commit()
     leaves = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL' "
                                          "AND pagetype = 'leaf' ORDER BY path")]

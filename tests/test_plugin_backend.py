@@ -6,12 +6,10 @@ reports themselves (tb_hwprof.read, or NVIDIA's ncu_report directly), never from
 import gzip
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,8 @@ import tb_hwprof
 from tb_hwprof.analysis import compare
 from tb_hwprof.logdir import columns, metadata, reader, tables
 from tb_hwprof.plugin import hwprof_plugin, static, store
+
+from conftest import free_port, get_json
 
 REPO = Path(__file__).resolve().parent.parent
 P = "/data/plugin/tb_hwprof"
@@ -404,17 +404,6 @@ def test_compare_aggregates_launches_duration_weighted():
 
 
 # -- real TensorBoard servers ----------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def fetch(url: str):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
-
-
 def data_server_flag() -> str:
     """--load_fast=true when the Rust data server binary is installed, else the Python loader."""
     try:
@@ -460,7 +449,7 @@ class TensorBoardServer:
             if self.proc.poll() is not None:
                 break
             try:
-                last = fetch(self.url(path))
+                last = get_json(self.url(path))
                 if ready(last):
                     return last
             except (urllib.error.URLError, ConnectionError, json.JSONDecodeError) as e:
@@ -496,9 +485,9 @@ def test_real_tensorboard_server_loads_the_plugin(logdir, server_factory):
     assert listing["tb_hwprof"]["tab_name"] == "HW Profile"
     runs = tb.wait_for(P + "/runs", lambda d: len(d["runs"]) == 6)["runs"]
     assert [r["run"] for r in runs] == sorted([V1, V6, SPY, "broken/truncated", "broken/no_manifest", "broken/too_new"])
-    assert fetch(tb.url(P + f"/kernels?run={V1}"))["data"]["duration_ns"] == [52576.0]
+    assert get_json(tb.url(P + f"/kernels?run={V1}"))["data"]["duration_ns"] == [52576.0]
     with pytest.raises(urllib.error.HTTPError) as e:
-        fetch(tb.url(P + "/kernels?run=..%2F..%2Fetc%2Fpasswd"))
+        get_json(tb.url(P + "/kernels?run=..%2F..%2Fetc%2Fpasswd"))
     assert e.value.code == 400
 
 
