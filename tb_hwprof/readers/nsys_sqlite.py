@@ -200,8 +200,9 @@ FLOAT_FROM_FIELD = {"device": "device", "context": "context", "stream": "stream"
 ABSENT_IF_NEGATIVE = ("context", "stream", "registers_per_thread", "shared_mem_bytes", "correlation_id")
 
 
-def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
-    """The columns an nsys export holds, from kernel_arrays(); normalise_kernels adds the rest.
+def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series, name: np.ndarray) -> pd.DataFrame:
+    """The columns an nsys export holds, from kernel_arrays() and the launches' names
+    (kernel_names()); normalise_kernels adds the rest.
 
     Consumes `c`: each array is dropped once copied, so the table and all the columns it comes
     from never exist at once (~110 MB of peak at 1M launches).  The float columns are written
@@ -222,11 +223,10 @@ def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
             row[column][values < 0] = math.nan
         del values
     frame = pd.DataFrame(block.T, columns=floats, copy=False)
-    demangled = lookup(strings, c["demangled"])
-    text = {"name": _lookup_names(strings, c, demangled), "demangled_name": demangled,
+    text = {"name": name, "demangled_name": lookup(strings, c.pop("demangled")),
             "mangled_name": lookup(strings, c.pop("mangled")), "grid": _dim_labels(c.pop("grid")),
             "block": _dim_labels(c.pop("block"))}
-    del demangled, c["demangled"], c["short"]
+    del c["short"]
     for at, (name, values) in enumerate(text.items()):  # object dtype: pandas 3 would infer its slower str
         frame.insert(at, name, pd.Series(values, dtype=object, copy=False))
     frame.insert(0, "launch_id", np.arange(n, dtype=np.int64))
@@ -391,11 +391,12 @@ def _read_tables(conn, path: Path, names: Set[str], devices):
     the only intermediates left (building it earlier, beside the timeline's, costs ~300 MB of peak
     at 1M launches)."""
     fetched, strings, kernel_sum = _fetch(conn, path, names)
-    summaries, timeline = _summaries_and_timeline(conn, path, names, devices, fetched, strings, kernel_sum)
+    name = kernel_names(strings, fetched.kernels) if fetched.kernels is not None else None
+    summaries, timeline = _summaries_and_timeline(conn, path, names, devices, fetched, name, kernel_sum)
     kcols, sha = fetched.kernels, fetched.sha256
     del fetched  # the timeline holds what it needs: the kernels table comes last, on its own
     # kernel_frame gives its columns their final dtypes (no NaN in its text): only absent ones are added.
-    table = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings), copy=False,
+    table = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings, name), copy=False,
                               sparse_absent=True, only=())
     return table, summaries, timeline, sha
 
@@ -421,12 +422,11 @@ def _fetch(conn, path: Path, names: Set[str]):
     return fetched, strings, kernel_sum
 
 
-def _summaries_and_timeline(conn, path: Path, names: Set[str], devices, fetched: Fetched, strings, kernel_sum):
+def _summaries_and_timeline(conn, path: Path, names: Set[str], devices, fetched: Fetched, name, kernel_sum):
     """The summaries, and the timeline with its idle-time summaries, built side by side: the
     timeline on a second thread with a connection of its own (much of both is numpy sorting and
-    copying, which releases the GIL)."""
+    copying, which releases the GIL).  name: each kernel's name (kernel_names())."""
     span = _capture_span(conn, names, fetched)
-    name = _lookup_names(strings, fetched.kernels) if fetched.kernels is not None else None
     fetched.kernel_calls()  # used by both sides: looked up once, before they start
     idle: Dict[str, pd.DataFrame] = {}
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline") as pool:
@@ -445,11 +445,11 @@ def _kernel_only(conn, kcols):
     return strings, kernel_summary(conn, kcols, strings)
 
 
-def _lookup_names(strings: pd.Series, c: Dict[str, np.ndarray], demangled: Optional[np.ndarray] = None) -> np.ndarray:
-    """The kernels table's "name" column: the short name, the demangled one where there is none
-    (`demangled`: those names when already looked up)."""
+def kernel_names(strings: pd.Series, c: Dict[str, np.ndarray]) -> np.ndarray:
+    """The kernels table's "name" column (the timeline names its slices so too): the short name,
+    the demangled one where there is none."""
     short = lookup(strings, c["short"])
-    return np.where(short == "", lookup(strings, c["demangled"]) if demangled is None else demangled, short)
+    return np.where(short == "", lookup(strings, c["demangled"]), short)
 
 
 def read_nsys_sqlite(path) -> Profile:
