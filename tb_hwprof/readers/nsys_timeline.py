@@ -46,8 +46,8 @@ class NameTable:
 def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: Optional[np.ndarray],
              table: NameTable, memcpy_labels: Dict[int, str]) -> List[dict]:
     """Kernels, then copies, then sets: one dict per table of slice columns (start, end, name, cat,
-    bytes) plus the per-row stream_key, pid and corr(elation id), never concatenated (the timeline's slices are
-    the only copy: the kernel part's start and end are the fetched arrays themselves)."""
+    bytes) plus the per-row stream_key, pid and corr(elation id), never concatenated (the
+    timeline's slices are the only copy: the kernel part's start and end are the fetched arrays)."""
     parts = []
     if kernel_cols is not None and kernel_names is not None and kernel_names.size:
         c = kernel_cols
