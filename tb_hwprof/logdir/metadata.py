@@ -35,3 +35,56 @@ def details_file(launch: int) -> str:
 def plugin_content() -> bytes:
     """SummaryMetadata.plugin_data.content of the manifest tag: the format version."""
     return ('{"format_version": %d}' % FORMAT_VERSION).encode()
+
+
+# ---------------------------------------------------------------- naming rules, written once
+# Summary tables: Profile.summaries["<name>"] is the asset "summary_<name>.json.gz", listed in the
+# manifest's "files" under "summary_<name>".  Names are identifiers, so no path can be spelled.
+SUMMARY_PREFIX = "summary_"
+SUMMARY_NAME_PATTERN = r"[a-z0-9_]{1,100}"
+# What reading a damaged asset file raises (gzip, zlib, JSON, a wrong layout): every reader of
+# the logdir turns these into one error naming the file.
+DAMAGED_FILE_ERRORS = (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, OverflowError)
+
+
+def is_summary_name(name) -> bool:
+    import re  # here: this module is imported by TensorBoard on start and must stay light
+    return isinstance(name, str) and re.fullmatch(SUMMARY_NAME_PATTERN, name) is not None
+
+
+def summary_key(name: str) -> str:
+    """The manifest "files" key of summary table `name`."""
+    return SUMMARY_PREFIX + name
+
+
+def summary_file(name: str) -> str:
+    """Asset file of summary table `name` (ValueError for a name that is not an identifier)."""
+    if not is_summary_name(name):
+        raise ValueError(f"bad summary table name {name!r}: use lowercase letters, digits and '_'")
+    return f"{SUMMARY_PREFIX}{name}.json.gz"
+
+
+def summary_names(files: dict):
+    """(name, asset file) of each summary table a manifest's "files" lists, sorted by name; keys
+    that are not summary tables, or whose name breaks the rule, are left out."""
+    for key, filename in sorted((files or {}).items()):
+        name = key[len(SUMMARY_PREFIX):] if isinstance(key, str) and key.startswith(SUMMARY_PREFIX) else None
+        if name is not None and is_summary_name(name) and isinstance(filename, str):
+            yield name, filename
+
+
+def run_name_problem(run) -> "str | None":
+    """Why `run` cannot name a run folder inside a logdir (None when it can): runs are relative
+    names of non-empty parts, none of them '.', '..' or hidden (leading '.': staging folders),
+    no NUL, no drive letter, no absolute path, also once more percent-decoded (an HTTP client may
+    send %2e%2e%2f encoded twice)."""
+    from urllib.parse import unquote
+    if not isinstance(run, str) or not run:
+        return "empty run name"
+    for form in (run, unquote(run)):
+        text = form.replace("\\", "/")
+        parts = text.split("/")
+        if ("\x00" in form or text.startswith("/") or (len(text) > 1 and text[1] == ":")
+                or any(p in ("", ".", "..") or p.startswith(".") for p in parts)):
+            return f"bad run name {run!r}: use a relative name such as 'baseline' or 'series/v2'"
+    return None
