@@ -51,6 +51,9 @@ def export_all(out_dir: Path) -> None:
     from tb_hwprof.errors import HwprofError
     errors = {}
     inputs = _inputs(SAMPLES)
+    if not inputs:
+        sys.exit(f"no samples under {SAMPLES}: set TB_HWPROF_SAMPLES")
+    out_dir.mkdir(parents=True, exist_ok=True)
     for i, path in enumerate(inputs, 1):
         rel = path.relative_to(SAMPLES).as_posix()
         run = rel.replace(".", "_")
@@ -60,6 +63,9 @@ def export_all(out_dir: Path) -> None:
         except HwprofError as e:
             errors[rel] = str(e).replace(str(SAMPLES), "$SAMPLES")
             verdict = "refused"
+        except Exception as e:  # a crash is a verdict too (a refactor must not add any)
+            errors[rel] = f"crash: {type(e).__name__}: {e}".replace(str(SAMPLES), "$SAMPLES")
+            verdict = "crashed"
         print(f"[{i}/{len(inputs)}] {rel}: {verdict}", file=sys.stderr)
     (out_dir / "errors.json").write_text(json.dumps(errors, indent=1, sort_keys=True))
 
