@@ -2,6 +2,8 @@
 
 Imports nothing heavy: the TensorBoard plugin's entry point imports this module.
 """
+import zlib  # built into CPython: light enough for the entry point
+
 PLUGIN_NAME = "tb_hwprof"
 # Bump on any incompatible change to the files below; readers refuse newer versions and read
 # every older one.  2: kernels.json.gz holds constant and dictionary columns; no details files
@@ -44,7 +46,8 @@ SUMMARY_PREFIX = "summary_"
 SUMMARY_NAME_PATTERN = r"[a-z0-9_]{1,100}"
 # What reading a damaged asset file raises (gzip, zlib, JSON, a wrong layout): every reader of
 # the logdir turns these into one error naming the file.
-DAMAGED_FILE_ERRORS = (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, OverflowError)
+# zlib.error (a damaged deflate stream inside a whole gzip) is none of the others.
+DAMAGED_FILE_ERRORS = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, OverflowError)
 
 
 def is_summary_name(name) -> bool:
