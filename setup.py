@@ -3,7 +3,7 @@ from setuptools import Extension, find_packages, setup
 # Optional accelerator: reads SQLite integer columns into numpy arrays in C (Nsight Systems
 # exports).  Needs a C compiler and sqlite3.h (Debian: libsqlite3-dev); where either is missing
 # the build skips it and the pure-Python path gives the same results, slower.
-SQLITE_SCAN = Extension("tb_hwprof.readers._sqlite_scan", ["tb_hwprof/readers/_sqlite_scan.c"],
+SQLITE_SCAN = Extension("tb_hwprof.readers.common._sqlite_scan", ["tb_hwprof/readers/common/_sqlite_scan.c"],
                         libraries=["sqlite3"], optional=True)
 
 setup(

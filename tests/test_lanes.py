@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tb_hwprof
-from tb_hwprof.analysis.lanes import LANE_TID_TOP, lane_numbers
+from tb_hwprof.readers.common.lanes import LANE_TID_TOP, lane_numbers
 from tb_hwprof.logdir import metadata
 from tb_hwprof.model import TIMELINE_CATEGORIES
 

@@ -18,9 +18,9 @@ import pytest
 import tb_hwprof
 from tb_hwprof.detect import sniff
 from tb_hwprof.errors import InputError
-from tb_hwprof.readers import ncu_csv
-from tb_hwprof.readers.ncu_csv import read_ncu_csv
-from tb_hwprof.readers.ncu_rep import read_ncu_rep
+from tb_hwprof.readers.nvidia import ncu_csv
+from tb_hwprof.readers.nvidia.ncu_csv import read_ncu_csv
+from tb_hwprof.readers.nvidia.ncu_rep import read_ncu_rep
 
 from conftest import sample
 

@@ -4,7 +4,7 @@ import math
 import pytest
 
 import tb_hwprof
-from tb_hwprof.readers import ncu_metrics
+from tb_hwprof.readers.nvidia import ncu_metrics
 
 # model column -> the Nsight Compute metric(s) it must equal (first present wins)
 DIRECT = {

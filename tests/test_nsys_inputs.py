@@ -17,8 +17,8 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.detect import sniff
-from tb_hwprof.readers.nsys_sqlite import read_nsys_sqlite
-from tb_hwprof.readers.nsys_stats import read_nsys_stats
+from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
+from tb_hwprof.readers.nvidia.nsys_stats import read_nsys_stats
 
 from test_nsys_sqlite import DLPROF, query, sample
 

@@ -19,8 +19,8 @@ import tb_hwprof
 from tb_hwprof.analysis.summary import headline_scalars, interval_union_ns
 from tb_hwprof.detect import sniff
 from tb_hwprof.errors import InputError
-from tb_hwprof.readers import sqlite_columns
-from tb_hwprof.readers.nsys_sqlite import read_nsys_sqlite
+from tb_hwprof.readers.common import sqlite_columns
+from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 
 from conftest import sample
 
@@ -255,8 +255,8 @@ def test_nvtx_names_from_inline_text_or_string_ids(tmp_path, samples_dir):
     """nsys stores a range's name inline (`text`) or as a StringIds id (`textId`, registered
     strings): moved to StringIds, the real ranges keep their names (an inline text and a
     StringIds one that are equal are one name), and a dangling id gives an empty name."""
-    from tb_hwprof.readers.nsys_schema import connect
-    from tb_hwprof.readers.nsys_sqlite import nvtx_ranges
+    from tb_hwprof.readers.nvidia.nsys_schema import connect
+    from tb_hwprof.readers.nvidia.nsys_sqlite import nvtx_ranges
     src = sample(samples_dir, DLPROF)
     path = tmp_path / "textid.sqlite"
     shutil.copyfile(src, path)
@@ -352,7 +352,7 @@ def test_nvtx_range_inserted_around_two_real_launches(tmp_path, samples_dir):
 def test_counterless_analysis_equals_the_full_analysis(nsys_sqlite):
     """Launches without counters are analysed once per device and the result copied: the same
     table as the full analysis of every launch, with the absent counters kept sparse."""
-    from tb_hwprof.analysis import analyse, apply_roofline, classify_kernels
+    from tb_hwprof.analysis import apply_roofline, classify_kernels, label_kernels
     from tb_hwprof.model import ALL_NAN_DTYPE, normalise_kernels
     profile = read_nsys_sqlite(nsys_sqlite)
     if profile.kernels.empty:
@@ -362,7 +362,7 @@ def test_counterless_analysis_equals_the_full_analysis(nsys_sqlite):
     full = dataclasses.replace(profile, kernels=dense(profile.kernels))
     apply_roofline(full)
     classify_kernels(full.kernels)
-    fast = analyse(dataclasses.replace(profile, kernels=profile.kernels.copy())).kernels
+    fast = label_kernels(dataclasses.replace(profile, kernels=profile.kernels.copy())).kernels
     pd.testing.assert_frame_equal(dense(fast), normalise_kernels(full.kernels, copy=False))
     assert set(fast["bound"]) == {"unknown"} and fast["attainable_flop_per_s"].dtype == ALL_NAN_DTYPE
 

@@ -14,7 +14,7 @@ import pytest
 import tb_hwprof
 from tb_hwprof.analysis import timeline as tl
 from tb_hwprof.logdir import metadata, trace
-from tb_hwprof.readers.nsys_sqlite import read_nsys_sqlite
+from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 
 from test_nsys_sqlite import DLPROF, query, sample, tables_of  # noqa: F401  (nsys_sqlite parametrisation below)
 from test_nsys_sqlite import pytest_generate_tests  # noqa: F401

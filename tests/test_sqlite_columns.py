@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from tb_hwprof.readers import sqlite_columns
+from tb_hwprof.readers.common import sqlite_columns
 
 from test_nsys_sqlite import DLPROF, sample
 

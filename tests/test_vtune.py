@@ -15,7 +15,7 @@ from tb_hwprof.analysis.topdown import classify_topdown, topdown_label
 from tb_hwprof.cli import main as cli_main
 from tb_hwprof.detect import sniff
 from tb_hwprof.errors import InputError
-from tb_hwprof.readers.vtune import parse_value, sniff_delimiter
+from tb_hwprof.readers.intel.vtune import parse_value, sniff_delimiter
 
 EXPECT = {
     "amplxe2015_hotspots_openmp.csv": "cpu_hotspots",

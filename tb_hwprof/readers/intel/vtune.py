@@ -23,10 +23,10 @@ from typing import Dict, List, Optional, Tuple
 
 import pandas as pd
 
-from ..analysis.topdown import TOPDOWN_COLUMNS, classify_topdown
-from ..errors import InputError
-from ..model import Device, Profile, Provenance, normalise_kernels
-from .common import sha256_of
+from ...analysis.topdown import TOPDOWN_COLUMNS, classify_topdown
+from ...errors import InputError
+from ...model import Device, Profile, Provenance, normalise_kernels
+from ..common import sha256_of
 
 DELIMITERS = (",", "\t", ";")
 CSV_FIX = "re-export it with `vtune -report hotspots -r <result> -format csv -csv-delimiter comma -report-output out.csv`"
@@ -287,3 +287,20 @@ def read_vtune(path) -> Profile:
     prov = Provenance(tool="vtune", tool_version="", source_path=str(path.resolve()),
                       source_sha256=sha256_of(path.read_bytes()), source_format="vtune-csv")
     return Profile(prov, devices, normalise_kernels([]), notes=notes, summaries=summaries)
+
+
+# ---------------------------------------------------------------- registry hooks (readers/__init__.py)
+FORMATS = ("vtune-csv",)
+
+
+def sniff(path: Path, head) -> Optional[str]:
+    if head is None:
+        return None
+    kind = sniff_vtune(head)
+    if kind == "vtune-text":
+        raise InputError(path, "VTune text report (space-aligned columns), not CSV", CSV_FIX)
+    return kind
+
+
+def read(path, fmt: str = "vtune-csv") -> Profile:
+    return read_vtune(path)

@@ -11,9 +11,9 @@ from typing import Dict, List, Set
 import numpy as np
 import pandas as pd
 
-from ..analysis.timeline import distinct
-from ..errors import InputError
-from . import sqlite_columns
+from ...columnar import distinct
+from ...errors import InputError
+from ..common import sqlite_columns
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"

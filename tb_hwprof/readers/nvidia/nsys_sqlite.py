@@ -25,12 +25,13 @@ from typing import Dict, List, Optional, Sequence, Set
 import numpy as np
 import pandas as pd
 
-from ..analysis import timeline as tl
-from ..analysis.timeline import distinct
-from ..errors import InputError
-from ..model import Device, Peak, Profile, Provenance, normalise_kernels
-from . import nsys_timeline, sqlite_columns
-from .common import sha256_file
+from ... import columnar
+from ...columnar import distinct
+from ...errors import InputError
+from ...model import Device, Peak, Profile, Provenance, normalise_kernels
+from . import nsys_timeline
+from ..common import sqlite_columns
+from ..common import SQLITE_MAGIC, sha256_file
 from .nsys_schema import (KERNEL, MEMCPY, MEMSET, META_TABLES, NVTX, NVTX_RANGE_ROWS, RUNTIME, columns, connect,
                           lookup, memcpy_labels, string_map, strings_of, table_names)
 from .nsys_summaries import kernel_summary, read_summaries, units_of
@@ -261,7 +262,7 @@ def nvtx_ranges(conn) -> Dict[str, np.ndarray]:
     labels = list(labels)
     missing = codes == labels.index("\1") if "\1" in labels else np.zeros(start.size, dtype=bool)
     if missing.any():
-        ids, inverse = tl.codes(tids[missing])
+        ids, inverse = columnar.codes(tids[missing])
         by_id = string_map(conn, ids[ids >= 0]) if "textId" in columns(conn, NVTX) else {}
         codes[missing] = len(labels) + inverse
         labels += [by_id.get(i, "") for i in ids.tolist()]
@@ -356,7 +357,7 @@ class Fetched:
     def kernel_calls(self) -> Optional[np.ndarray]:
         """Per kernel: the row of the API call that launched it (-1 where none), looked up once."""
         if self._kernel_calls is None and self.kernels is not None and self.api is not None:
-            self._kernel_calls = tl.launching_call(nsys_timeline.api_keys(self.api), nsys_timeline.flow_key(
+            self._kernel_calls = columnar.launching_call(nsys_timeline.api_keys(self.api), nsys_timeline.flow_key(
                 self.kernels["pid"], self.kernels["correlation"]))
         return self._kernel_calls
 
@@ -476,3 +477,26 @@ def read_nsys_sqlite(path) -> Profile:
                             source_format="nsys-sqlite")
     return Profile(provenance, devices, kernels, notes=_notes(meta, names, kernels), summaries=summaries,
                    timeline=timeline)
+
+
+# ---------------------------------------------------------------- registry hooks (readers/__init__.py)
+FORMATS = ("nsys-sqlite",)
+
+
+def sniff(path: Path, head) -> Optional[str]:
+    if head is None or not head.startswith(SQLITE_MAGIC):
+        return None
+    return "nsys-sqlite" if looks_like_nsys(path) else None  # the tables say which tool wrote it
+
+
+def refuse(path: Path, head: bytes) -> None:
+    """A SQLite file no reader claimed (neither nsys' nor rocprof's tables)."""
+    if head.startswith(SQLITE_MAGIC):
+        raise InputError(path, "SQLite database but not an Nsight Systems export (no StringIds with "
+                         "CUPTI_ACTIVITY_KIND_* / TARGET_INFO_* tables) nor a rocprof database",
+                         "pass an `nsys export --type sqlite` file, a rocpd / rocprof results.db, an Nsight "
+                         "Compute report or `ncu --csv` output")
+
+
+def read(path, fmt: str = "nsys-sqlite") -> Profile:
+    return read_nsys_sqlite(path)

@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from ..errors import InputError
-from ..model import Profile
-from .common import sha256_file
+from ...errors import InputError
+from ...model import Profile
+from ..common import sha256_file
 from .nsys_sqlite import read_nsys_sqlite
 
 MAGIC = b"NVIDIA Tegra Profiler Report"
@@ -97,3 +97,23 @@ def read_nsys_rep(path, nsys: Optional[str] = None) -> Profile:
     prov.tool_version = prov.tool_version or _release(report_version(path))
     profile.notes.insert(0, f"converted from {path.name} with `nsys export --type sqlite` ({nsys})")
     return profile
+
+
+# ---------------------------------------------------------------- registry hooks (readers/__init__.py)
+FORMATS = ("nsys-rep",)
+NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # .nsys-rep and .qdrep alike (2021.2-2026.1 seen)
+
+
+def sniff(path: Path, head) -> Optional[str]:
+    # Converted by nsys when it is on PATH, else a one-line error naming the command.
+    return "nsys-rep" if head is not None and head.startswith(NSYS_REPORT_MAGIC) else None
+
+
+def refuse(path: Path, head: bytes) -> None:
+    if path.suffix in (".nsys-rep", ".qdrep"):
+        raise InputError(path, "not an Nsight Systems report (no report header)",
+                         "pass the file `nsys profile` wrote, or its `nsys export --type sqlite` output")
+
+
+def read(path, fmt: str = "nsys-rep") -> Profile:
+    return read_nsys_rep(path)

@@ -13,14 +13,14 @@ import csv
 import io
 import re
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pandas as pd
 
-from ..errors import InputError
-from ..model import Profile, Provenance, normalise_kernels
-from .common import read_input_bytes
-from .common import sha256_file
+from ...errors import InputError
+from ...model import Profile, Provenance, normalise_kernels
+from ..common import read_input_bytes
+from ..common import sha256_file
 from .nsys_summaries import units_of
 
 _PROCESSING = re.compile(r"^Processing \[(?P<db>.*)\] with \[(?P<script>.*?)\]\.\.\.\s*$")
@@ -149,3 +149,15 @@ def read_nsys_stats(path) -> Profile:
     provenance = Provenance(tool="nsys", tool_version=version, source_path=str(path.resolve()),
                             source_sha256=sha256_file(path), source_format="nsys-stats-csv")
     return Profile(provenance, [], normalise_kernels([]), notes=notes, summaries=tables)
+
+
+# ---------------------------------------------------------------- registry hooks (readers/__init__.py)
+FORMATS = ("nsys-stats-csv",)
+
+
+def sniff(path: Path, head) -> Optional[str]:
+    return "nsys-stats-csv" if head is not None and looks_like_nsys_stats(head) else None
+
+
+def read(path, fmt: str = "nsys-stats-csv") -> Profile:
+    return read_nsys_stats(path)

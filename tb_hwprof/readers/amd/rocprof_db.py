@@ -17,11 +17,12 @@ from typing import Dict, List, Optional, Set
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-from ..model import Device, Profile, normalise_kernels
-from . import amd_devices
-from .rocprof import devices_for, kernel_stats, provenance, stats_of, timing_notes, with_units
-from .sqlite_columns import open_read_only
+from ...errors import InputError
+from ...model import Device, Profile, normalise_kernels
+from . import devices as amd_devices
+from .dispatch import devices_for, kernel_stats, provenance, stats_of, timing_notes, with_units
+from ..common import SQLITE_MAGIC
+from ..common.sqlite_columns import open_read_only
 
 V1_TABLES = {"OPS", "KERN"}
 ROCPD_VIEWS = {"kernels", "rocpd_info_agent", "rocpd_metadata"}
@@ -88,7 +89,7 @@ def read_v1_db(path: Path) -> Profile:
     finally:
         conn.close()
     table = ops.rename(columns={"Name": "KernelName"}).astype(str)
-    from .rocprof import dispatch_kernels, raw_rows
+    from .dispatch import dispatch_kernels, raw_rows
     kernels, notes = dispatch_kernels(table) if len(table) else (normalise_kernels([]), [])
     summaries.update(kernel_stats(kernels))
     if "hip_api_trace" in summaries:
@@ -211,9 +212,23 @@ def read_rocpd(path: Path) -> Profile:
 def read_rocprof_db(path, kind: Optional[str] = None) -> Profile:
     path = Path(path)
     kind = kind or db_kind(path)
-    from .amd_timeline import attach  # kernels, copies and API calls as a timeline
+    from .timeline import attach  # kernels, copies and API calls as a timeline
     if kind == "rocpd":
         return attach(read_rocpd(path))
     if kind == "rocprof-v1-db":
         return attach(read_v1_db(path))
     raise InputError(path, "SQLite file but not a rocprof database", FIX)
+
+
+# ---------------------------------------------------------------- registry hooks (readers/__init__.py)
+FORMATS = ("rocprof-db",)
+
+
+def sniff(path: Path, head) -> Optional[str]:
+    if head is None or not head.startswith(SQLITE_MAGIC):
+        return None
+    return "rocprof-db" if db_kind(path) else None
+
+
+def read(path, fmt: str = "rocprof-db") -> Profile:
+    return read_rocprof_db(path)

@@ -30,11 +30,11 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-from ..model import Device, Peak, Profile, Provenance
-from . import amd_devices
-from .common import sha256_of
-from .rocprof import dispatch_kernels, numeric, raw_rows, read_table, stats_of, with_units
+from ...errors import InputError
+from ...model import Device, Peak, Profile, Provenance
+from . import devices as amd_devices
+from ..common import sha256_of
+from .dispatch import dispatch_kernels, numeric, raw_rows, read_table, stats_of, with_units
 
 REQUIRED = ("pmc_perf.csv", "sysinfo.csv")
 PRECISIONS = ("F16", "F32", "F64")
@@ -342,3 +342,21 @@ def _provenance(folder: Path, tool: str, version: str) -> Provenance:
     digest = sha256_of(b"".join((folder / f).read_bytes() for f in REQUIRED))  # the two files that define it
     return Provenance(tool=tool, tool_version=version, source_path=str(folder.resolve()), source_sha256=digest,
                       source_format="rocprof-compute-workload")
+
+
+# ---------------------------------------------------------------- registry hooks (readers/__init__.py)
+FORMATS = ("rocprof-compute",)
+
+
+def sniff(path: Path, head) -> Optional[str]:
+    """A workload folder, or its main table pmc_perf.csv (then the whole folder is read)."""
+    if head is None:
+        return "rocprof-compute" if is_workload(path) else None
+    if path.name == "pmc_perf.csv" and is_workload(path.parent):
+        return "rocprof-compute"
+    return None
+
+
+def read(path, fmt: str = "rocprof-compute") -> Profile:
+    path = Path(path)
+    return read_workload(path if path.is_dir() else path.parent)

@@ -8,37 +8,25 @@ globalTid: pid = (globalTid >> 24) & 0xFFFFFF, tid = globalTid & 0xFFFFFF.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import pandas as pd
 
-from ..analysis import timeline as tl
-from ..analysis.summary import interval_union_ns
-from ..analysis.timeline import DATA_LOADING_NVTX, OS_READS, SYNC_API
-from . import sqlite_columns
-from ..model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
-from ..analysis.lanes import spread_over_lanes
+from ... import columnar
+from ...analysis import timeline as tl
+from ...analysis.summary import interval_union_ns
+from ...analysis.timeline import DATA_LOADING_NVTX, OS_READS, SYNC_API
+from ..common import sqlite_columns
+from ...model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
+from ..common.lanes import spread_over_lanes
+from ..common.timeline_builder import GPU_PID_BASE, NameTable
 from .nsys_schema import MEMCPY, MEMSET, NVTX_START_END, OSRT, api_name, string_map
 
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
 PID_MASK = 0xFFFFFF
-GPU_PID_BASE = 100_000_000  # GPU "processes" of the trace: above any Linux pid (pid_max <= 2^22)
 
 
-class NameTable:
-    """Distinct names -> small integer ids, shared by every slice category."""
-
-    def __init__(self):
-        self.index: Dict[str, int] = {}
-
-    def codes(self, labels: Sequence[str], per_row_codes: np.ndarray) -> np.ndarray:
-        """Ids of labels[per_row_codes] (labels given once per distinct value)."""
-        ids = np.array([self.index.setdefault(str(label), len(self.index)) for label in labels], dtype=np.int32)
-        return ids[per_row_codes] if len(ids) else np.zeros(per_row_codes.size, dtype=np.int32)
-
-    def names(self) -> List[str]:
-        return list(self.index)
 
 
 # ---------------------------------------------------------------- slices per category
@@ -62,7 +50,7 @@ def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: O
         start, end, dev, ctx, stream, pid, corr, kinds, size = sqlite_columns.int_columns(conn, t, [
             "start", "end", "deviceId", "coalesce(contextId, 0)", "coalesce(streamId, 0)",
             f"(coalesce(globalPid, 0) >> 24) & {PID_MASK}", "coalesce(correlationId, -1)", kind, "coalesce(bytes, 0)"])
-        distinct_kinds, inverse = tl.codes(kinds)
+        distinct_kinds, inverse = columnar.codes(kinds)
         labels = [f"[CUDA memcpy {memcpy_labels.get(int(k), f'kind {int(k)}')}]" if t == MEMCPY else "[CUDA memset]"
                   for k in distinct_kinds]
         parts.append(dict(start=start, end=end, name=table.codes(labels, inverse), cat=CAT[cat], bytes=size,
@@ -75,7 +63,7 @@ def _api_calls(conn, table: NameTable, api: tuple):
     from their (start, end, globalTid, correlation, nameId) arrays."""
     start, end, gtid, corr, nid = api
     strings = string_map(conn, nid)
-    uniq, inverse = tl.codes(nid)
+    uniq, inverse = columnar.codes(nid)
     labels = [api_name(strings.get(int(i), f"api {int(i)}")) for i in uniq]
     return start, end, gtid, corr, table.codes(labels, inverse), labels, inverse
 
@@ -104,7 +92,7 @@ def _process_names(conn, names: Set[str]) -> Dict[int, str]:
 
 def cpu_tracks(conn, names: Set[str], gtids: np.ndarray) -> Tuple[List[Track], np.ndarray]:
     """Tracks of the distinct threads in `gtids`, and each row's track index (from 0)."""
-    uniq, inverse = tl.codes(gtids)
+    uniq, inverse = columnar.codes(gtids)
     threads, procs = _thread_names(conn, names, uniq), _process_names(conn, names)
     tracks = []
     for g in uniq.tolist():
@@ -124,7 +112,7 @@ def stream_key(device: np.ndarray, context: np.ndarray, stream: np.ndarray) -> n
 def gpu_tracks(devices: List[Device], key: np.ndarray) -> Tuple[List[Track], np.ndarray]:
     """One track per stream_key (device, context, stream), and each row's track index; the stream
     id is the track's tid unless two contexts of one device use the same stream id."""
-    uniq_keys, inverse = tl.codes(key)
+    uniq_keys, inverse = columnar.codes(key)
     uniq = [(int(k >> 56), int((k >> 32) & 0xFFFFFF), int(k & 0xFFFFFFFF)) for k in uniq_keys.tolist()]
     per_stream = pd.Series([(d, s) for d, _, s in uniq], dtype=object).value_counts().to_dict() if uniq else {}
     dev_names = {d.id: d.name for d in devices}
@@ -220,7 +208,7 @@ def _launching_calls(gpu: List[dict], api_rows: tuple, kernel_calls: Optional[np
     known = [kernel_calls] if kernel_calls is not None and gpu and gpu[0]["cat"] == CAT["kernel"] else []
     rest = gpu[len(known):]
     keys = api_keys(api_rows) if rest else None
-    calls = known + [tl.launching_call(keys, flow_key(p["pid"], p["corr"])) for p in rest]
+    calls = known + [columnar.launching_call(keys, flow_key(p["pid"], p["corr"])) for p in rest]
     return np.concatenate(calls) if calls else np.zeros(0, np.int64)
 
 
@@ -318,15 +306,15 @@ def idle_summaries(conn, names: Set[str], timeline: Timeline, extras: dict,
     if api is not None:
         is_sync = _mask_of(api[5], api[6], SYNC_API)
         sync = (api[0][is_sync], api[1][is_sync])
-        cuda_tracks = tl.distinct(timeline.slices["track"][timeline.slices["cat"] == CAT["cuda_api"]])
-        cuda_gtids = tl.distinct(api[2]).tolist()
+        cuda_tracks = columnar.distinct(timeline.slices["track"][timeline.slices["cat"] == CAT["cuda_api"]])
+        cuda_gtids = columnar.distinct(api[2]).tolist()
     loading = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if nvtx is not None:
         is_loading = _mask_of(nvtx[4], nvtx[5], DATA_LOADING_NVTX)
         loading = (nvtx[0][is_loading], nvtx[1][is_loading])
     reads = _os_reads(conn, names)
     gaps_rows, util_rows, attr_rows = [], [], []
-    for dev in tl.distinct(g_dev).tolist():
+    for dev in columnar.distinct(g_dev).tolist():
         on = g_dev == dev
         islands = tl.merge(g_start[on], g_end[on])
         gaps = tl.idle_gaps(islands, span)

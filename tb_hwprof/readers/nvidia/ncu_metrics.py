@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Dict, Mapping, Optional
 
-from ..model import Device, Peak
+from ...model import Device, Peak
 
 Metrics = Mapping[str, object]
 

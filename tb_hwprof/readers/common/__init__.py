@@ -3,7 +3,23 @@ import hashlib
 from pathlib import Path
 from typing import Optional
 
-from ..errors import InputError
+from ...errors import InputError
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def describe_bytes(head: bytes) -> str:
+    """What a file that is no report looks like, for an error message."""
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip-compressed data"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return "random bytes"
+    if "\x00" in text:
+        return "random bytes"
+    return "JSON text" if text.lstrip("\ufeff \t\r\n")[:1] in ("{", "[") else "text"
 
 
 def sha256_of(data: bytes) -> str:

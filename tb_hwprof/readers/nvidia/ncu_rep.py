@@ -10,12 +10,12 @@ import math
 import re
 import struct
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from ..errors import InputError, MissingDependency
-from ..model import Profile, Provenance, normalise_kernels
+from ...errors import InputError, MissingDependency
+from ...model import Profile, Provenance, normalise_kernels
 from . import ncu_metrics
-from .common import read_input_bytes, sha256_of
+from ..common import describe_bytes, read_input_bytes, sha256_of
 
 MAGIC = b"NVR\x00"
 INSTALL_HINT = "pip install 'tb-hwprof[ncu]' (NVIDIA's ncu-report module; no GPU needed)"
@@ -178,3 +178,23 @@ def read_ncu_rep(path) -> Profile:
     provenance = Provenance(tool="ncu", tool_version=tool_version(data), source_path=str(path.resolve()),
                             source_sha256=sha256_of(data), source_format="ncu-rep")
     return Profile(provenance, devices, normalise_kernels(rows), raws, rules)
+
+
+# ---------------------------------------------------------------- registry hooks (readers/__init__.py)
+FORMATS = ("ncu-rep",)
+NCU_REP_MAGIC = b"NVR\x00"
+
+
+def sniff(path: Path, head) -> Optional[str]:
+    return "ncu-rep" if head is not None and head.startswith(NCU_REP_MAGIC) else None
+
+
+def refuse(path: Path, head: bytes) -> None:
+    """A file named .ncu-rep that no reader claimed: say what it is instead."""
+    if path.suffix == ".ncu-rep":
+        raise InputError(path, f"not an Nsight Compute report (no NVR header; looks like {describe_bytes(head)})",
+                         "pass a file written by `ncu -o`, or its `ncu --csv` output")
+
+
+def read(path, fmt: str = "ncu-rep") -> Profile:
+    return read_ncu_rep(path)

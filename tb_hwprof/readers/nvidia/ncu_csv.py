@@ -34,10 +34,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ..errors import InputError
-from ..model import Profile, Provenance, normalise_kernels
+from ...errors import InputError
+from ...model import Profile, Provenance, normalise_kernels
 from . import ncu_metrics
-from .common import read_input_bytes, sha256_of
+from ..common import read_input_bytes, sha256_of
 
 LONG, RAW = "ncu-csv-long", "ncu-csv-raw"
 NOT_NCU_FIX = ("export with `ncu --csv --page details` or `ncu --csv --page raw` "
@@ -490,3 +490,15 @@ def build_profile(launches: List[Launch]) -> Profile:
     provenance = Provenance(tool="ncu", tool_version="", source_path="", source_sha256="", source_format="")
     return Profile(provenance, devices, normalise_kernels(rows),
                    [launch.raw for launch in launches], [launch.rules for launch in launches])
+
+
+# ---------------------------------------------------------------- registry hooks (readers/__init__.py)
+FORMATS = ("ncu-csv",)
+
+
+def sniff(path: Path, head) -> Optional[str]:
+    return "ncu-csv" if head is not None and looks_like_ncu_csv(head) else None
+
+
+def read(path, fmt: str = "ncu-csv") -> Profile:
+    return read_ncu_csv(path)

@@ -15,9 +15,9 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from ..model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
-from ..analysis.lanes import spread_over_lanes
-from .nsys_timeline import GPU_PID_BASE, NameTable
+from ...model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
+from ..common.lanes import spread_over_lanes
+from ..common.timeline_builder import GPU_PID_BASE, NameTable
 
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
 API_TABLES = ("hip_api_trace", "hsa_api_trace", "api_trace")  # host calls, first present of each kind

@@ -11,10 +11,10 @@ from typing import Dict, Optional, Sequence, Set
 import numpy as np
 import pandas as pd
 
-from ..analysis import timeline as tl
-from ..analysis.summary import gpu_activity
-from ..analysis.timeline import grouped_stats
-from . import sqlite_columns
+from ...analysis import timeline as tl
+from ...analysis.summary import gpu_activity
+from ...columnar import grouped_stats
+from ..common import sqlite_columns
 from .nsys_schema import (KERNEL, MEM_KINDS, MEMCPY, MEMCPY_KINDS, MEMSET, NVTX, NVTX_DOMAIN_CREATE, NVTX_STYLES,
                           api_name, columns, lookup, strings_of)
 

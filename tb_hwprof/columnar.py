@@ -1,0 +1,77 @@
+"""Numpy helpers over id and value columns, shared by the readers and the analyses (no file
+format, no analysis): distinct values, codes by hashing, nsys-style grouped statistics, and the
+join of GPU operations to the API calls that launched them."""
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+import pandas as pd
+
+def distinct(values) -> np.ndarray:
+    """Sorted distinct values.  (np.unique without return_inverse takes numpy 2.x's hash path, which is
+    pathological on sorted id columns: 0.6 s for 1M correlation ids; pandas' hash table: 0.04 s.)"""
+    return np.sort(pd.unique(np.asarray(values).ravel()))
+
+def codes(values) -> Tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, each value's index into them), by hashing."""
+    inverse, uniques = pd.factorize(np.asarray(values).ravel(), sort=True)
+    return np.asarray(uniques), inverse.astype(np.int64)
+
+def grouped_stats(keys, values, extra=None) -> pd.DataFrame:
+    """Per key: n, total, mean, lo, hi, med (mean of the middle one or two), stddev (sample; 0 for one
+    value), as nsys stats computes them, from numpy arrays (one sort, no Python loop per row);
+    `extra` (an array) adds its minimum per key as column "extra"."""
+    keys, values = _i64(keys), _i64(values)
+    if keys.size == 0:
+        cols = ["key", "n", "total", "mean", "lo", "hi", "med", "stddev"] + (["extra"] if extra is not None else [])
+        return pd.DataFrame({c: np.zeros(0, np.float64 if c in ("mean", "med", "stddev") else np.int64) for c in cols})
+    k, v = _sorted_by_key_then_value(keys, values)
+    starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    n = np.diff(np.append(starts, k.size))
+    total = np.add.reduceat(v, starts)
+    mean = total / n
+    med = (v[starts + (n - 1) // 2] + v[starts + n // 2]) / 2.0
+    dev = v - np.repeat(mean, n)
+    ss = np.add.reduceat(dev * dev, starts)
+    out = pd.DataFrame({"key": k[starts], "n": n, "total": total, "mean": mean, "lo": v[starts],
+                        "hi": v[starts + n - 1], "med": med,
+                        "stddev": np.where(n > 1, np.sqrt(ss / np.maximum(n - 1, 1)), 0.0)})
+    if extra is not None:
+        out["extra"] = pd.Series(_i64(extra)).groupby(keys, sort=True).min().to_numpy()  # same key order
+    return out
+
+def _sorted_by_key_then_value(keys: np.ndarray, values: np.ndarray):
+    """(keys, values) sorted by key then value.  Group codes and values share one int64 and a
+    single sort does it (~3x a lexsort's speed) when the values are non-negative and fit beside
+    the codes; a lexsort otherwise."""
+    if values.min() >= 0:
+        codes, uniques = pd.factorize(keys, sort=True)
+        shift = 63 - max(int(len(uniques)).bit_length(), 1)
+        if int(values.max()) < (1 << shift):
+            both = np.sort((codes.astype(np.int64) << shift) | values)
+            return np.asarray(uniques)[both >> shift], both & ((1 << shift) - 1)
+    order = np.lexsort((values, keys))
+    return keys[order], values[order]
+
+def _i64(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+def launching_call(call_key, op_key) -> np.ndarray:
+    """Per GPU operation: the row of the API call with the same key (process + correlation id),
+    -1 where there is none or the key is negative (no correlation id).  A hash join, no sort;
+    when the operations are few (copies, sets) only the calls holding their keys are indexed.
+    Were a key ever repeated among the calls, the first call would win.  Calls already in key
+    order (as exports write them: correlation ids rise) are searched instead, 5x faster."""
+    call_key, op_key = _i64(call_key), _i64(op_key)
+    if op_key.size * 4 < call_key.size:
+        rows = np.flatnonzero(pd.Series(call_key).isin(op_key[op_key >= 0]).to_numpy())
+    else:
+        rows = np.flatnonzero(call_key >= 0)
+    keys = call_key[rows]
+    if keys.size and (keys.size < 2 or (keys[1:] > keys[:-1]).all()):  # strictly rising: sorted, unique
+        where = np.minimum(np.searchsorted(keys, op_key), keys.size - 1)
+        return np.where((keys[where] == op_key) & (op_key >= 0), rows[where], -1)
+    rows = rows[~pd.Series(keys).duplicated().to_numpy()]
+    where = pd.Index(call_key[rows]).get_indexer(op_key)
+    return np.where((where >= 0) & (op_key >= 0), rows[np.maximum(where, 0)], -1)

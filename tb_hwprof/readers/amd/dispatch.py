@@ -1,0 +1,228 @@
+"""The per-dispatch table toolkit every AMD reader shares (rocprof v1/v2/v3 text files, rocpd and
+results.db, rocprof-compute workloads): the column aliases of the three rocprof generations, CSV
+reading, dispatch rows -> kernels table, raw rows, duration statistics, provenance and devices."""
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ...errors import InputError
+from ...model import Device, Provenance, normalise_kernels
+from . import devices as amd_devices
+from ..common import sha256_of
+
+CSV_FIX = "export with rocprof (results.csv), rocprofv3 --kernel-trace --output-format csv, or pass a rocprof-compute workload folder"
+
+# model field -> the column names rocprof v1 / v2 / v3 / rocprof-compute use for it (first present wins).
+ALIASES: Dict[str, Tuple[str, ...]] = {
+    "kernel": ("KernelName", "Kernel_Name", "Kernel-Name"),
+    "dispatch": ("Index", "Dispatch_ID", "Dispatch_Id"),
+    "device": ("gpu-id", "GPU_ID", "Agent_Id", "dev-id"),
+    "queue": ("queue-id", "Queue_ID", "Queue_Id"),
+    "start": ("BeginNs", "Start_Timestamp", "Begin_Timestamp"),
+    "end": ("EndNs", "End_Timestamp"),
+    "dispatched": ("DispatchNs",),
+    "completed": ("CompleteNs",),
+    "grid": ("grd", "Grid_Size"),
+    "workgroup": ("wgr", "Workgroup_Size"),
+    "lds": ("lds", "LDS_Per_Workgroup", "Group_Segment_Size", "LDS_Block_Size", "LDS"),
+    "arch_vgpr": ("arch_vgpr", "Arch_VGPR", "vgpr", "VGPR_Count", "Arch_VGPR_Count"),
+    "accum_vgpr": ("accum_vgpr", "Accum_VGPR", "Accumulative_VGPR", "Accum_VGPR_Count"),
+    "correlation": ("Correlation_Id", "Correlation_ID"),
+}
+TIME_COLUMNS = {"DispatchNs", "BeginNs", "EndNs", "CompleteNs", "DurationNs", "Start_Timestamp",
+                "End_Timestamp", "Begin_Timestamp", "TotalDurationNs", "AverageNs", "MinNs", "MaxNs", "StdDev"}
+
+
+# ---------------------------------------------------------------- reading text tables
+
+def read_text(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
+
+
+def read_table(path: Path, text: Optional[str] = None) -> pd.DataFrame:
+    """A CSV as text columns (numbers converted by `numeric`): blank lines skipped, nothing guessed as NaN."""
+    text = read_text(path) if text is None else text
+    try:
+        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise InputError(path, f"unreadable CSV ({e})", CSV_FIX) from None
+
+
+def numeric(series: pd.Series) -> pd.Series:
+    """Numbers of a text column (int64 where every value is an integer), NaN where not a number."""
+    return pd.to_numeric(series.str.strip() if series.dtype == object else series, errors="coerce")
+
+
+def column(table: pd.DataFrame, field: str) -> Optional[str]:
+    return next((c for c in ALIASES[field] if c in table.columns), None)
+
+
+def numeric_column(table: pd.DataFrame, field: str) -> pd.Series:
+    name = column(table, field)
+    return numeric(table[name]) if name else pd.Series(np.nan, index=table.index, dtype="float64")
+
+
+# ---------------------------------------------------------------- dispatch rows -> kernels table
+
+def _launch_shape(table: pd.DataFrame) -> Dict[str, object]:
+    """Grid and workgroup from per-dimension columns (v3) or totals (v1/v2: the HSA grid in work-items)."""
+    if "Grid_Size_X" in table.columns and "Workgroup_Size_X" in table.columns:
+        g = [numeric(table[f"Grid_Size_{d}"]) for d in "XYZ"]
+        w = [numeric(table[f"Workgroup_Size_{d}"]) for d in "XYZ"]
+        blocks = [np.ceil(gi / wi) for gi, wi in zip(g, w)]
+        grid = [f"({int(a)}, {int(b)}, {int(c)})" if not np.isnan([a, b, c]).any() else ""
+                for a, b, c in zip(*blocks)]
+        block = [f"({int(a)}, {int(b)}, {int(c)})" if not np.isnan([a, b, c]).any() else "" for a, b, c in zip(*w)]
+        return {"grid": grid, "block": block, "grid_size": blocks[0] * blocks[1] * blocks[2],
+                "block_size": w[0] * w[1] * w[2]}
+    items, wg = numeric_column(table, "grid"), numeric_column(table, "workgroup")
+    # rocprof's grid size counts work-items (threads); the model's counts workgroups (blocks).
+    return {"grid_size": np.ceil(items / wg), "block_size": wg}
+
+
+def _registers(table: pd.DataFrame) -> pd.Series:
+    # Registers per thread = per-lane vector registers: arch VGPRs + accumulation VGPRs (AGPRs share the
+    # unified VGPR file on CDNA2/3). SGPRs are per wavefront, not per thread, so they are left out.
+    arch, accum = numeric_column(table, "arch_vgpr"), numeric_column(table, "accum_vgpr")
+    return arch + accum.fillna(0) if column(table, "accum_vgpr") else arch
+
+
+def parse_timestamps(table: pd.DataFrame, field: str) -> Tuple[pd.Series, int]:
+    """Timestamps in ns, and how many were written rounded (e.g. "8.1097E+14": digits lost on the way)."""
+    name = column(table, field)
+    if not name:
+        return pd.Series(np.nan, index=table.index, dtype="float64"), 0
+    text = table[name].astype(str)
+    rounded = text.str.contains(r"[eE][+]?\d", regex=True)
+    return numeric(table[name]).where(~rounded), int(rounded.sum())
+
+
+def dispatch_kernels(table: pd.DataFrame) -> Tuple[pd.DataFrame, List[str]]:
+    """The model's kernels table from one row per dispatch, and notes on its timing."""
+    full = table[column(table, "kernel")].astype(str) if column(table, "kernel") else pd.Series("", index=table.index)
+    names = {n: (amd_devices.display_name(n), amd_devices.strip_suffix(n)) for n in pd.unique(full)}
+    start, n_rounded = parse_timestamps(table, "start")
+    end, _ = parse_timestamps(table, "end")
+    frame = pd.DataFrame({
+        "name": full.map(lambda n: names[n][0]),
+        "demangled_name": full.map(lambda n: names[n][1]),
+        "device": numeric_column(table, "device"),
+        "stream": numeric_column(table, "queue"),  # HSA queue: the closest thing to a stream
+        "start_ns": start, "end_ns": end,
+        "duration_ns": (end - start).astype("float64"),  # negative durations are kept (and noted)
+        "registers_per_thread": _registers(table),
+        "shared_mem_bytes": numeric_column(table, "lds"),
+        "correlation_id": numeric_column(table, "correlation"),
+        **_launch_shape(table),
+    })
+    frame["mangled_name"] = [n if n.startswith("_Z") else "" for n in frame["demangled_name"]]
+    frame["launch_id"] = np.arange(len(frame))
+    frame["range_id"] = 0
+    notes = timing_notes(frame, numeric_column(table, "dispatched"), numeric_column(table, "completed"))
+    if n_rounded:
+        notes.append(f"{n_rounded} dispatch(es) have start/end timestamps written in rounded scientific notation "
+                     "(e.g. 8.1097E+14, as a spreadsheet saves them): their durations cannot be recovered and "
+                     "are left empty")
+    return normalise_kernels(frame), notes
+
+
+def _ids(mask: pd.Series, frame: pd.DataFrame, limit: int = 5) -> str:
+    ids = frame.loc[mask, "launch_id"].head(limit).tolist()
+    more = int(mask.sum()) - len(ids)
+    return ", ".join(str(i) for i in ids) + (f" and {more} more" if more > 0 else "")
+
+
+def timing_notes(frame: pd.DataFrame, dispatched: pd.Series, completed: pd.Series) -> List[str]:
+    """Flag rows whose times cannot be right: End before Begin, or Begin/End outside Dispatch..Complete."""
+    notes = []
+    negative = frame["end_ns"] < frame["start_ns"]
+    if negative.any():
+        notes.append(f"{int(negative.sum())} dispatch(es) end before they begin (negative duration, kept as "
+                     f"reported): launch {_ids(negative, frame)}")
+    foreign = (frame["start_ns"] < dispatched) | (frame["end_ns"] > completed)
+    if foreign.any():
+        gap = float(np.nanmedian((frame["start_ns"] - dispatched)[foreign]))
+        notes.append(f"{int(foreign.sum())} dispatch(es) have BeginNs/EndNs outside DispatchNs..CompleteNs "
+                     f"(median offset {gap / 1e9:+.3f} s): the GPU timestamps are on another clock than the "
+                     f"host ones (or, in rocprof-compute pass files, copied from another pass); durations are "
+                     f"kept, start times are not comparable to host events (launch {_ids(foreign, frame)})")
+    return notes
+
+
+# Columns the kernels table already holds verbatim: not repeated as raw metrics (they are not metrics).
+MODEL_FIELDS = ("kernel", "dispatch", "device", "queue", "start", "end", "correlation")
+
+
+def column_values(text: pd.Series) -> list:
+    """A column as JSON-safe Python values, converted once per column (not per cell): ints, floats,
+    None for empty cells, and the text itself where a cell is not a number."""
+    num = numeric(text)
+    blank = text.astype(str).str.strip() == ""
+    if (num.notna() | blank).all():
+        if num.dropna().mod(1).eq(0).all() and num.abs().max(skipna=True) < 2 ** 53:
+            return num.astype("Int64").astype(object).where(num.notna(), None).tolist()
+        return num.astype(object).where(num.notna(), None).tolist()
+    return text.astype(str).tolist()
+
+
+def raw_rows(table: pd.DataFrame, skip: Tuple[str, ...] = ()) -> List[Dict[str, list]]:
+    """Every other column of every row as {name: [value, unit]}, the tool's own names and values."""
+    mapped = {column(table, f) for f in MODEL_FIELDS} - {None}
+    cols = [c for c in table.columns if c not in skip and c not in mapped]
+    values = [column_values(table[c]) for c in cols]
+    units = ["ns" if c in TIME_COLUMNS else "" for c in cols]
+    return [{c: [v, u] for c, v, u in zip(cols, row, units)} for row in zip(*values)] if cols else \
+        [{} for _ in range(len(table))]
+
+
+# ---------------------------------------------------------------- summaries
+
+SUMMARY_UNITS = {"total_ns": "ns", "avg_ns": "ns", "min_ns": "ns", "max_ns": "ns", "stddev_ns": "ns",
+                 "median_ns": "ns", "pct": "%", "start_ns": "ns", "end_ns": "ns", "duration_ns": "ns",
+                 "size_bytes": "bytes", "value": ""}
+
+
+def with_units(frame: pd.DataFrame) -> pd.DataFrame:
+    frame.attrs["units"] = {c: u for c, u in SUMMARY_UNITS.items() if c in frame.columns and u}
+    return frame
+
+
+def stats_of(names: pd.Series, durations: pd.Series) -> pd.DataFrame:
+    """Calls, total / mean / min / max time and share per name, longest total first (rocprof --stats columns)."""
+    df = pd.DataFrame({"name": names.values, "d": durations.values})
+    g = df.groupby("name", sort=False)["d"]
+    out = pd.DataFrame({"calls": g.size(), "total_ns": g.sum(min_count=1), "avg_ns": g.mean(),
+                        "min_ns": g.min(), "max_ns": g.max()}).reset_index()
+    total = out["total_ns"].sum()
+    out["pct"] = 100.0 * out["total_ns"] / total if total else math.nan
+    return with_units(out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True))
+
+
+def kernel_stats(kernels: pd.DataFrame) -> Dict[str, pd.DataFrame]:
+    """Per kernel name, computed from the dispatches (tb-hwprof's own aggregation, like `rocprof --stats`)."""
+    if kernels.empty or kernels["duration_ns"].isna().all():
+        return {}
+    return {"kernel_stats": stats_of(kernels["demangled_name"], kernels["duration_ns"])}
+
+
+# ---------------------------------------------------------------- variants
+
+def provenance(path: Path, tool: str, fmt: str, version: str = "") -> Provenance:
+    return Provenance(tool=tool, tool_version=version, source_path=str(Path(path).resolve()),
+                      source_sha256=sha256_of(Path(path).read_bytes()), source_format=fmt)
+
+
+def devices_for(kernels: pd.DataFrame, known: Optional[Dict[int, Device]] = None) -> List[Device]:
+    """One Device per device id the dispatches name (rocminfo facts where the report has them)."""
+    known = known or {}
+    ids = sorted({int(d) for d in kernels["device"].dropna()}) if len(kernels) else []
+    return [known.get(i) or Device(id=i, vendor="AMD") for i in ids]
