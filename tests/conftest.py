@@ -76,15 +76,25 @@ def ncu_rep_files(samples: Path):
     return sorted((samples / "ncu").rglob("*.ncu-rep"))
 
 
+def nsys_sqlite_files(samples: Path):
+    return sorted((samples / "nsys").glob("*.sqlite"))
+
+
+# Argument name -> the sample files a test taking it runs on, one test per file.
+PER_FILE_ARGUMENTS = {"ncu_rep": (ncu_rep_files, ".ncu-rep"), "nsys_sqlite": (nsys_sqlite_files, "nsys .sqlite")}
+
+
 def pytest_generate_tests(metafunc):
-    """Parametrise `ncu_rep` over every .ncu-rep in the samples (ids are file names)."""
-    if "ncu_rep" in metafunc.fixturenames:
-        files = ncu_rep_files(samples_path()) if samples_path().is_dir() else []
+    """Parametrise `ncu_rep` / `nsys_sqlite` over every such sample file (ids are file names)."""
+    for argument, (files_of, what) in PER_FILE_ARGUMENTS.items():
+        if argument not in metafunc.fixturenames:
+            continue
+        files = files_of(samples_path()) if samples_path().is_dir() else []
         if not files:
             # Unmarked None fails the test when samples are required (CI); otherwise skip.
             files = [None] if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES") else [
-                pytest.param(None, marks=pytest.mark.skip(reason=f"no .ncu-rep under {samples_path()}"))]
-        metafunc.parametrize("ncu_rep", files, ids=lambda p: p.name if isinstance(p, Path) else "none")
+                pytest.param(None, marks=pytest.mark.skip(reason=f"no {what} under {samples_path()}"))]
+        metafunc.parametrize(argument, files, ids=lambda p: p.name if isinstance(p, Path) else "none")
 
 
 @pytest.fixture(scope="session")

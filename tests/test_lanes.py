@@ -17,7 +17,7 @@ from tb_hwprof.logdir import metadata
 from tb_hwprof.model import TIMELINE_CATEGORIES
 
 from conftest import sample
-from test_nsys_sqlite import DLPROF, query
+from support_nsys import DLPROF, query
 
 ROCPD = "rocprof/v3_rocpd_mi300x_ck_bmm_results.db"
 TRACES = ["nsys/annikola_gtx1050_2024.5.1.sqlite", "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite",

@@ -20,7 +20,8 @@ from tb_hwprof.detect import sniff
 from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 from tb_hwprof.readers.nvidia.nsys_stats import read_nsys_stats
 
-from test_nsys_sqlite import DLPROF, query, sample
+from conftest import sample
+from support_nsys import DLPROF, query
 
 REPO = Path(__file__).resolve().parent.parent
 STATS = "nsys/mineru_nsys_stats_stdout_2025.1.1.csv"

@@ -4,7 +4,6 @@ Every figure is checked against an independent query written here with plain sql
 the statistics module on durations fetched row by row), never against the reader's own SQL.
 """
 import dataclasses
-import os
 import shutil
 import sqlite3
 import statistics
@@ -23,37 +22,10 @@ from tb_hwprof.readers.common import sqlite_columns
 from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 
 from conftest import sample
+from support_nsys import CARDIAC, DLPROF, query, tables_of
 
 REPO = Path(__file__).resolve().parent.parent
-DLPROF = "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite"  # the only export with NVTX ranges
-CARDIAC = "nsys/cardiac_rtx3060l_nocuda_2021.3.3.sqlite"  # no CUDA tables at all
 COPY_KINDS = {1: "Host-to-Device", 2: "Device-to-Host", 8: "Device-to-Device", 10: "Peer-to-Peer"}
-
-
-def _samples() -> Path:
-    return Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
-
-
-def pytest_generate_tests(metafunc):
-    """Parametrise `nsys_sqlite` over every .sqlite under <samples>/nsys (ids are file names)."""
-    if "nsys_sqlite" in metafunc.fixturenames:
-        files = sorted((_samples() / "nsys").glob("*.sqlite")) if (_samples() / "nsys").is_dir() else []
-        if not files:
-            files = [None] if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES") else [
-                pytest.param(None, marks=pytest.mark.skip(reason=f"no nsys .sqlite under {_samples()}"))]
-        metafunc.parametrize("nsys_sqlite", files, ids=lambda p: p.name if isinstance(p, Path) else "none")
-
-
-def query(path, sql, *args):
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
-
-
-def tables_of(path):
-    return {n for (n,) in query(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 # ------------------------------------------------------------------ every export

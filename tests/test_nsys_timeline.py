@@ -16,13 +16,10 @@ from tb_hwprof.analysis import timeline as tl
 from tb_hwprof.logdir import metadata, trace
 from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 
-from test_nsys_sqlite import DLPROF, query, sample, tables_of  # noqa: F401  (nsys_sqlite parametrisation below)
-from test_nsys_sqlite import pytest_generate_tests  # noqa: F401
+from conftest import sample
+from support_nsys import DLPROF, GPU_TABLES, KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, query, sql_gaps, tables_of
 
 REPO = Path(__file__).resolve().parent.parent
-KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
-RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
-GPU_TABLES = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 
 
 def export(path, logdir, *extra, run="r"):
@@ -233,23 +230,6 @@ def test_overlap_equals_the_length_of_the_intersection_unit_by_unit():
             for lo, hi in zip(s.tolist(), e.tolist()):
                 cover[lo:hi] = True
         assert tl.overlap_ns(a, b) == int((covered[0] & covered[1]).sum()) == tl.overlap_ns(b, a)
-
-
-def sql_gaps(path):
-    """Idle gaps of device 0 over the capture span, by a plain sweep over rows fetched one by one."""
-    names = tables_of(path)
-    ops = sorted(r for t in GPU_TABLES if t in names for r in query(path, f"SELECT start, end FROM {t}"))
-    spans = [query(path, f"SELECT min(start), max(end) FROM {t}")[0] for t in list(GPU_TABLES) + [RUNTIME]
-             if t in names]
-    lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
-    gaps, reach = [], lo
-    for start, end in ops:
-        if start > reach:
-            gaps.append((reach, start))
-        reach = max(reach, end)
-    if hi > reach:
-        gaps.append((reach, hi))
-    return gaps, (lo, hi)
 
 
 def test_idle_gaps_and_utilisation_against_a_sweep(nsys_sqlite):

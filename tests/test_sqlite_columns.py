@@ -7,7 +7,8 @@ import pytest
 
 from tb_hwprof.readers.common import sqlite_columns
 
-from test_nsys_sqlite import DLPROF, sample
+from conftest import sample
+from support_nsys import DLPROF
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 
