@@ -48,7 +48,8 @@ def build_run(logdir: Path, launches: int) -> Path:
     import tb_hwprof
     from tb_hwprof.logdir.writer import write_run
     started = time.perf_counter()
-    run_dir = write_run(grow(tb_hwprof.read(REPORT), launches), logdir, RUN, overwrite=True)
+    profile = grow(tb_hwprof.read(REPORT), launches)
+    run_dir = write_run(profile, tb_hwprof.analyse(profile), logdir, RUN, overwrite=True)
     sizes = {p.name: p.stat().st_size for p in (run_dir / "plugins" / "tb_hwprof").iterdir()}
     print(f"wrote {launches} launches in {time.perf_counter() - started:.1f} s: "
           + ", ".join(f"{n} {s / 1e6:.1f} MB" for n, s in sorted(sizes.items())))

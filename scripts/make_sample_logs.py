@@ -49,7 +49,7 @@ def main() -> None:
     for i, (run, rel) in enumerate(sorted(RUNS.items()), 1):
         profile = tb_hwprof.read(SAMPLES / rel)
         profile.provenance.source_path = f"shared/samples/{rel}"  # not this machine's absolute path
-        write_run(profile, OUT, run)
+        write_run(profile, tb_hwprof.analyse(profile), OUT, run)
         print(f"[{i}/{len(RUNS)}] {run} <- {rel} ({len(profile.kernels)} launches)", file=sys.stderr)
 
 

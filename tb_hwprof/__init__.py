@@ -3,15 +3,25 @@
     import tb_hwprof
     profile = tb_hwprof.read("report.ncu-rep")      # format detected from content
     profile.kernels                                   # pandas DataFrame, one row per launch
+    analysis = tb_hwprof.analyse(profile)             # findings, headline scalars, roofs, summaries
     tb_hwprof.export("report.ncu-rep", "runs", "baseline")
     tb_hwprof.load_run("runs/baseline")               # the same Profile, read back
+    tb_hwprof.load_analysis("runs/baseline")          # the same Analysis, read back
 """
 __version__ = "0.1.0"
 
 
 def read(path):
+    """The report's Profile, its kernels table labelled (bound, roofline columns)."""
+    from .analysis.pipeline import label_kernels
     from .detect import read as _read
-    return _read(path)
+    return label_kernels(_read(path))
+
+
+def analyse(profile):
+    """Everything derived from `profile`: a tb_hwprof.analysis.Analysis."""
+    from .analysis.pipeline import analyse as _analyse
+    return _analyse(profile)
 
 
 def load_run(run_dir, with_details: bool = True):
@@ -19,10 +29,19 @@ def load_run(run_dir, with_details: bool = True):
     return _load_run(run_dir, with_details)
 
 
-def export(path, logdir, run, overwrite: bool = False, step: int = 0):
-    """Read `path` and write it as run `run` under `logdir`; returns the run folder."""
-    from .logdir.writer import write_run
-    return write_run(read(path), logdir, run, overwrite=overwrite, step=step)
+def load_analysis(run_dir):
+    from .logdir.reader import load_analysis as _load_analysis
+    return _load_analysis(run_dir)
 
 
-__all__ = ["read", "load_run", "export", "__version__"]
+def export(path, logdir, run, overwrite: bool = False, step: int = 0, *, time_range=None, nvtx_range=None,
+           nvtx_instances: str = "first", trace: str = "auto"):
+    """Read `path` and write it as run `run` under `logdir`, as `tb-hwprof export` does (the same
+    function); returns the run folder.  time_range 'START:END' ns or nvtx_range NAME keep a window of
+    a trace; trace: "auto", "always" or "never" writes its timeline.json.gz now."""
+    from .analysis.pipeline import WindowOptions, export_report
+    return export_report(path, logdir, run, overwrite=overwrite, step=step, trace=trace,
+                         window=WindowOptions(time_range, nvtx_range, nvtx_instances))
+
+
+__all__ = ["read", "analyse", "load_run", "load_analysis", "export", "__version__"]

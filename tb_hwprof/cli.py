@@ -77,49 +77,15 @@ def reuse_freed_memory() -> None:
 
 
 def cmd_export(args) -> int:
-    from .detect import read
-    from .logdir.writer import write_run, check_run_name
+    from .analysis.pipeline import WindowOptions, export_reports
     reuse_freed_memory()
     files = [Path(f) for f in args.files]
-    names = run_names(files, args.run)
-    logdir = Path(args.logdir)
-    for name in names:
-        check_run_name(name)
-        if (logdir / name).exists() and not args.overwrite:
-            raise HwprofError(f"{logdir / name}: run already exists -- pass --overwrite to replace it, or choose another --run")
-    # Read every input before writing anything: one bad file leaves the logdir untouched.
-    profiles = []
-    for i, path in enumerate(files, 1):
-        started = time.perf_counter()
-        profiles.append(read(path))
-        _progress(args, f"[{i}/{len(files)}] read {path} ({len(profiles[-1].kernels)} launches, "
-                        f"{time.perf_counter() - started:.2f} s)")
-    for path, profile in zip(files, profiles):
-        set_trace_window(args, path, profile)
-    for i, (profile, name) in enumerate(zip(profiles, names), 1):
-        run_dir = write_run(profile, logdir, name, overwrite=args.overwrite, step=args.step)
-        _progress(args, f"[{i}/{len(files)}] wrote {run_dir}")
-        _report_timeline(run_dir, args.trace)
-    print(f"exported {len(files)} run(s) to {logdir}: tensorboard --logdir {logdir}")
+    window = WindowOptions(args.time_range, args.nvtx_range, args.nvtx_instances)
+    export_reports(files, args.logdir, run_names(files, args.run), overwrite=args.overwrite, step=args.step,
+                   window=window, trace=args.trace, progress=lambda line: _progress(args, line),
+                   written=lambda run_dir: _report_timeline(run_dir, args.trace))
+    print(f"exported {len(files)} run(s) to {Path(args.logdir)}: tensorboard --logdir {Path(args.logdir)}")
     return 0
-
-
-def set_trace_window(args, path: Path, profile) -> None:
-    """--time-range / --nvtx-range: the part of a trace the export keeps; --trace: whether its
-    timeline.json.gz is written now (tracers only)."""
-    if profile.timeline is not None:
-        profile.timeline.trace_json = args.trace
-    if args.time_range is None and args.nvtx_range is None:
-        return
-    if profile.timeline is None:
-        _progress(args, f"{path}: no timeline in this report: --time-range/--nvtx-range ignored")
-        return
-    from .analysis import timeline as tl
-    if args.nvtx_range is not None:
-        window = tl.nvtx_window(profile.timeline, args.nvtx_range, every=args.nvtx_instances == "all")
-    else:
-        window = tl.time_window(profile.timeline, *tl.parse_time_range(args.time_range))
-    profile.timeline.window = window
 
 
 def _report_timeline(run_dir: Path, mode: str) -> None:

@@ -258,8 +258,6 @@ class Timeline:
     tracks: List[Track]
     names: List[str]
     slices: Dict[str, np.ndarray]
-    window: Optional[Window] = None  # what an export keeps (None: everything)
-    trace_json: str = "auto"  # --trace: write timeline.json.gz at export: auto (small windows) / always / never
 
     def __len__(self) -> int:
         return int(self.slices["start"].size)

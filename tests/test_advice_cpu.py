@@ -10,6 +10,7 @@ import pytest
 
 from tb_hwprof.analysis import advice
 from tb_hwprof.analysis.advice import cpu
+from tb_hwprof.analysis.findings import Finding
 from tb_hwprof.analysis.cpu_hotspots import hotspot_table, totals
 from tb_hwprof.model import Profile, Provenance, normalise_kernels
 
@@ -26,15 +27,19 @@ def row(name, module, cpu_s, spin_s=0.0, **topdown):
 
 
 def ids(p):
-    return [a["id"] for a in advice.advise(p)]
+    return [a.id for a in advice.advise(p)]
 
 
 def test_registry_calls_the_cpu_module_and_needs_a_table():
     empty = Profile(Provenance("ncu", "", "x", "", "ncu-rep"), [], normalise_kernels([]))
     assert advice.advise(empty) == [] and "cpu" in advice.DOMAINS
-    for finding in advice.advise(profile_of([row("f", "a.out", 1.0, 0.5)])):
-        assert set(finding) >= {"id", "severity", "title", "evidence", "suggestion"}
-        assert finding["severity"] in advice.SEVERITIES
+    found = advice.advise(profile_of([row("f", "a.out", 1.0, 0.5)]))
+    assert [f.id for f in found] == ["cpu.spin"]
+    for finding in found:
+        assert isinstance(finding, Finding) and finding.severity in advice.SEVERITIES
+        assert finding.text and finding.remedy and "threshold" in finding.text
+        assert {f.unit for f in finding.figures.values()} <= {"s", "%", ""}
+        assert finding.figures["spin_time_s"].unit == "s" and finding.figures["spin_pct"].unit == "%"
 
 
 def test_gil_functions_while_data_loading():  # SYNTHETIC: a PyTorch loader thread fighting the training thread
@@ -44,12 +49,21 @@ def test_gil_functions_while_data_loading():  # SYNTHETIC: a PyTorch loader thre
             row("pthread_cond_wait", "libc.so.6", 5.0),  # not counted: any thread may wait in libc
             row("_PyEval_EvalFrameDefault", "libpython3.10.so.1.0", 3.5),  # running Python, not the GIL
             row("conv2d", "libtorch_cpu.so", 10.0)]
-    [gil] = [a for a in advice.advise(profile_of(rows)) if a["id"] == "cpu.gil"]
+    [gil] = [a for a in advice.advise(profile_of(rows)) if a.id == "cpu.gil"]
     cpu_s = 0.9 + 0.3 + 0.2 + 0.1 + 5.0 + 3.5 + 10.0
-    assert gil["values"]["gil_time_s"] == pytest.approx(1.5)
-    assert gil["values"]["gil_pct"] == pytest.approx(100 * 1.5 / cpu_s)
-    assert [t["name"] for t in gil["values"]["top"]] == ["take_gil", "drop_gil", "PyEval_RestoreThread"]
-    assert "DataLoader(num_workers>0" in gil["suggestion"] and "processes instead of threads" in gil["suggestion"]
+    assert gil.figure("gil_time_s") == pytest.approx(1.5)
+    assert gil.figure("gil_pct") == pytest.approx(100 * 1.5 / cpu_s)
+    assert [t["name"] for t in gil.figure("top")] == ["take_gil", "drop_gil", "PyEval_RestoreThread"]
+    # libtorch_cpu.so in the modules: PyTorch's lever
+    assert "DataLoader(num_workers>0" in gil.remedy and "processes instead of threads" in gil.remedy
+
+
+def test_gil_remedy_without_pytorch_is_plain_python():  # SYNTHETIC: the same GIL churn, no torch module
+    rows = [row("take_gil", "libpython3.10.so.1.0", 0.9), row("drop_gil", "libpython3.10.so.1.0", 0.3),
+            row("parse_records", "libparser.so", 3.0)]
+    [gil] = [a for a in advice.advise(profile_of(rows)) if a.id == "cpu.gil"]
+    assert "ProcessPoolExecutor" in gil.remedy
+    assert "torch" not in gil.remedy and "DataLoader" not in gil.remedy
 
 
 def test_gil_under_threshold_is_silent():  # SYNTHETIC
@@ -64,7 +78,7 @@ def test_spin_threshold_boundary():  # SYNTHETIC
     assert "cpu.spin" not in ids(profile_of(at))
     over = [row("f", "a.out", 10.0, spin_s=cpu.SPIN_SHARE_PCT / 10 + 0.01)]
     [spin] = advice.advise(profile_of(over))
-    assert spin["severity"] == "medium" and "OMP_WAIT_POLICY" not in spin["suggestion"]  # not an OpenMP module
+    assert spin.severity == "medium" and "OMP_WAIT_POLICY" not in spin.remedy  # not an OpenMP module
 
 
 def test_tma_memory_and_front_end_rules():  # SYNTHETIC: uarch-exploration percentages of pipeline slots
@@ -74,11 +88,11 @@ def test_tma_memory_and_front_end_rules():  # SYNTHETIC: uarch-exploration perce
             row("interp_dispatch", "a.out", 3.0, front_end_bound_pct=45.0, back_end_bound_pct=10.0,
                 memory_bound_pct=5.0, core_bound_pct=5.0, **td),
             row("tiny", "a.out", 1.0, front_end_bound_pct=5.0, back_end_bound_pct=5.0, **td)]
-    found = {a["id"]: a for a in advice.advise(profile_of(rows))}
+    found = {a.id: a for a in advice.advise(profile_of(rows))}
     assert set(found) == {"cpu.memory", "cpu.frontend"}
-    assert found["cpu.memory"]["values"]["time_s"] == 6.0 and found["cpu.memory"]["values"]["pct"] == 60.0
-    assert found["cpu.memory"]["severity"] == "high" and "block" in found["cpu.memory"]["suggestion"]
-    assert found["cpu.frontend"]["values"]["pct"] == 30.0 and "profile-guided" in found["cpu.frontend"]["suggestion"]
+    assert found["cpu.memory"].figure("time_s") == 6.0 and found["cpu.memory"].figure("pct") == 60.0
+    assert found["cpu.memory"].severity == "high" and "block" in found["cpu.memory"].remedy
+    assert found["cpu.frontend"].figure("pct") == 30.0 and "profile-guided" in found["cpu.frontend"].remedy
 
 
 def test_hotspot_table_order_shares_and_missing_columns():  # SYNTHETIC

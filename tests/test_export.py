@@ -96,7 +96,7 @@ def test_failure_mid_write_keeps_previous_run(logdir_with_run, samples_dir, monk
 
     monkeypatch.setattr(tables, "details_doc", disk_full)
     with pytest.raises(OSError):
-        writer.write_run(profile, logdir_with_run, "baseline", overwrite=True)
+        writer.write_run(profile, tb_hwprof.analyse(profile), logdir_with_run, "baseline", overwrite=True)
     assert tree(logdir_with_run) == before
     assert [p.name for p in logdir_with_run.iterdir()] == ["baseline"]
 
@@ -121,7 +121,7 @@ def test_bad_run_names_rejected(tmp_path, armleth, name, ncu_report_module):
 
 def test_load_run_round_trip(tmp_path, ncu_rep, ncu_report_module):
     profile = tb_hwprof.read(ncu_rep)
-    run_dir = writer.write_run(profile, tmp_path, "r")
+    run_dir = writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "r")
     back = tb_hwprof.load_run(run_dir)
     pd.testing.assert_frame_equal(back.kernels, profile.kernels, check_dtype=True)
     assert back.rules == tables.clean(profile.rules)

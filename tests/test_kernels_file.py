@@ -197,7 +197,7 @@ def test_damaged_format_2_tables_are_refused(tmp_path, read_sample):
 # -- runs without details files --------------------------------------------------------------
 def test_trace_export_writes_no_details(tmp_path, read_sample):
     profile = read_sample(NSYS)
-    run_dir = writer.write_run(profile, tmp_path, "trace")
+    run_dir = writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "trace")
     assets = reader.asset_dir(run_dir)
     manifest = reader.read_manifest(run_dir)
     assert manifest["format_version"] == metadata.FORMAT_VERSION == 2
@@ -212,14 +212,15 @@ def test_trace_export_writes_no_details(tmp_path, read_sample):
 
 
 def test_counter_export_still_writes_details(tmp_path, read_sample, ncu_report_module):
-    run_dir = writer.write_run(read_sample("ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep"), tmp_path, "ncu")
+    profile = read_sample("ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep")
+    run_dir = writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "ncu")
     assert reader.read_manifest(run_dir)["files"]["details"] == metadata.DETAILS_DIR
     assert (reader.asset_dir(run_dir) / metadata.details_file(0)).is_file()
 
 
 def test_plugin_on_a_run_without_details(tmp_path, read_sample):
     profile = read_sample(NSYS)
-    writer.write_run(profile, tmp_path, "trace")
+    writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "trace")
     app = App(tmp_path)
     [row] = app.json("/runs")["runs"]
     assert row["run"] == "trace" and row["error"] is None
@@ -234,7 +235,7 @@ def test_plugin_on_a_run_without_details(tmp_path, read_sample):
 def test_plugin_gives_format_1_tables_the_format_2_shape(tmp_path, read_sample):
     """A format 1 run (every column in "data"): /kernels adds empty delta, dictionary and constant."""
     profile = read_sample(NSYS)
-    run_dir = writer.write_run(profile, tmp_path, "old")
+    run_dir = writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "old")
     write_format_1(reader.asset_dir(run_dir) / metadata.KERNELS, profile.kernels)
     doc = App(tmp_path).json("/kernels", run="old")
     assert doc["dictionary"] == doc["constant"] == doc["delta"] == {}

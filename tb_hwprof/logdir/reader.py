@@ -106,7 +106,9 @@ def read_summaries(run_dir, manifest: dict) -> dict:
 
 
 def load_run(run_dir, with_details: bool = True) -> Profile:
-    """A Profile from <logdir>/<run>/; with_details=False skips raw metrics and rules."""
+    """The Profile a run was written from (<logdir>/<run>/): the reader's summary tables, not the
+    analysis' (load_analysis has those); with_details=False skips raw metrics and rules."""
+    from ..analysis.pipeline import ANALYSIS_SUMMARIES
     manifest = read_manifest(run_dir)
     kernels = read_kernels(run_dir)
     # A run without details (tracers) gives [] as its reader did: the Profile's "none in the report".
@@ -116,5 +118,27 @@ def load_run(run_dir, with_details: bool = True) -> Profile:
         provenance=Provenance(**manifest["provenance"]),
         devices=[Device.from_dict(d) for d in manifest["devices"]],
         kernels=kernels, raw_metrics=raw, rules=rules, notes=manifest.get("notes", []),
-        summaries=read_summaries(run_dir, manifest),
+        summaries={k: v for k, v in read_summaries(run_dir, manifest).items() if k not in ANALYSIS_SUMMARIES},
     )
+
+
+def load_analysis(run_dir):
+    """The Analysis a run was written with (tb_hwprof.analysis.Analysis): findings, headline scalars,
+    roofs per device and the analysis' summary tables.  Runs written before findings were typed
+    (advice as evidence / suggestion / values) load through Finding.from_dict."""
+    from ..analysis.findings import Finding
+    from ..analysis.pipeline import ANALYSIS_SUMMARIES, Analysis
+    manifest = read_manifest(run_dir)
+    written = read_summaries(run_dir, manifest)
+    return Analysis(findings=[Finding.from_dict(f) for f in manifest.get("advice") or []],
+                    scalars=dict(manifest.get("summary") or {}),
+                    roofline={_device_id(k): v for k, v in (manifest.get("roofline") or {}).items()},
+                    summaries={k: v for k, v in written.items() if k in ANALYSIS_SUMMARIES})
+
+
+def _device_id(key: str):
+    """A device id as the model has it (an int); the manifest's keys are its JSON text."""
+    try:
+        return int(key)
+    except ValueError:
+        return key

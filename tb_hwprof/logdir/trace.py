@@ -244,15 +244,16 @@ def eager_json(mode: str, kept_events: int) -> bool:
     return mode == "always" or (mode == "auto" and kept_events <= TRACE_EAGER_EVENTS)
 
 
-def write_timeline(timeline: Timeline, trace_path: Path, index_path: Path) -> dict:
-    """The index for the timeline's window, and the trace file when timeline.trace_json says so;
-    returns the manifest's "timeline" entry (trace_written: whether trace_path was written)."""
-    window = timeline.window
+def write_timeline(timeline: Timeline, trace_path: Path, index_path: Path, window: Optional[Window] = None,
+                   mode: str = "auto") -> dict:
+    """The index of the slices overlapping `window` (None: all), and the trace file when `mode`
+    (--trace: TRACE_MODES) says so; returns the manifest's "timeline" entry (trace_written:
+    whether trace_path was written)."""
     keep = kept_mask(timeline, window)
     order = event_order(timeline, keep)
     flows = _flow_pairs(timeline, keep)
     stats = timeline_counts(timeline, keep, flows)
-    written = eager_json(timeline.trace_json, stats["kept_events"])
+    written = eager_json(mode, stats["kept_events"])
     stats["trace_written"] = written
     stats["uncompressed_bytes"] = write_pieces(trace_pieces(timeline, order, flows), trace_path) \
         if written else None

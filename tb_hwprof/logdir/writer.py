@@ -19,9 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from .. import __version__
-from ..analysis.advice import advise
-from ..analysis.roofline import device_roofs, ridge_points
-from ..analysis.summary import headline_scalars
 from ..errors import HwprofError, RunExists
 from . import metadata, records, summary, tables
 
@@ -53,22 +50,22 @@ def recover_interrupted(run_dir: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def manifest_of(profile, scalars: dict) -> dict:
+def manifest_of(profile, analysis) -> dict:
+    """The run's manifest: the profile's facts and its analysis (tb_hwprof.analysis.Analysis)."""
     details = has_details(profile)  # tracers have no raw metrics or rules: no details files, details = null
     return {
         "format_version": metadata.FORMAT_VERSION,
         "writer": f"tb-hwprof {__version__}",
         "provenance": profile.provenance.to_dict(),
         "devices": [d.to_dict() for d in profile.devices],
-        "roofline": {str(d.id): {"roofs": device_roofs(d), "ridge_points": ridge_points(device_roofs(d))}
-                     for d in profile.devices},
-        "summary": scalars,
+        "roofline": {str(device): roofs for device, roofs in analysis.roofline.items()},
+        "summary": analysis.scalars,
         "notes": list(profile.notes),
-        "advice": advise(profile),  # findings with their numbers (tb_hwprof.analysis.advice)
+        "advice": [f.to_dict() for f in analysis.findings],  # typed findings (tb_hwprof.analysis.findings)
         "kernel_count": len(profile.kernels),
         "files": {"kernels": metadata.KERNELS, "details": metadata.DETAILS_DIR if details else None,
                   "details_chunk": metadata.DETAILS_CHUNK if details else None,
-                  **{f"summary_{name}": summary_file(name) for name in profile.summaries}},
+                  **{f"summary_{name}": summary_file(name) for name in analysis.tables(profile)}},
     }
 
 
@@ -79,17 +76,17 @@ def summary_file(name: str) -> str:
     return SUMMARY_FILE.format(name)
 
 
-def _write_assets(profile, staging: Path, manifest: dict) -> None:
+def _write_assets(profile, summaries: dict, staging: Path, manifest: dict, window, trace: str) -> None:
     assets = staging.joinpath(*metadata.ASSET_DIR)
     assets.mkdir(parents=True)
     # Tracers: the timeline index (and the trace file unless it is left for later) is written on a
     # second thread meanwhile: its sorts, gathers and file writes release the GIL (1M kernels: ~0.3 s).
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline") as pool:
         timeline = None if profile.timeline is None else pool.submit(
-            _write_timeline, profile.timeline, assets)
+            _write_timeline, profile.timeline, assets, window, trace)
         tables.write_kernels_gz(assets / metadata.KERNELS, profile.kernels)  # already JSON-safe
         _write_details(profile, assets)
-        for name, frame in profile.summaries.items():
+        for name, frame in summaries.items():
             doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
             tables.write_json_gz(assets / summary_file(name), tables.clean(doc))
         if timeline is not None:
@@ -102,9 +99,10 @@ def _write_assets(profile, staging: Path, manifest: dict) -> None:
     os.rename(tmp, assets / metadata.MANIFEST)
 
 
-def _write_timeline(timeline, assets: Path) -> dict:
+def _write_timeline(timeline, assets: Path, window, mode: str) -> dict:
     from . import trace
-    return tables.clean(trace.write_timeline(timeline, assets / metadata.TIMELINE, assets / metadata.TIMELINE_INDEX))
+    return tables.clean(trace.write_timeline(timeline, assets / metadata.TIMELINE, assets / metadata.TIMELINE_INDEX,
+                                             window, mode))
 
 
 def has_details(profile) -> bool:
@@ -141,21 +139,23 @@ def _write_events(staging: Path, scalars: dict, manifest: dict, step: int) -> No
     os.rename(tmp, staging / name)
 
 
-def write_run(profile, logdir, run: str, overwrite: bool = False, step: int = 0) -> Path:
-    """Export `profile` to <logdir>/<run>/ and return that folder."""
+def write_run(profile, analysis, logdir, run: str, overwrite: bool = False, step: int = 0,
+              window=None, trace: str = "auto") -> Path:
+    """Write `profile` and its `analysis` (tb_hwprof.analysis.analyse) to <logdir>/<run>/ and return
+    that folder.  window (tb_hwprof.model.Window): the part of a trace to keep (None: all);
+    trace: whether timeline.json.gz is written now (logdir/trace.py TRACE_MODES)."""
     run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
     recover_interrupted(run_dir)
     if run_dir.exists() and not overwrite:
         raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
     profile.provenance.export_time = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    scalars = headline_scalars(profile.kernels, profile.summaries)
-    manifest = tables.clean(manifest_of(profile, scalars))  # JSON-safe once, for both files
+    manifest = tables.clean(manifest_of(profile, analysis))  # JSON-safe once, for both files
     created = [p for p in [run_dir.parent, *run_dir.parent.parents] if not p.exists()]
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}{STAGING_TAG}", dir=run_dir.parent))
     try:
-        _write_assets(profile, staging, manifest)
-        _write_events(staging, scalars, manifest, step)
+        _write_assets(profile, analysis.tables(profile), staging, manifest, window, trace)
+        _write_events(staging, analysis.scalars, manifest, step)
         _swap_in(staging, run_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,6 +1,7 @@
 """Advice for CPU results (a `cpu_hotspots` summary table, e.g. VTune hotspots / uarch-exploration).
 
-Rules, each firing only on numbers the report holds:
+Rules, each firing only on numbers the report holds and above a named share of CPU time (the text
+states it):
   cpu.spin       Spin Time is a large share of all CPU time (threads busy-waiting)
   cpu.gil        CPU time in the Python interpreter's GIL hand-off functions
   cpu.memory     functions labelled memory- / back-end-bound by Intel TMA hold much CPU time
@@ -9,11 +10,13 @@ Rules, each firing only on numbers the report holds:
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import pandas as pd
 
+from ..context import CaptureContext
 from ..cpu_hotspots import hotspot_table
+from ..findings import Finding, finding
 
 # Spin Time share of all CPU time above which busy-waiting is worth fixing. VTune calls too much
 # spin "lost opportunity for productive work" without publishing a cut-off; a tenth of the CPU
@@ -37,9 +40,8 @@ _COND_WAIT = re.compile(r"^_*pthread_cond_(?:timed)?wait")
 _LIBPYTHON = re.compile(r"(?:^|/)(?:lib)?python\d", re.I)
 
 
-def _finding(rule: str, severity: str, title: str, evidence: str, values: dict, suggestion: str) -> dict:
-    return {"id": f"cpu.{rule}", "severity": severity, "title": title, "evidence": evidence,
-            "values": values, "suggestion": suggestion}
+def _finding(rule: str, severity: str, title: str, text: str, figures: Dict[str, tuple], remedy: str) -> Finding:
+    return finding(f"cpu.{rule}", severity, title, text, remedy, figures)
 
 
 def _top(rows: pd.DataFrame, column: str) -> List[dict]:
@@ -52,7 +54,7 @@ def _named(top: List[dict], column: str) -> str:
     return ", ".join(f"{t['name']} ({t['module'] or '?'}) {t[column]:.2f} s" for t in top)
 
 
-def spin_advice(frame: pd.DataFrame, cpu_s: float) -> Optional[dict]:
+def spin_advice(frame: pd.DataFrame, cpu_s: float) -> Optional[Finding]:
     spin_s = frame["spin_time_s"].sum(min_count=1)
     if pd.isna(spin_s) or not cpu_s or 100.0 * spin_s / cpu_s <= SPIN_SHARE_PCT:
         return None
@@ -68,7 +70,8 @@ def spin_advice(frame: pd.DataFrame, cpu_s: float) -> Optional[dict]:
                     f"{share:.0f}% of CPU time is spent spinning",
                     f"Spin Time {spin_s:.2f} s of {cpu_s:.2f} s CPU time ({share:.1f}%, threshold "
                     f"{SPIN_SHARE_PCT:.0f}%); most in {_named(top, 'spin_time_s')}",
-                    {"spin_time_s": float(spin_s), "cpu_time_s": cpu_s, "spin_pct": share, "top": top}, hint)
+                    {"spin_time_s": (float(spin_s), "s"), "cpu_time_s": (cpu_s, "s"), "spin_pct": (share, "%"),
+                     "top": (top, "")}, hint)
 
 
 def gil_rows(frame: pd.DataFrame) -> pd.Series:
@@ -78,7 +81,17 @@ def gil_rows(frame: pd.DataFrame) -> pd.Series:
     return names.str.match(_GIL_FUNCTIONS) | cond
 
 
-def gil_advice(frame: pd.DataFrame, cpu_s: float) -> Optional[dict]:
+# Remedies for GIL churn: (PyTorch's, any Python program's).
+GIL_REMEDIES = (
+    "Python threads take turns on one interpreter: if the GPU idles meanwhile (see an nsys run of the same step), "
+    "load and augment data in worker processes instead of threads (torch DataLoader(num_workers>0, "
+    "pin_memory=True, persistent_workers=True)) and keep Python work off the training thread",
+    "Python threads take turns on one interpreter: move CPU-heavy work to processes instead of threads "
+    "(multiprocessing, concurrent.futures.ProcessPoolExecutor), or into native code that releases the GIL "
+    "(NumPy vectorised operations, Cython nogil, ctypes calls); keep the hot thread's Python work small")
+
+
+def gil_advice(frame: pd.DataFrame, cpu_s: float, context: CaptureContext) -> Optional[Finding]:
     rows = frame[gil_rows(frame)]
     gil_s = rows["self_time_s"].sum(min_count=1)
     if rows.empty or pd.isna(gil_s) or not cpu_s or 100.0 * gil_s / cpu_s <= GIL_SHARE_PCT:
@@ -88,11 +101,9 @@ def gil_advice(frame: pd.DataFrame, cpu_s: float) -> Optional[dict]:
     return _finding("gil", "high", f"{share:.0f}% of CPU time is the Python GIL changing hands",
                     f"{gil_s:.2f} s of {cpu_s:.2f} s CPU time ({share:.1f}%, threshold {GIL_SHARE_PCT:.0f}%) in the "
                     f"interpreter's GIL functions: {_named(top, 'self_time_s')}",
-                    {"gil_time_s": float(gil_s), "cpu_time_s": cpu_s, "gil_pct": share, "top": top},
-                    "Python threads take turns on one interpreter: if the GPU idles meanwhile (see an nsys run of "
-                    "the same step), load and augment data in worker processes instead of threads "
-                    "(torch DataLoader(num_workers>0, pin_memory=True, persistent_workers=True)) and keep Python "
-                    "work off the training thread")
+                    {"gil_time_s": (float(gil_s), "s"), "cpu_time_s": (cpu_s, "s"), "gil_pct": (share, "%"),
+                     "top": (top, "")},
+                    GIL_REMEDIES[0] if context.pytorch else GIL_REMEDIES[1])
 
 
 _TMA_HINTS = {
@@ -107,7 +118,7 @@ _TMA_HINTS = {
 }
 
 
-def tma_advice(frame: pd.DataFrame, cpu_s: float, kind: str) -> Optional[dict]:
+def tma_advice(frame: pd.DataFrame, cpu_s: float, kind: str) -> Optional[Finding]:
     labels, hint = _TMA_HINTS[kind]
     rows = frame[frame["topdown_label"].isin(labels)]
     part = rows["self_time_s"].sum(min_count=1)
@@ -120,17 +131,18 @@ def tma_advice(frame: pd.DataFrame, cpu_s: float, kind: str) -> Optional[dict]:
                     f"{share:.0f}% of CPU time is in {what} code (Intel TMA)",
                     f"{part:.2f} s of {cpu_s:.2f} s CPU time ({share:.1f}%, threshold {TMA_TIME_SHARE_PCT:.0f}%) in "
                     f"functions labelled {what}: {_named(top, 'self_time_s')}",
-                    {"time_s": float(part), "cpu_time_s": cpu_s, "pct": share, "top": top}, hint)
+                    {"time_s": (float(part), "s"), "cpu_time_s": (cpu_s, "s"), "pct": (share, "%"), "top": (top, "")},
+                    hint)
 
 
-def advise(profile) -> List[dict]:
-    """CPU findings of a profile with a `cpu_hotspots` summary table; [] otherwise."""
-    table = (getattr(profile, "summaries", None) or {}).get("cpu_hotspots")
+def advise(profile, summaries: Dict[str, pd.DataFrame], context: CaptureContext) -> List[Finding]:
+    """CPU findings where `summaries` hold a `cpu_hotspots` table; [] otherwise."""
+    table = summaries.get("cpu_hotspots")
     if table is None or table.empty:
         return []
     frame = hotspot_table(table)
     cpu = frame["self_time_s"].sum(min_count=1)
     cpu_s = None if pd.isna(cpu) else float(cpu)
-    found = [spin_advice(frame, cpu_s), gil_advice(frame, cpu_s),
+    found = [spin_advice(frame, cpu_s), gil_advice(frame, cpu_s, context),
              tma_advice(frame, cpu_s, "memory"), tma_advice(frame, cpu_s, "frontend")]
     return [f for f in found if f]

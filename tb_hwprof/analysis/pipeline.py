@@ -1,0 +1,226 @@
+"""The one path from a report to a run: read -> window -> analyse -> write.
+
+`analyse(profile)` computes everything derived from a profile, in the order of STEPS: the kernels
+table's bound labels and roofline columns (in place: they are columns of that table), each
+device's roofs and ridge points, the summary tables the analysis makes, the headline scalars and
+the advice.  A step is `run(profile, analysis)` and sees the Analysis built so far, so advice,
+which comes last, sees every table.  Adding an analysis is one line in STEPS.
+
+`export_reports(paths, logdir, runs, ...)` is what `tb-hwprof export` and `tb_hwprof.export` both
+run: every input read, windowed and analysed before any run is written (one bad file leaves the
+logdir untouched), then each written by the writer, which only serialises.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+from .advice import advise
+from .bottleneck import classify_kernels
+from .findings import Finding
+from .roofline import apply_roofline, device_roofs, ridge_points
+from .summary import headline_scalars
+
+
+@dataclasses.dataclass
+class Analysis:
+    """Everything derived from a profile (besides the kernels table's own derived columns)."""
+
+    findings: List[Finding] = dataclasses.field(default_factory=list)  # advice, most severe first per domain
+    scalars: Dict[str, float] = dataclasses.field(default_factory=dict)  # headline figures (Scalars tab)
+    roofline: Dict[int, dict] = dataclasses.field(default_factory=dict)  # device id -> {"roofs", "ridge_points"}
+    summaries: Dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)  # tables the analysis made
+
+    def tables(self, profile) -> Dict[str, pd.DataFrame]:
+        """The reader's summary tables and the analysis' together (the analysis' win a shared name)."""
+        return {**profile.summaries, **self.summaries}
+
+
+# ------------------------------------------------------------------ the kernels table's labels
+# What the classifier and the roofline read.  When none of it has a value (a tracer's launches),
+# every launch of a device gets the same result: computed on one launch per device, then copied.
+COUNTER_INPUTS = ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct",
+                  "flops", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flop_per_s",
+                  "ai_dram", "ai_l2", "ai_l1", "dram_bytes", "l2_bytes", "l1_bytes")
+OUTPUTS = ("ai_dram", "ai_l2", "ai_l1", "peak_flop_per_s", "roofline_precision", "attainable_flop_per_s",
+           "roofline_efficiency_pct", "binding_roof", "bound", "bound_level", "bound_reason", "occupancy_note")
+
+
+def label_kernels(profile):
+    """Fill the bound label, reason, occupancy note and roofline columns of the profile's kernels
+    table in place; returns the profile."""
+    from ..model import normalise_kernels
+
+    if len(profile.kernels) and not any(_has_values(profile.kernels[c]) for c in COUNTER_INPUTS):
+        _label_once_per_device(profile)
+    else:
+        apply_roofline(profile)
+        classify_kernels(profile.kernels)
+    # The reader normalised its table, though some set columns after that: every dtype is checked
+    # again (text columns written since then show pandas' str dtype, not object).
+    profile.kernels = normalise_kernels(profile.kernels, copy=False, scan_text=False)
+    return profile
+
+
+def _has_values(column) -> bool:
+    from ..model import ALL_NAN_DTYPE
+    if column.dtype == ALL_NAN_DTYPE:
+        return column.array.sp_values.size > 0
+    return bool(column.notna().any())
+
+
+def _label_once_per_device(profile) -> None:
+    """The full analysis on the first launch of each device, copied to that device's launches
+    (all-missing float results stay sparse: no memory per launch)."""
+    from ..model import all_nan_column
+    kernels = profile.kernels
+    which, devices = pd.factorize(kernels["device"].to_numpy(dtype=float), use_na_sentinel=False)
+    first = np.zeros(len(devices), dtype=np.int64)
+    first[which[::-1]] = np.arange(len(which))[::-1]  # the last write per device is its first launch
+    sample = kernels.iloc[first].copy()
+    for col in sample.columns:
+        if hasattr(sample[col], "sparse"):
+            sample[col] = sample[col].astype("float64")
+    one = dataclasses.replace(profile, kernels=sample)
+    apply_roofline(one)
+    classify_kernels(one.kernels)
+    for col in OUTPUTS:
+        values = one.kernels[col].to_numpy()
+        if values.dtype.kind == "f" and np.isnan(values).all():
+            kernels[col] = all_nan_column(len(kernels))
+        elif values.dtype == object:  # kept object: pandas 3 would infer (and later undo) its str dtype
+            kernels[col] = pd.Series(values[which], index=kernels.index, dtype=object, copy=False)
+        else:
+            kernels[col] = values[which]
+
+
+# ------------------------------------------------------------------ the steps, in order
+def kernel_labels(profile, analysis: Analysis) -> None:
+    label_kernels(profile)
+
+
+def device_roofline(profile, analysis: Analysis) -> None:
+    analysis.roofline = {d.id: {"roofs": device_roofs(d), "ridge_points": ridge_points(device_roofs(d))}
+                         for d in profile.devices}
+
+
+def headline_figures(profile, analysis: Analysis) -> None:
+    analysis.scalars = headline_scalars(profile.kernels, analysis.tables(profile))
+
+
+def findings(profile, analysis: Analysis) -> None:
+    analysis.findings = advise(profile, analysis.tables(profile))
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    run: Callable[..., None]  # run(profile, analysis): fills its part of the analysis
+    makes: Tuple[str, ...] = ()  # names of the summary tables it adds to analysis.summaries
+
+
+STEPS = (
+    Step(kernel_labels),
+    Step(device_roofline),
+    # Summary-table steps go here, before the figures and the advice that read the tables.
+    Step(headline_figures),
+    Step(findings),
+)
+# Summary tables the analysis makes: a written run's tables of these names are its Analysis'
+# (load_analysis), the others the reader's (load_run's Profile.summaries).
+ANALYSIS_SUMMARIES = tuple(name for step in STEPS for name in step.makes)
+
+
+def analyse(profile) -> Analysis:
+    """Everything derived from `profile` (its kernels table's labels filled in place)."""
+    analysis = Analysis()
+    for step in STEPS:
+        step.run(profile, analysis)
+    return analysis
+
+
+# ------------------------------------------------------------------ read -> window -> analyse -> write
+@dataclasses.dataclass
+class Report:
+    """One input, read and analysed, with the part of its trace the export keeps."""
+
+    path: Path
+    profile: object  # tb_hwprof.model.Profile
+    analysis: Analysis
+    window: Optional[object] = None  # tb_hwprof.model.Window; None: the whole capture
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowOptions:
+    """--time-range 'START:END' (ns) or --nvtx-range NAME (the first range of that name, or with
+    instances="all" from the first one's start to the last one's end); neither: everything."""
+
+    time_range: Optional[str] = None
+    nvtx_range: Optional[str] = None
+    nvtx_instances: str = "first"
+
+    def __bool__(self) -> bool:
+        return self.time_range is not None or self.nvtx_range is not None
+
+
+def read_report(path, window: WindowOptions = WindowOptions(),
+                progress: Callable[[str], None] = lambda line: None) -> Report:
+    """Read, window and analyse one input."""
+    from ..detect import read
+    path = Path(path)
+    profile = read(path)
+    return Report(path, profile, analyse(profile), trace_window(profile, path, window, progress))
+
+
+def trace_window(profile, path: Path, window: WindowOptions, progress: Callable[[str], None]):
+    """The Window a trace's export keeps (None: all of it)."""
+    if not window:
+        return None
+    if profile.timeline is None:
+        progress(f"{path}: no timeline in this report: --time-range/--nvtx-range ignored")
+        return None
+    from . import timeline as tl
+    if window.nvtx_range is not None:
+        return tl.nvtx_window(profile.timeline, window.nvtx_range, every=window.nvtx_instances == "all")
+    return tl.time_window(profile.timeline, *tl.parse_time_range(window.time_range))
+
+
+def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: bool = False, step: int = 0,
+                   window: WindowOptions = WindowOptions(), trace: str = "auto",
+                   progress: Callable[[str], None] = lambda line: None,
+                   written: Callable[[Path], None] = lambda run_dir: None) -> List[Path]:
+    """Export each of `paths` as the run of the same position in `runs` under `logdir`; returns the
+    run folders.  Every input is read before any run is written; progress(line) tells the steps,
+    written(run_dir) is called as each run is in place."""
+    from ..errors import HwprofError, RunExists
+    from ..logdir.trace import TRACE_MODES
+    from ..logdir.writer import check_run_name, write_run
+    if trace not in TRACE_MODES:
+        raise HwprofError(f"bad trace mode {trace!r}: use one of {', '.join(TRACE_MODES)}")
+    logdir = Path(logdir)
+    for name in runs:
+        run_dir = logdir.joinpath(*check_run_name(name).parts)
+        if run_dir.exists() and not overwrite:
+            raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
+    reports = []
+    for i, path in enumerate(paths, 1):
+        started = time.perf_counter()
+        reports.append(read_report(path, window, progress))
+        progress(f"[{i}/{len(paths)}] read {path} ({len(reports[-1].profile.kernels)} launches, "
+                 f"{time.perf_counter() - started:.2f} s)")
+    out = []
+    for i, (report, name) in enumerate(zip(reports, runs), 1):
+        out.append(write_run(report.profile, report.analysis, logdir, name, overwrite=overwrite, step=step,
+                             window=report.window, trace=trace))
+        progress(f"[{i}/{len(reports)}] wrote {out[-1]}")
+        written(out[-1])
+    return out
+
+
+def export_report(path, logdir, run: str, **options) -> Path:
+    """Export one input as run `run` under `logdir` (options: those of export_reports)."""
+    return export_reports([path], logdir, [run], **options)[0]
