@@ -119,15 +119,6 @@ def test_sparse_all_null_columns_are_not_densified(read_sample, tmp_path):
     pd.testing.assert_frame_equal(dense(back), table)
 
 
-def test_same_document_without_orjson(read_sample, tmp_path, monkeypatch):
-    """orjson is optional: the standard json module writes the same document."""
-    kernels = read_sample(NSYS).kernels
-    tables.write_kernels_gz(tmp_path / "fast.json.gz", kernels)
-    monkeypatch.setattr(tables, "orjson", None)
-    tables.write_kernels_gz(tmp_path / "plain.json.gz", kernels)
-    assert tables.read_json_gz(tmp_path / "plain.json.gz") == tables.read_json_gz(tmp_path / "fast.json.gz")
-
-
 def encoded(values, **kw):
     return columns.encode_column(pd.Series(values), **kw)
 

@@ -1,4 +1,5 @@
-"""JSON in and out for the plugin: fast when orjson is installed, stdlib otherwise.
+"""JSON in and out for the plugin, with orjson (a requirement: 2-3x faster parsing of a 100k-launch
+table than the json module, 10x faster encoding).
 
 Responses are cached as gzip bytes, so a warm request costs no encoding and no compression:
 TensorBoard's http_util.Respond sends them as they are (and decompresses on the fly for the
@@ -7,20 +8,16 @@ rare client that does not accept gzip).
 from __future__ import annotations
 
 import gzip
-import json
 from typing import Any, Optional
 
-try:  # optional: 2-3x faster parsing of a 100k-launch table, 10x faster encoding
-    import orjson
-except ImportError:  # pragma: no cover - depends on the environment
-    orjson = None
+import orjson
 
 # Level 1: the tables are repetitive text; level 1 compresses them almost as well, several times faster.
 GZIP_LEVEL = 1
 
 
 def loads(data: bytes) -> Any:
-    return orjson.loads(data) if orjson is not None else json.loads(data)
+    return orjson.loads(data)
 
 
 def _default(value):
@@ -32,10 +29,7 @@ def _default(value):
 
 def dumps(obj: Any) -> bytes:
     """Compact JSON; NaN and infinities become null (a missing figure, never 0)."""
-    if orjson is not None:
-        return orjson.dumps(obj, default=_default, option=orjson.OPT_SERIALIZE_NUMPY)
-    from ..logdir.tables import clean
-    return json.dumps(clean(obj), allow_nan=False, separators=(",", ":")).encode()
+    return orjson.dumps(obj, default=_default, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def gzip_bytes(data: bytes) -> bytes:
