@@ -25,6 +25,7 @@ from .bottleneck import classify_kernels
 from .findings import Finding
 from .roofline import apply_roofline, device_roofs, ridge_points
 from .summary import headline_scalars
+from .topdown import label_topdown_tables
 
 
 @dataclasses.dataclass
@@ -109,6 +110,11 @@ def device_roofline(profile, analysis: Analysis) -> None:
                          for d in profile.devices}
 
 
+def topdown_labels(profile, analysis: Analysis) -> None:
+    """CPU hotspot tables (VTune): the Intel TMA label of each row, in place (columns of that table)."""
+    label_topdown_tables(profile.summaries)
+
+
 def headline_figures(profile, analysis: Analysis) -> None:
     analysis.scalars = headline_scalars(profile.kernels, analysis.tables(profile))
 
@@ -126,6 +132,7 @@ class Step:
 STEPS = (
     Step(kernel_labels),
     Step(device_roofline),
+    Step(topdown_labels),
     # Summary-table steps go here, before the figures and the advice that read the tables.
     Step(headline_figures),
     Step(findings),

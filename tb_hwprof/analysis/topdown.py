@@ -65,6 +65,20 @@ def topdown_label(row: Dict) -> Tuple[str, str]:
     return label, f"{label.replace('-', ' ')}: {flagged[label]:.0f}% of pipeline slots (> {limit:.0f}%); {shares}"
 
 
+def label_topdown_tables(summaries) -> None:
+    """Label every summary table that holds top-down columns with values (VTune hotspots and
+    uarch reports) in place, the labels right after the last top-down column, as the table's
+    own derived columns (a table labelled already is left as it is)."""
+    for table in summaries.values():
+        present = [c for c in TOPDOWN_COLUMNS if c in table.columns]
+        if not present or "topdown_label" in table.columns or not table[present].notna().any().any():
+            continue
+        labelled = classify_topdown(table[present].copy())
+        at = max(table.columns.get_loc(c) for c in present) + 1
+        table.insert(at, "topdown_label", labelled["topdown_label"].to_numpy())
+        table.insert(at + 1, "topdown_reason", labelled["topdown_reason"].to_numpy())
+
+
 def classify_topdown(frame: pd.DataFrame) -> pd.DataFrame:
     """Add topdown_label and topdown_reason columns in place (rows without metrics: 'unknown')."""
     if frame.empty:

@@ -23,7 +23,6 @@ from typing import Dict, List, Optional, Tuple
 
 import pandas as pd
 
-from ...analysis.topdown import TOPDOWN_COLUMNS, classify_topdown
 from ...errors import InputError
 from ...model import Device, Profile, Provenance, normalise_kernels
 from ..common import sha256_of
@@ -151,6 +150,7 @@ def find_column(header: List[str], path: str, prefer_p_core: bool = True) -> Opt
     return min(hits, key=len) if hits else None
 
 
+# Top-down columns (% of pipeline slots) by VTune's column path; the analysis labels them (Intel TMA).
 TOPDOWN_PATHS = {"retiring_pct": "Retiring", "front_end_bound_pct": "Front-End Bound",
                  "bad_speculation_pct": "Bad Speculation", "back_end_bound_pct": "Back-End Bound",
                  "memory_bound_pct": "Memory Bound", "core_bound_pct": "Core Bound"}
@@ -197,7 +197,6 @@ def hotspots(header: List[str], frame: pd.DataFrame, units: Dict[str, str]) -> T
             values = values * 100  # older uarch reports give fractions of pipeline slots
         out[key] = values
     if any(topdown.values()):
-        classify_topdown(out)
         notes.append("top-down labels use Intel TMA thresholds (tb_hwprof/analysis/topdown.py)")
     for col in header:
         if col not in out.columns:
@@ -207,7 +206,7 @@ def hotspots(header: List[str], frame: pd.DataFrame, units: Dict[str, str]) -> T
                      "the report was grouped by loop")
     out.attrs["units"] = {"cpu_time_s": "s", "spin_time_s": "s", "overhead_time_s": "s", "effective_time_s": "s",
                           "total_time_s": "s",
-                          **{k: "%" for k in TOPDOWN_COLUMNS}, **units}
+                          **{k: "%" for k in TOPDOWN_PATHS}, **units}
     return out, notes
 
 
