@@ -12,10 +12,14 @@ __version__ = "0.1.0"
 
 
 def read(path):
-    """The report's Profile, its kernels table labelled (bound, roofline columns)."""
+    """The report's Profile, its tables labelled (the kernels' bound and roofline columns, the CPU
+    hotspots' top-down labels)."""
     from .analysis.pipeline import label_kernels
+    from .analysis.topdown import label_topdown_tables
     from .detect import read as _read
-    return label_kernels(_read(path))
+    profile = label_kernels(_read(path))
+    label_topdown_tables(profile.summaries)
+    return profile
 
 
 def analyse(profile):
