@@ -35,7 +35,7 @@ def read_kernels(run_dir):
     path = asset_dir(run_dir) / metadata.KERNELS
     try:
         return tables.kernels_from_json(tables.read_json_gz(path))
-    except (OSError, ValueError, KeyError, EOFError, TypeError, IndexError, OverflowError) as e:
+    except metadata.DAMAGED_FILE_ERRORS as e:
         raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
 
 
@@ -87,20 +87,18 @@ def read_rules(run_dir, launch=None):
 def _read_table(path: Path, what: str):
     try:
         return tables.read_json_gz(path)
-    except (OSError, ValueError, KeyError, EOFError) as e:
+    except metadata.DAMAGED_FILE_ERRORS as e:
         raise InputError(path, f"unreadable {what} ({e})", "re-export the run with --overwrite") from None
 
 
 def read_summaries(run_dir, manifest: dict) -> dict:
-    """{name: DataFrame} of the summary tables the manifest lists ("summary_<name>" in "files")."""
+    """{name: DataFrame} of the summary tables the manifest lists (metadata.summary_names)."""
     out = {}
-    for key, filename in sorted(manifest.get("files", {}).items()):
-        if not key.startswith("summary_"):
-            continue
+    for name, filename in metadata.summary_names(manifest.get("files")):
         path = asset_dir(run_dir) / Path(filename).name  # confined to the asset folder
         try:
-            out[key[len("summary_"):]] = tables.frame_from_json(tables.read_json_gz(path))
-        except (OSError, ValueError, KeyError, EOFError) as e:
+            out[name] = tables.frame_from_json(tables.read_json_gz(path))
+        except metadata.DAMAGED_FILE_ERRORS as e:
             raise InputError(path, f"unreadable summary table ({e})", "re-export the run with --overwrite") from None
     return out
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
 import shutil
 import socket
 import tempfile
@@ -23,18 +22,15 @@ from ..errors import HwprofError, RunExists
 from . import metadata, records, summary, tables
 
 STAGING_TAG = ".tb-hwprof-staging-"
-SUMMARY_FILE = "summary_{}.json.gz"  # per Profile.summaries entry, listed in the manifest's "files"
-SUMMARY_NAME = re.compile(r"[a-z0-9_]+")
 OLD_TAG = ".tb-hwprof-old-"
 
 
 def check_run_name(run: str) -> PurePosixPath:
-    """A run name is a relative path inside the logdir: no '..', no absolute path, no empty parts."""
-    parts = PurePosixPath(run.replace(os.sep, "/")).parts
-    if not run or PurePosixPath(run).is_absolute() or not parts or any(
-            p in ("", ".", "..") or p.startswith(".") for p in parts):
-        raise HwprofError(f"bad run name {run!r}: use a relative name such as 'baseline' or 'series/v2'")
-    return PurePosixPath(*parts)
+    """A run name is a relative path inside the logdir (metadata.run_name_problem says what is not)."""
+    problem = metadata.run_name_problem(run)
+    if problem:
+        raise HwprofError(problem)
+    return PurePosixPath(run.replace(os.sep, "/"))
 
 
 def recover_interrupted(run_dir: Path) -> None:
@@ -65,15 +61,16 @@ def manifest_of(profile, analysis) -> dict:
         "kernel_count": len(profile.kernels),
         "files": {"kernels": metadata.KERNELS, "details": metadata.DETAILS_DIR if details else None,
                   "details_chunk": metadata.DETAILS_CHUNK if details else None,
-                  **{f"summary_{name}": summary_file(name) for name in analysis.tables(profile)}},
+                  **{metadata.summary_key(name): summary_file(name) for name in analysis.tables(profile)}},
     }
 
 
 def summary_file(name: str) -> str:
     """Asset file of summary table `name`; names are identifiers, so they cannot escape the folder."""
-    if not SUMMARY_NAME.fullmatch(name):
-        raise HwprofError(f"bad summary table name {name!r}: use lowercase letters, digits and '_'")
-    return SUMMARY_FILE.format(name)
+    try:
+        return metadata.summary_file(name)
+    except ValueError as e:
+        raise HwprofError(f"reader or analysis bug: {e}") from None
 
 
 def _write_assets(profile, summaries: dict, staging: Path, manifest: dict, window, trace: str) -> None:
