@@ -4,9 +4,14 @@ Thresholds are Nsight Compute's (SpeedOfLight rule): a unit at >= 80% of peak is
 high throughput; both < 60% is latency-bound (small-grid when there is less than
 one wave per SM); otherwise a gap of >= 10 points names the busier side;
 otherwise balanced.  Ties at high throughput go to compute, as Nsight Compute does.
+
+The sentences (bound_reason, occupancy_note) are phrased for the capture (`Capture`): a grid of
+less than one wave is "grid-limited" (no register or shared-memory change raises its occupancy);
+a launch without % of peak names what its tool lacks and which tool measures it.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -18,6 +23,52 @@ GAP = 10.0
 GOOD_OCCUPANCY = 50.0
 LABELS = ("compute", "memory", "latency", "small-grid", "balanced", "unknown")
 MEMORY_LEVELS = (("DRAM", "dram_throughput_pct"), ("L2", "l2_throughput_pct"), ("L1", "l1_throughput_pct"))
+# Achieved occupancy within this share of the grid's cap is "what the launch allows" (the last
+# waves of a one-wave grid drain alone, so even a perfect launch ends a little below its cap).
+AT_CAP = 0.9
+
+
+@dataclasses.dataclass(frozen=True)
+class Capture:
+    """What the sentences need to know about the capture the kernels come from."""
+
+    tool: str = ""  # provenance.tool, lower case: "ncu", "nsys", "rocprofv3", "rocprof-compute", ...
+    gpu_api: str = ""  # "CUDA", "HIP" or "" (analysis/context.py gpu_api)
+    trace: bool = False  # a tracer's capture (a timeline): launches have timestamps, no counters
+
+    @property
+    def occupancy_gpu_wide(self) -> bool:
+        """AMD's achieved occupancy averages every CU's wave slots (rocprof-compute's "Wavefront
+        Occupancy"); Nsight Compute's averages only the SMs that ran (pct_of_peak_sustained_active)."""
+        return self.gpu_api == "HIP"
+
+
+NCU = Capture(tool="ncu", gpu_api="CUDA")  # the wording when no capture is given (Nsight Compute's terms)
+
+
+def capture_of(profile) -> Capture:
+    from .context import gpu_api
+    tool = (profile.provenance.tool or "").lower()
+    return Capture(tool=tool, gpu_api=gpu_api(profile, tool), trace=profile.timeline is not None)
+
+
+TOOL_NAMES = {"nsys": "Nsight Systems", "ncu": "Nsight Compute"}  # provenance.tool -> what users call it
+
+
+def not_measured(capture: Capture, missing: str) -> str:
+    """The reason of a launch without % of peak: what its tool lacks and which tool measures it."""
+    if capture.tool == "ncu":
+        return f"unknown: the report lacks {missing} (collect the SpeedOfLight section)"
+    if capture.tool in ("rocprof-compute", "omniperf"):
+        return (f"unknown: the workload lacks {missing} (rocprof-compute derives % of peak from its counters and each "
+                "dispatch's start and end: re-run `rocprof-compute profile` where either is missing)")
+    tool = TOOL_NAMES.get(capture.tool, capture.tool or "this tool")
+    what = (f"not measured (trace): {tool} records when each kernel ran, not how busy the GPU's units were"
+            if capture.trace else f"not measured: {tool}'s counters here give no % of peak")
+    if capture.gpu_api == "HIP":
+        return (f"{what}; profile the kernel with rocprof-compute on an Instinct GPU "
+                "(`rocprof-compute profile -n <name> -k <kernel> -- <app>`)")
+    return f"{what}; profile the kernel with Nsight Compute (`ncu --set full -k <kernel> <app>`)"
 
 
 def _pct(v: float) -> str:
@@ -46,39 +97,81 @@ def bound_label(sm: float, mem: float, waves: float) -> str:
     return "balanced"
 
 
-def occupancy_note(row, label: str) -> str:
+def grid_limited(row) -> bool:
+    """Fewer waves than the GPU holds at once: the grid, not registers or shared memory, caps occupancy."""
+    waves = row["waves_per_sm"]
+    return not math.isnan(waves) and waves < 1
+
+
+def grid_note(row, capture: Capture) -> str:
+    """Why a grid of less than one wave caps occupancy, with its figures."""
+    waves, achieved, blocks = row["waves_per_sm"], row["achieved_occupancy_pct"], row["grid_size"]
+    lever = "a larger grid or more work per launch"
+    if not capture.occupancy_gpu_wide:  # the figure covers busy SMs only: the grid leaves slots empty
+        return (f"grid-limited: {_count(blocks, 'block', 'makes', 'make')} {waves:.2f} waves per SM, fewer than the SMs hold at "
+                f"once: part of the GPU sits unused however busy the SMs that ran are; {lever} (more, or smaller, "
+                "blocks), not fewer registers, raises its use")
+    cap = 100 * waves
+    note = (f"grid-limited: {_count(blocks, 'work-group', 'fills', 'fill')} {cap:.0f}% of the GPU's wave slots ({waves:.2f} waves "
+            f"per CU), so occupancy cannot exceed {cap:.0f}% whatever the registers")
+    if math.isnan(achieved):
+        return f"{note}; {lever} raises that cap"
+    if achieved >= AT_CAP * cap:
+        return f"{note}; achieved {_pct(achieved)} is what the launch allows: {lever}, not fewer registers, raises it"
+    return f"{note}; achieved {_pct(achieved)} is below that cap; {lever} raises the cap"
+
+
+def _count(n: float, noun: str, verb_one: str, verb_many: str) -> str:
+    """'1 block makes', '64 blocks make'."""
+    return f"{n:.0f} {noun} {verb_one}" if n == 1 else f"{n:.0f} {noun}s {verb_many}"
+
+
+def occupancy_note(row, label: str, capture: Capture = NCU) -> str:
     achieved, theoretical = row["achieved_occupancy_pct"], row["theoretical_occupancy_pct"]
     limiter = row["occupancy_limiter"]
-    if math.isnan(achieved) and math.isnan(theoretical):
+    if math.isnan(achieved) and math.isnan(theoretical) and not grid_limited(row):
         return ""
-    parts = [f"occupancy {_pct(achieved)} achieved of {_pct(theoretical)} theoretical"]
+    parts = []
+    if not (math.isnan(achieved) and math.isnan(theoretical)):
+        parts.append(f"occupancy {_pct(achieved)} achieved of {_pct(theoretical)} theoretical")
     if limiter:
         parts.append(f"theoretical limit set by {limiter}")
     low = not math.isnan(achieved) and achieved < GOOD_OCCUPANCY
-    if label in ("memory", "compute") and low:
+    if grid_limited(row):
+        parts.append(grid_note(row, capture))
+    elif label in ("memory", "compute") and low:
         parts.append(f"the kernel is already {label}-bound, so raising occupancy is not the lever")
     elif label == "latency" and low:
         parts.append("low occupancy leaves too few warps to hide latency: raising it is a lever")
     return "; ".join(parts)
 
 
-def bound_reason(row, label: str, level: str) -> str:
+def occupancy_clause(row, capture: Capture) -> str:
+    """'; occupancy 48% ...' for a reason sentence ('' without an achieved occupancy)."""
+    occ, waves = row["achieved_occupancy_pct"], row["waves_per_sm"]
+    if math.isnan(occ):
+        return ""
+    if grid_limited(row) and capture.occupancy_gpu_wide:
+        return f"; occupancy {_pct(occ)} is grid-limited (at most {100 * waves:.0f}%)"
+    if grid_limited(row):  # Nsight Compute's figure is that of the busy SMs: the grid is the limit
+        return f"; occupancy {_pct(occ)} on the SMs that ran, the grid making {waves:.2f} waves per SM"
+    return f"; occupancy {_pct(occ)} {'may limit it' if occ < GOOD_OCCUPANCY else 'is not the limiter'}"
+
+
+def bound_reason(row, label: str, level: str, capture: Capture = NCU) -> str:
     sm, mem, waves = row["sm_throughput_pct"], row["memory_throughput_pct"], row["waves_per_sm"]
-    occ = row["achieved_occupancy_pct"]
-    occ_part = ""
-    if not math.isnan(occ):
-        limiting = occ < GOOD_OCCUPANCY
-        occ_part = f"; occupancy {_pct(occ)} {'may limit it' if limiting else 'is not the limiter'}"
+    occ_part = occupancy_clause(row, capture)
     if label == "unknown":
         missing = [n for n, v in (("SM throughput", sm), ("memory throughput", mem)) if math.isnan(v)]
-        return f"unknown: the report lacks {' and '.join(missing)} (collect the SpeedOfLight section)"
+        return not_measured(capture, " and ".join(missing))
     if label == "memory":
         where = f" ({level})" if level else ""
         return f"memory-bound{where}: memory {_pct(mem)} of peak vs SM {_pct(sm)}{occ_part}"
     if label == "compute":
         return f"compute-bound: SM {_pct(sm)} of peak vs memory {_pct(mem)}{occ_part}"
     if label == "small-grid":
-        return (f"small grid: {waves:.2f} waves per SM cannot fill the GPU; "
+        unit = "CU" if capture.occupancy_gpu_wide else "SM"
+        return (f"small grid: {waves:.2f} waves per {unit} cannot fill the GPU; "
                 f"SM {_pct(sm)} and memory {_pct(mem)} both below {LOW:.0f}%")
     if label == "latency":
         return (f"latency-bound: SM {_pct(sm)} and memory {_pct(mem)} both below {LOW:.0f}% of peak"
@@ -99,7 +192,12 @@ def bound_labels(kernels: pd.DataFrame) -> np.ndarray:
     return np.select(conditions, choices, default="balanced").astype(object)
 
 
-def classify_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
+def classify_profile(profile) -> pd.DataFrame:
+    """classify_kernels on the profile's kernels, the sentences phrased for its capture."""
+    return classify_kernels(profile.kernels, capture_of(profile))
+
+
+def classify_kernels(kernels: pd.DataFrame, capture: Capture = NCU) -> pd.DataFrame:
     """Fill bound, bound_level, bound_reason and occupancy_note in place.
 
     Labels are vectorised; the sentences are formatted only for rows that have numbers to
@@ -118,15 +216,17 @@ def classify_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
         if rows.any():
             reasons[rows] = bound_reason({"sm_throughput_pct": math.nan if sm_gone else 0.0,
                                           "memory_throughput_pct": math.nan if mem_gone else 0.0,
-                                          "waves_per_sm": math.nan, "achieved_occupancy_pct": math.nan}, "unknown", "")
+                                          "waves_per_sm": math.nan, "achieved_occupancy_pct": math.nan}, "unknown", "",
+                                         capture)
     known = np.flatnonzero(~unknown)
     for i, row in zip(known, kernels.iloc[known].to_dict("records")):
         levels[i] = busiest_memory_level(row) if labels[i] == "memory" else ""
-        reasons[i] = bound_reason(row, labels[i], levels[i])
+        reasons[i] = bound_reason(row, labels[i], levels[i], capture)
     has_occupancy = np.flatnonzero((kernels["achieved_occupancy_pct"].notna()
-                                    | kernels["theoretical_occupancy_pct"].notna()).to_numpy())
+                                    | kernels["theoretical_occupancy_pct"].notna()
+                                    | (kernels["waves_per_sm"] < 1)).to_numpy())
     for i, row in zip(has_occupancy, kernels.iloc[has_occupancy].to_dict("records")):
-        notes[i] = occupancy_note(row, labels[i])
+        notes[i] = occupancy_note(row, labels[i], capture)
     kernels["bound"], kernels["bound_level"] = labels, levels
     kernels["bound_reason"], kernels["occupancy_note"] = reasons, notes
     return kernels

@@ -15,6 +15,10 @@ configs write them (src/rocprof_compute_soc/analysis_configs/gfx90a|gfx942/0200_
   FLOPs               roofline: VALU 64 x (ADD + MUL + TRANS + 2 FMA) per precision; MFMA 512 x MOPS
   % of peak           SOL "Pct of Peak" of VALU / MFMA utilisation, L2-Fabric read+write BW, L2 and
                       vL1D cache BW (peaks from sysinfo.csv clocks, as SOL computes them)
+  waves per CU        work-groups x ceil(work-group size / wave size) / (cu_per_gpu x max_waves_per_cu):
+                      how many times the grid fills every wave slot of the GPU, the unit of Nsight
+                      Compute's launch__waves_per_multiprocessor (registers and LDS not counted, so
+                      below 1 the grid alone caps occupancy)
 
 Roofs come from roofline.csv (the tool's measured benchmark) where present, else from
 sysinfo.csv with SOL's peak formulas, else from a datasheet.
@@ -39,6 +43,7 @@ from .dispatch import dispatch_kernels, numeric, raw_rows, read_table, stats_of,
 REQUIRED = ("pmc_perf.csv", "sysinfo.csv")
 PRECISIONS = ("F16", "F32", "F64")
 MFMA_PRECISIONS = ("F16", "BF16", "F32", "F64")
+WAVE_SIZE = ("Wave_Size", "wave_size")  # pmc_perf.csv's per-dispatch wave size (rocprofv2/v3, v1)
 
 
 def is_workload(path: Path) -> bool:
@@ -164,6 +169,16 @@ def derive(pmc: pd.DataFrame, info: Dict[str, str], level: Optional[pd.DataFrame
     if important:
         notes.append(f"counters absent from pmc_perf.csv (their metrics are empty): {', '.join(important)}")
     return out, notes
+
+
+def waves_per_cu(kernels: pd.DataFrame, pmc: pd.DataFrame, info: Dict[str, str]) -> pd.Series:
+    """Full waves of the GPU's wave slots each grid makes (module docstring): every work-group
+    takes ceil(work-group size / wave size) of a CU's max_waves_per_cu slots."""
+    size = next((c for c in WAVE_SIZE if c in pmc.columns), None)
+    wave = numeric(pmc[size]).to_numpy(dtype="float64") if size else num(info, "wave_size")
+    waves = kernels["grid_size"].to_numpy(dtype="float64") * np.ceil(kernels["block_size"].to_numpy(dtype="float64")
+                                                                      / wave)
+    return pd.Series(waves / (num(info, "cu_per_gpu") * num(info, "max_waves_per_cu")), index=kernels.index)
 
 
 def hbm_peak_gbs(info: Dict[str, str]) -> float:
@@ -295,6 +310,9 @@ def workload_notes(folder: Path, info: Dict[str, str], tool: str, version: str, 
                               "rocprof-compute's speed-of-light peak formulas"))
     notes.append("bound label: % of peak from rocprof-compute's speed-of-light formulas (compute = busier of "
                  "VALU and MFMA utilisation; memory = busiest of HBM, L2 and vL1D bandwidth)")
+    notes.append(f"waves per CU (waves_per_sm): work-groups x waves per work-group / ({info.get('cu_per_gpu', '?')} "
+                 f"CUs x {info.get('max_waves_per_cu', '?')} wave slots per CU, sysinfo.csv cu_per_gpu x "
+                 "max_waves_per_cu): below 1 the grid cannot fill the GPU's wave slots once")
     return notes
 
 
@@ -313,6 +331,7 @@ def read_workload(folder) -> Profile:
     derived, derive_notes = derive(pmc, info, level, kernels["duration_ns"])
     for col in derived.columns:
         kernels[col] = derived[col].to_numpy()
+    kernels["waves_per_sm"] = waves_per_cu(kernels, pmc, info).to_numpy()
     roof, roof_table = roofline_row(folder)
     mfma = dominant_mfma({p: float(v.sum()) for p, v in mfma_flops(Counters(pmc)).items()})
     ids = sorted({int(d) for d in kernels["device"].dropna()}) or [0]
