@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -217,8 +217,10 @@ def all_nan_column(n: int) -> pd.arrays.SparseArray:
 
 
 # ------------------------------------------------------------------ timeline (tracers)
-# Slice categories, by code (Timeline.slices["cat"]); the trace file's "cat" strings.
-TIMELINE_CATEGORIES = ("kernel", "memcpy", "memset", "cuda_api", "nvtx")
+# Slice categories, by code (Timeline.slices["cat"]); the trace file's "cat" strings.  New ones are
+# appended: a written index stores codes.  "osrt": OS runtime calls (Nsight Systems' OSRT_API: read,
+# ioctl, pthread waits ...) on the CPU threads; "cuda_api" holds any GPU API's host calls (HIP on AMD).
+TIMELINE_CATEGORIES = ("kernel", "memcpy", "memset", "cuda_api", "nvtx", "osrt")
 GPU_CATEGORIES = ("kernel", "memcpy", "memset")
 # Columns of Timeline.slices: one numpy array each, one value per slice.
 SLICE_COLUMNS = {"start": np.int64, "end": np.int64, "track": np.int32, "name": np.int32, "cat": np.int8,
@@ -235,6 +237,7 @@ class Track:
     thread: str
     kind: str  # "thread" or "stream"
     device: Optional[int] = None  # streams: the GPU
+    lane_of: Optional[int] = None  # lane tracks (readers/common/lanes.py): the tid of the track they relieve
 
 
 @dataclasses.dataclass
@@ -258,6 +261,31 @@ class Timeline:
     tracks: List[Track]
     names: List[str]
     slices: Dict[str, np.ndarray]
+    # The tracer's own range summary (Profile.summaries["nvtx_phases"]) row each range slice is
+    # counted in: (slice indices, rows), or None.  The analysis adds the GPU time projected onto
+    # each row through it (the rows group by what the slices do not hold: NVTX domain and style).
+    # Not written to the trace files.
+    range_rows: Optional[Tuple[np.ndarray, np.ndarray]] = None
 
     def __len__(self) -> int:
         return int(self.slices["start"].size)
+
+    def thread_keys(self) -> np.ndarray:
+        """Per track: one int64 naming its thread or stream, the same for a track and its lanes."""
+        return np.array([(t.pid << 32) | ((t.tid if t.lane_of is None else t.lane_of) & 0xFFFFFFFF)
+                         for t in self.tracks], dtype=np.int64)
+
+
+# Column units of the summary tables, from the suffix of their names (the JSON "units").
+SUMMARY_UNITS = {"_ns": "ns", "_pct": "%", "_bytes": "bytes", "_bytes_per_s": "byte/s"}
+
+
+def units_of(df: pd.DataFrame) -> Dict[str, str]:
+    """Column units from the name suffix (longest suffix wins)."""
+    units = {}
+    for col in df.columns:
+        for suffix in sorted(SUMMARY_UNITS, key=len, reverse=True):
+            if col.endswith(suffix):
+                units[col] = SUMMARY_UNITS[suffix]
+                break
+    return units

@@ -89,7 +89,8 @@ def test_container_with_nsys_on_path_is_exported_in_a_temp_folder(tmp_path, samp
     fresh = read_nsys_sqlite(sample(samples_dir, DLPROF))
     cols = ["name", "demangled_name", "start_ns", "end_ns", "duration_ns", "stream", "correlation_id"]
     pd.testing.assert_frame_equal(back.kernels[cols], fresh.kernels[cols], check_dtype=False)
-    assert set(back.summaries) >= {"nvtx_phases", "gpu_idle_gaps"}
+    assert "nvtx_phases" in back.summaries
+    assert "gpu_idle_gaps" in tb_hwprof.load_analysis(tmp_path / "runs" / "rep").summaries
     prov = back.provenance
     assert (prov.source_path, prov.source_format) == (str(rep.resolve()), "nsys-rep")
     assert prov.source_sha256 == hashlib.sha256(rep.read_bytes()).hexdigest()

@@ -28,6 +28,11 @@ REPO = Path(__file__).resolve().parent.parent
 COPY_KINDS = {1: "Host-to-Device", 2: "Device-to-Host", 8: "Device-to-Device", 10: "Peer-to-Peer"}
 
 
+def analysed(profile, analysis=None):
+    """Every summary table of a profile, the reader's and the analysis' (analysed now if not given)."""
+    return (analysis or tb_hwprof.analyse(profile)).tables(profile)
+
+
 # ------------------------------------------------------------------ every export
 def test_sniffed_and_read_with_provenance(nsys_sqlite):
     assert sniff(nsys_sqlite) == "nsys-sqlite"
@@ -139,12 +144,13 @@ def test_cuda_api_totals(nsys_sqlite):
 
 def test_gpu_busy_is_the_union_of_gpu_operations(nsys_sqlite):
     profile = read_nsys_sqlite(nsys_sqlite)
+    tables = analysed(profile)
     names = tables_of(nsys_sqlite)
     gpu_tables = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                               "CUPTI_ACTIVITY_KIND_MEMSET") if t in names]
     if not gpu_tables:
-        assert "gpu_activity" not in profile.summaries
-        assert set(headline_scalars(profile.kernels, profile.summaries)) == {"kernel_launches"}
+        assert "gpu_activity" not in tables
+        assert set(headline_scalars(profile.kernels, tables)) == {"kernel_launches"}
         return
     intervals = sorted(r for t in gpu_tables for r in query(nsys_sqlite, f"SELECT start, end FROM {t}"))
     busy, reach = 0, None
@@ -155,14 +161,14 @@ def test_gpu_busy_is_the_union_of_gpu_operations(nsys_sqlite):
         elif end > reach:
             busy += end - reach
             reach = end
-    activity = profile.summaries["gpu_activity"]
+    activity = tables["gpu_activity"]
     assert list(activity["device"]) == [0]
     assert activity.loc[0, "busy_ns"] == busy
     api_tables = gpu_tables + (["CUPTI_ACTIVITY_KIND_RUNTIME"] if "CUPTI_ACTIVITY_KIND_RUNTIME" in names else [])
     first = min(query(nsys_sqlite, f"SELECT min(start) FROM {t}")[0][0] for t in api_tables)
     last = max(query(nsys_sqlite, f"SELECT max(end) FROM {t}")[0][0] for t in api_tables)
     assert activity.loc[0, "span_ns"] == last - first
-    scalars = headline_scalars(profile.kernels, profile.summaries)
+    scalars = headline_scalars(profile.kernels, tables)
     assert scalars["gpu_busy_pct"] == pytest.approx(100.0 * busy / (last - first))
     assert scalars["gpu_idle_ms"] == pytest.approx((last - first - busy) / 1e6)
     assert 0.0 <= scalars["memcpy_share_of_busy_pct"] <= 100.0
@@ -256,7 +262,7 @@ def test_nvtx_names_from_inline_text_or_string_ids(tmp_path, samples_dir):
 
 def test_nvtx_projection_checked_by_hand(samples_dir):
     path = sample(samples_dir, DLPROF)
-    phases = read_nsys_sqlite(path).summaries["nvtx_phases"].set_index("name")
+    phases = analysed(read_nsys_sqlite(path))["nvtx_phases"].set_index("name")
     conv = "aten::cudnn_convolution, seq = 0"
     count, gpu = nvtx_kernels_by_sql(path, "n.text = ?", conv)
     assert count == 23 and gpu > 0
@@ -277,7 +283,7 @@ def test_nvtx_projection_equals_a_sql_join_per_range(samples_dir):
     """Every range name of the DLProf export: kernels launched inside its instances on the same
     thread, their GPU time and span, by a plain SQL join per instance (the reader does it in numpy)."""
     path = sample(samples_dir, DLPROF)
-    phases = read_nsys_sqlite(path).summaries["nvtx_phases"].set_index("name")
+    phases = analysed(read_nsys_sqlite(path))["nvtx_phases"].set_index("name")
     rows = query(path, """
         SELECT name, sum(k), sum(gpu), sum(coalesce(span, 0)) FROM (
             SELECT n.rowid, n.text AS name, count(k.start) AS k, coalesce(sum(k.end - k.start), 0) AS gpu,
@@ -312,7 +318,7 @@ def test_nvtx_range_inserted_around_two_real_launches(tmp_path, samples_dir):
     conn.execute(insert, (b_start + 1, c_start, 59, "no launch", tid))  # ends where the third starts
     conn.commit()
     conn.close()
-    phases = read_nsys_sqlite(path).summaries["nvtx_phases"].set_index("name")
+    phases = analysed(read_nsys_sqlite(path))["nvtx_phases"].set_index("name")
     for name, style in (("two launches", "PushPop"), ("two launches start/end", "StartEnd")):
         row = phases.loc[name]
         assert (row["style"], row["instances"], row["total_ns"]) == (style, 1, b_start + 1 - a_start)
@@ -324,7 +330,8 @@ def test_nvtx_range_inserted_around_two_real_launches(tmp_path, samples_dir):
 def test_counterless_analysis_equals_the_full_analysis(nsys_sqlite):
     """Launches without counters are analysed once per device and the result copied: the same
     table as the full analysis of every launch, with the absent counters kept sparse."""
-    from tb_hwprof.analysis import apply_roofline, classify_kernels, label_kernels
+    from tb_hwprof.analysis import apply_roofline, label_kernels
+    from tb_hwprof.analysis.bottleneck import classify_profile
     from tb_hwprof.model import ALL_NAN_DTYPE, normalise_kernels
     profile = read_nsys_sqlite(nsys_sqlite)
     if profile.kernels.empty:
@@ -333,7 +340,7 @@ def test_counterless_analysis_equals_the_full_analysis(nsys_sqlite):
     dense = lambda df: df.astype({c: "float64" for c in df.columns if df[c].dtype == ALL_NAN_DTYPE})  # noqa: E731
     full = dataclasses.replace(profile, kernels=dense(profile.kernels))
     apply_roofline(full)
-    classify_kernels(full.kernels)
+    classify_profile(full)
     fast = label_kernels(dataclasses.replace(profile, kernels=profile.kernels.copy())).kernels
     pd.testing.assert_frame_equal(dense(fast), normalise_kernels(full.kernels, copy=False))
     assert set(fast["bound"]) == {"unknown"} and fast["attainable_flop_per_s"].dtype == ALL_NAN_DTYPE
@@ -355,8 +362,9 @@ def test_kernel_rows_out_of_start_order_give_the_same_profile(tmp_path, samples_
         query(path, "SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid LIMIT 2")[1]
     a, b = read_nsys_sqlite(src), read_nsys_sqlite(path)
     pd.testing.assert_frame_equal(a.kernels, b.kernels)
-    for name, table in a.summaries.items():
-        pd.testing.assert_frame_equal(table, b.summaries[name])
+    a_tables, b_tables = analysed(a), analysed(b)
+    for name, table in a_tables.items():
+        pd.testing.assert_frame_equal(table, b_tables[name])
     for col, values in a.timeline.slices.items():
         assert values.tolist() == b.timeline.slices[col].tolist(), col
 
@@ -370,9 +378,10 @@ def test_c_reader_and_text_path_give_the_same_profile(nsys_sqlite, monkeypatch):
     monkeypatch.setattr(sqlite_columns, "NATIVE", False)
     text = read_nsys_sqlite(nsys_sqlite)
     pd.testing.assert_frame_equal(native.kernels, text.kernels)
-    assert native.summaries.keys() == text.summaries.keys()
-    for name, table in native.summaries.items():
-        pd.testing.assert_frame_equal(table, text.summaries[name])
+    native_tables, text_tables = analysed(native), analysed(text)
+    assert native_tables.keys() == text_tables.keys()
+    for name, table in native_tables.items():
+        pd.testing.assert_frame_equal(table, text_tables[name])
     assert (native.timeline is None) == (text.timeline is None)
     if native.timeline is not None:
         for col, values in native.timeline.slices.items():
@@ -386,10 +395,11 @@ def test_cli_export_and_load_run_round_trip(tmp_path, nsys_sqlite):
     assert result.returncode == 0, result.stderr
     back = tb_hwprof.load_run(logdir / "r")
     fresh = read_nsys_sqlite(nsys_sqlite)
-    assert back.summaries.keys() == fresh.summaries.keys()
-    for name, frame in fresh.summaries.items():
-        pd.testing.assert_frame_equal(back.summaries[name], frame)
-        assert back.summaries[name].attrs["units"] == frame.attrs["units"]
+    back_tables, fresh_tables = analysed(back, tb_hwprof.load_analysis(logdir / "r")), analysed(fresh)
+    assert back_tables.keys() == fresh_tables.keys()
+    for name, frame in fresh_tables.items():
+        pd.testing.assert_frame_equal(back_tables[name], frame)
+        assert back_tables[name].attrs["units"] == frame.attrs["units"]
         assert (logdir / "r" / "plugins" / "tb_hwprof" / f"summary_{name}.json.gz").is_file()
     cols = ["name", "demangled_name", "duration_ns", "start_ns", "end_ns", "correlation_id", "grid", "stream"]
     pd.testing.assert_frame_equal(back.kernels[cols], fresh.kernels[cols], check_dtype=False)

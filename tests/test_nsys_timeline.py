@@ -236,22 +236,23 @@ def test_idle_gaps_and_utilisation_against_a_sweep(nsys_sqlite):
     if KERNEL not in tables_of(nsys_sqlite):
         pytest.skip("no GPU work")
     profile = read_nsys_sqlite(nsys_sqlite)
+    tables = tb_hwprof.analyse(profile).summaries
     gaps, (lo, hi) = sql_gaps(nsys_sqlite)
-    table = profile.summaries["gpu_idle_gaps"]
+    table = tables["gpu_idle_gaps"]
     longest = sorted(gaps, key=lambda g: (-(g[1] - g[0]), g[0]))[:tl.TOP_GAPS]
     assert list(zip(table["start_ns"], table["end_ns"])) == longest
-    attribution = profile.summaries["gpu_idle_attribution"].set_index("activity")
+    attribution = tables["gpu_idle_attribution"].set_index("activity")
     idle = sum(e - s for s, e in gaps)
     assert attribution.loc["all idle time", "idle_overlap_ns"] == idle
-    assert idle == profile.summaries["gpu_activity"].loc[0, "idle_ns"]
-    util = profile.summaries["gpu_utilisation"]
+    assert idle == tables["gpu_activity"].loc[0, "idle_ns"]
+    util = tables["gpu_utilisation"]
     assert util["bin_start_ns"].iloc[0] == lo and util["bin_end_ns"].iloc[-1] == hi
-    assert util["busy_ns"].sum() == profile.summaries["gpu_activity"].loc[0, "busy_ns"]
+    assert util["busy_ns"].sum() == tables["gpu_activity"].loc[0, "busy_ns"]
 
 
 def test_gap_context_names_the_cpu_activity_by_hand(samples_dir):
     path = sample(samples_dir, DLPROF)
-    gaps = read_nsys_sqlite(path).summaries["gpu_idle_gaps"]
+    gaps = tb_hwprof.analyse(read_nsys_sqlite(path)).summaries["gpu_idle_gaps"]
     for row in gaps.itertuples():
         overlaps = query(path, f"""
             SELECT s.value, min(r.end, ?) - max(r.start, ?) AS ov FROM {RUNTIME} r JOIN StringIds s ON s.id = r.nameId

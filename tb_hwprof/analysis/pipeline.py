@@ -23,6 +23,7 @@ import pandas as pd
 from .advice import advise
 from .bottleneck import classify_kernels
 from .findings import Finding
+from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables
 from .roofline import apply_roofline, device_roofs, ridge_points
 from .summary import headline_scalars
 from .topdown import label_topdown_tables
@@ -134,6 +135,7 @@ STEPS = (
     Step(device_roofline),
     Step(topdown_labels),
     # Summary-table steps go here, before the figures and the advice that read the tables.
+    Step(gpu_trace_tables, makes=GPU_TRACE_TABLES),
     Step(headline_figures),
     Step(findings),
 )

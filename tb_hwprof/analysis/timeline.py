@@ -18,11 +18,11 @@ from .summary import merge
 
 Intervals = Tuple[np.ndarray, np.ndarray]  # (starts, ends), int64 ns
 
-# CUDA calls that block the calling thread until the GPU (or a stream) drains: explicit
-# synchronisation, and the copies without "Async", which CUDA's API sync rules make wait for the
+# CUDA and HIP calls that block the calling thread until the GPU (or a stream) drains: explicit
+# synchronisation, and the copies without "Async", which the APIs' sync rules make wait for the
 # copy (memsets are asynchronous to the host, so they are left out).  Names without the runtime's
-# _vNNNN tag; cuda* runtime and cu* driver forms.
-SYNC_API = re.compile(r"^cu(?:da)?(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|CtxSynchronize|"
+# _vNNNN tag; cuda* runtime, cu* driver and hip* forms.
+SYNC_API = re.compile(r"^(?:cu(?:da)?|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|CtxSynchronize|"
                       r"Memcpy(?!\w*Async)\w*)$")
 # NVTX ranges that mark input loading (PyTorch's DataLoader iterator, typical user annotations).
 DATA_LOADING_NVTX = re.compile(r"data.?load|load.?data|data.?fetch|fetch.?data|__next__|next_data|collate|"
@@ -35,16 +35,6 @@ OS_READS = re.compile(r"^(?:read|pread|pread64|readv|preadv|preadv2|fread|fread_
 UTILISATION_BINS = 200
 # Idle gaps listed per device with what the CPU was doing then (the longest ones).
 TOP_GAPS = 20
-
-
-
-
-
-
-
-
-
-
 
 
 def idle_gaps(islands: Intervals, span: Tuple[int, int]) -> Intervals:
@@ -135,8 +125,6 @@ def best_overlap(gaps: Intervals, starts, ends) -> Tuple[np.ndarray, np.ndarray]
         pick = np.lexsort((ends[cand] - starts[cand], -ov))[0]
         best[g], amount[g] = cand[pick], ov[pick]
     return best, amount
-
-
 
 
 def project_ranges(range_start, range_end, range_thread, call_start, call_thread, op_start, op_end):

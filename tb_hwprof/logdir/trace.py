@@ -222,7 +222,7 @@ def timeline_from_index(index: dict) -> Timeline:
     """The Timeline of a written run's kept slices (already in event order); a v1 index gives no
     flows and no bytes (-1: none)."""
     meta = index["meta"]
-    if meta["categories"] != list(TIMELINE_CATEGORIES):
+    if meta["categories"] != list(TIMELINE_CATEGORIES)[:len(meta["categories"])]:  # new ones are appended
         raise ValueError(f"categories {meta['categories']} differ from this tb-hwprof's {list(TIMELINE_CATEGORIES)}")
     n = index["start"].size
     slices = {c: index[c] if c in index else np.full(n, -1, dtype=np.int64) for c in INDEX_COLUMNS}

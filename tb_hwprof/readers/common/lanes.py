@@ -63,7 +63,8 @@ def spread_over_lanes(timeline: Timeline, rows: np.ndarray, label: str, keep_fir
         base = timeline.tracks[int(track)]
         for k in np.unique(lanes[lanes > 0]).tolist():
             timeline.tracks.append(Track(pid=base.pid, tid=_free_tid(taken, base.pid), process=base.process,
-                                         thread=f"{base.thread} ({label} {k})", kind=base.kind, device=base.device))
+                                         thread=f"{base.thread} ({label} {k})", kind=base.kind, device=base.device,
+                                         lane_of=base.tid))
             s["track"][idx[lanes == k]] = len(timeline.tracks) - 1
             lanes_of.setdefault(int(track), []).append(len(timeline.tracks) - 1)
     added = sum(len(v) for v in lanes_of.values())

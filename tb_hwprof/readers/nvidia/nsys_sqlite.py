@@ -32,9 +32,9 @@ from ...model import Device, Peak, Profile, Provenance, normalise_kernels
 from . import nsys_timeline
 from ..common import sqlite_columns
 from ..common import SQLITE_MAGIC, sha256_file
-from .nsys_schema import (KERNEL, MEMCPY, MEMSET, META_TABLES, NVTX, NVTX_RANGE_ROWS, RUNTIME, columns, connect,
+from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, RUNTIME, columns, connect,
                           lookup, memcpy_labels, string_map, strings_of, table_names)
-from .nsys_summaries import kernel_summary, read_summaries, units_of
+from .nsys_summaries import kernel_summary, read_summaries
 
 
 # ---------------------------------------------------------------- the export
@@ -274,45 +274,16 @@ def nvtx_ranges(conn) -> Dict[str, np.ndarray]:
             "names": np.array(list(index), dtype=object)[first]}
 
 
-# ---------------------------------------------------------------- capture span and timeline
+# ---------------------------------------------------------------- timeline
 
-def _capture_span(conn, names: Set[str], fetched: "Fetched") -> Optional[tuple]:
-    """First to last CUDA event (API call or GPU operation).  ANALYSIS_DETAILS is not used: its
-    start/stop are on a different clock than the events in some exports (2022.4, 2026.1)."""
-    firsts, lasts = [], []
-    for start, end in fetched.start_end_pairs():
-        if start.size:
-            firsts.append(int(start.min()))
-            lasts.append(int(end.max()))
-    for table in (MEMCPY, MEMSET):
-        if table in names:
-            lo, hi = conn.execute(f"SELECT min(start), max(end) FROM {table}").fetchone()
-            firsts += [] if lo is None else [lo]
-            lasts += [] if hi is None else [hi]
-    return (min(firsts), max(lasts)) if firsts else None
-
-
-def read_timeline_and_idle(conn, names: Set[str], devices, fetched: "Fetched", kernel_name: Optional[np.ndarray],
-                           summaries: Dict[str, pd.DataFrame], span):
-    """The capture's Timeline; adds the idle-time summaries (gaps, utilisation, attribution).
-    kernel_name: the kernels table's "name" per launch (None without kernels)."""
-    timeline, extras = nsys_timeline.read_timeline(
-        conn, names, devices, fetched.kernels, kernel_name, memcpy_labels(conn, names), fetched.ranges, fetched.api,
-        fetched.kernel_calls())
-    if timeline is not None and span is not None:
-        idle = nsys_timeline.idle_summaries(conn, names, timeline, extras, span)
-        for name, df in idle.items():
-            if len(df):
-                df.attrs["units"] = units_of(df)
-                summaries[name] = df
-    return timeline
-
-
-def _timeline_job(path: Path, names: Set[str], devices, fetched: "Fetched", kernel_name, idle: Dict, span):
+def _timeline_job(path: Path, names: Set[str], devices, fetched: "Fetched", kernel_name):
+    """The capture's Timeline, built on a connection of its own (kernel_name: the kernels table's
+    "name" per launch, None without kernels)."""
     def job():
         conn = connect(path)
         try:
-            return read_timeline_and_idle(conn, names, devices, fetched, kernel_name, idle, span)
+            return nsys_timeline.read_timeline(conn, names, devices, fetched.kernels, kernel_name,
+                                               memcpy_labels(conn, names), fetched.ranges, fetched.api)
         finally:
             conn.close()
     return job
@@ -352,20 +323,6 @@ class Fetched:
     api: Optional[tuple] = None  # runtime/driver calls: (start, end, globalTid, correlation, nameId)
     ranges: Optional[Dict[str, np.ndarray]] = None  # closed NVTX ranges: nvtx_ranges()
     sha256: str = ""
-    _kernel_calls: Optional[np.ndarray] = None
-
-    def kernel_calls(self) -> Optional[np.ndarray]:
-        """Per kernel: the row of the API call that launched it (-1 where none), looked up once."""
-        if self._kernel_calls is None and self.kernels is not None and self.api is not None:
-            self._kernel_calls = columnar.launching_call(nsys_timeline.api_keys(self.api), nsys_timeline.flow_key(
-                self.kernels["pid"], self.kernels["correlation"]))
-        return self._kernel_calls
-
-    def start_end_pairs(self):
-        if self.kernels is not None:
-            yield self.kernels["start"], self.kernels["end"]
-        if self.api is not None:
-            yield self.api[0], self.api[1]
 
 
 def _fetch_rows(pool, conn, path: Path, table: str, exprs: List[str]):
@@ -424,17 +381,15 @@ def _fetch(conn, path: Path, names: Set[str]):
 
 
 def _summaries_and_timeline(conn, path: Path, names: Set[str], devices, fetched: Fetched, name, kernel_sum):
-    """The summaries, and the timeline with its idle-time summaries, built side by side: the
-    timeline on a second thread with a connection of its own (much of both is numpy sorting and
-    copying, which releases the GIL).  name: each kernel's name (kernel_names())."""
-    span = _capture_span(conn, names, fetched)
-    fetched.kernel_calls()  # used by both sides: looked up once, before they start
-    idle: Dict[str, pd.DataFrame] = {}
+    """The summaries and the timeline, built side by side: the timeline on a second thread with a
+    connection of its own (much of both is numpy sorting and copying, which releases the GIL).
+    name: each kernel's name (kernel_names())."""
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline") as pool:
-        timeline = pool.submit(_timeline_job(path, names, devices, fetched, name, idle, span))
-        summaries = read_summaries(conn, names, fetched, kernel_sum, span)
+        timeline = pool.submit(_timeline_job(path, names, devices, fetched, name))
+        summaries, range_rows = read_summaries(conn, names, fetched, kernel_sum)
         timeline = timeline.result()
-    summaries.update(idle)
+    if timeline is not None and range_rows.size:  # the NVTX slices, in the ranges' order
+        timeline.range_rows = (np.flatnonzero(timeline.slices["cat"] == nsys_timeline.CAT["nvtx"]), range_rows)
     return summaries, timeline
 
 

@@ -1,26 +1,21 @@
 """Part of the Nsight Systems SQLite reader (nsys_sqlite.py): the summaries `nsys stats` reports
-(cuda_gpu_kern_sum, cuda_gpu_mem_time_sum / size_sum, cuda_api_sum, nvtx_sum with the GPU time
-projected from nvtx_gpu_proj_sum's rule) plus memory kinds and GPU activity.  The big tables'
-summaries are numpy over the columns the reader fetched once; the small ones (memory operations)
-are SQL GROUP BYs."""
+(cuda_gpu_kern_sum, cuda_gpu_mem_time_sum / size_sum, cuda_api_sum, nvtx_sum's CPU side as
+nvtx_phases) plus memory kinds.  The big tables' summaries are numpy over the columns the reader
+fetched once; the small ones (memory operations) are SQL GROUP BYs.  What the analysis derives
+from the Timeline (GPU activity, idle time, the GPU time projected onto NVTX ranges) is
+tb_hwprof/analysis/gpu_trace.py."""
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence, Set
+from typing import Dict, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import pandas as pd
 
-from ...analysis import timeline as tl
-from ...analysis.summary import gpu_activity
 from ...columnar import grouped_stats
-from ..common import sqlite_columns
+from ...model import units_of  # noqa: F401 (nsys_stats' too)
 from .nsys_schema import (KERNEL, MEM_KINDS, MEMCPY, MEMCPY_KINDS, MEMSET, NVTX, NVTX_DOMAIN_CREATE, NVTX_STYLES,
                           api_name, columns, lookup, strings_of)
-
-
-# Column units of the summaries (suffix convention of the names, spelled out for the JSON "units").
-SUMMARY_UNITS = {"_ns": "ns", "_pct": "%", "_bytes": "bytes", "_bytes_per_s": "byte/s"}
 
 
 def duration_stats(conn, src_sql: str, keys: Sequence[str], value: str = "dur", extra: str = "") -> pd.DataFrame:
@@ -65,9 +60,10 @@ def _stats_frame(df: pd.DataFrame, count_name: str, unit: str) -> pd.DataFrame:
     return out
 
 
-def _sorted(df: pd.DataFrame, by: str, name_col: str) -> pd.DataFrame:
+def _sorted(df: pd.DataFrame, by: str, name_col: str, keep_index: bool = False) -> pd.DataFrame:
     # nsys orders by total descending; the name breaks ties so the order is reproducible.
-    return df.sort_values([by, name_col], ascending=[False, True], kind="stable").reset_index(drop=True)
+    out = df.sort_values([by, name_col], ascending=[False, True], kind="stable")
+    return out if keep_index else out.reset_index(drop=True)
 
 
 def kernel_summary(conn, kcols: Dict[str, np.ndarray], strings: pd.Series) -> pd.DataFrame:
@@ -159,21 +155,12 @@ def _nvtx_domains(conn) -> Dict[int, str]:
     return {int(d): t or "" for d, t in rows if d is not None}
 
 
-def nvtx_projection(ranges: Dict[str, np.ndarray], kcols: Dict[str, np.ndarray], api: tuple, kernel_call: np.ndarray):
-    """Per range: kernels whose launch call (kernel_call: its row in `api`) started inside it on the
-    same thread (nsys' nvtx_gpu_proj_sum rule), their summed GPU time and their span (first start
-    to last end)."""
-    a_start, _, a_tid, _, _ = api
-    hit = kernel_call >= 0
-    return tl.project_ranges(ranges["start"], ranges["end"], ranges["tid"], a_start[kernel_call[hit]],
-                             a_tid[kernel_call[hit]], kcols["start"][hit], kcols["end"][hit])
-
-
-def nvtx_phases(conn, ranges: Dict[str, np.ndarray], kcols=None, api=None, kernel_call=None) -> Optional[pd.DataFrame]:
+def nvtx_phases(conn, ranges: Dict[str, np.ndarray]) -> Tuple[Optional[pd.DataFrame], np.ndarray]:
     """NVTX ranges per (domain, name, style): instances and CPU wall time as `nsys stats --report
-    nvtx_sum` gives them, plus the GPU time of the kernels launched inside them."""
+    nvtx_sum` gives them (the analysis adds the GPU time of the kernels launched inside them), and
+    each range's row in that table (the Timeline's range_rows)."""
     if ranges["start"].size == 0:
-        return None
+        return None, np.zeros(0, np.int64)
     # One int64 per (name, domain, style) to group by: a MultiIndex factorize costs ~10x more.
     domain_code, domain_ids = pd.factorize(ranges["domain"])
     n_domains = max(len(domain_ids), 1)
@@ -184,65 +171,28 @@ def nvtx_phases(conn, ranges: Dict[str, np.ndarray], kcols=None, api=None, kerne
     nid, domain, etype = picked // 256 // n_domains, domain_ids[picked // 256 % n_domains], picked % 256
     domains = _nvtx_domains(conn)
     out["domain"] = [domains.get(int(d), "" if int(d) == 0 else f"domain {d}") for d in domain]
-    if kcols is not None and api is not None:
-        count, gpu, span = nvtx_projection(ranges, kcols, api, kernel_call)
-        per_group = lambda v: np.bincount(groups, weights=v, minlength=len(keys))[stats["key"]]  # noqa: E731
-        out["kernels"], out["gpu_time_ns"], out["gpu_span_ns"] = (np.rint(per_group(v)).astype("int64")
-                                                                   for v in (count, gpu, span))
-    else:
-        out["kernels"], out["gpu_time_ns"], out["gpu_span_ns"] = 0, 0, 0
     out["name"] = ranges["names"][nid]
     out["style"] = [NVTX_STYLES[int(e)] for e in etype]
-    return _sorted(out, "total_ns", "name")
+    out = _sorted(out, "total_ns", "name", keep_index=True)
+    row_of_group = np.empty(len(keys), np.int64)
+    row_of_group[stats["key"].to_numpy()[out.index.to_numpy()]] = np.arange(len(out))
+    return out.reset_index(drop=True), row_of_group[groups]
 
 
-def activity_summary(conn, names: Set[str], kcols, span) -> Optional[pd.DataFrame]:
-    """gpu_activity of the kernels and the memory operations, over arrays: at 1M kernels a table of
-    intervals with a kind per row would be ~60 MB more at the read's peak."""
-    if span is None:
-        return None
-    parts = [] if kcols is None else [("kernel", kcols["device"], kcols["start"], kcols["end"])]
-    for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
-        if table in names:
-            parts.append((kind, *sqlite_columns.int_columns(conn, table, ["deviceId", "start", "end"])))
-    parts = [p for p in parts if p[1].size]
-    if not parts:
-        return None
-    kinds = [p[0] for p in parts]
-    code = np.concatenate([np.full(p[1].size, i, np.int8) for i, p in enumerate(parts)])
-    joined = [p[1:] for p in parts]
-    device, start, end = (np.concatenate(cols) if len(parts) > 1 else cols[0] for cols in zip(*joined))
-    return gpu_activity(device, code, kinds, start, end, span)
-
-
-def units_of(df: pd.DataFrame) -> Dict[str, str]:
-    """Column units from the name suffix (longest suffix wins)."""
-    units = {}
-    for col in df.columns:
-        for suffix in sorted(SUMMARY_UNITS, key=len, reverse=True):
-            if col.endswith(suffix):
-                units[col] = SUMMARY_UNITS[suffix]
-                break
-    return units
-
-
-def read_summaries(conn, names: Set[str], fetched, kernel_sum: Optional[pd.DataFrame],
-                   span) -> Dict[str, pd.DataFrame]:
+def read_summaries(conn, names: Set[str], fetched, kernel_sum: Optional[pd.DataFrame]):
+    """({name: table}, each NVTX range's row in nvtx_phases)."""
     out: Dict[str, pd.DataFrame] = {}
     if kernel_sum is not None:
         out["cuda_gpu_kern_sum"] = kernel_sum
     out.update(memory_summaries(conn, names))
     if fetched.api is not None:
         out["cuda_api_sum"] = api_summary(conn, fetched.api)
+    range_rows = np.zeros(0, np.int64)
     if fetched.ranges is not None:
-        phases = nvtx_phases(conn, fetched.ranges, fetched.kernels, fetched.api, fetched.kernel_calls())
+        phases, range_rows = nvtx_phases(conn, fetched.ranges)
         if phases is not None:
             out["nvtx_phases"] = phases
-    busy = activity_summary(conn, names, fetched.kernels, span)
-    if busy is not None:
-        out["gpu_activity"] = busy
     out = {name: df for name, df in out.items() if len(df)}  # "absent when there is no data", as documented
     for df in out.values():
         df.attrs["units"] = units_of(df)
-    return out
-
+    return out, range_rows
