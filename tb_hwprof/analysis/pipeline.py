@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .advice import advise
-from .bottleneck import classify_kernels
+from .bottleneck import classify_profile
 from .findings import Finding
 from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables
 from .roofline import apply_roofline, device_roofs, ridge_points
@@ -62,7 +62,7 @@ def label_kernels(profile):
         _label_once_per_device(profile)
     else:
         apply_roofline(profile)
-        classify_kernels(profile.kernels)
+        classify_profile(profile)
     # The reader normalised its table, though some set columns after that: every dtype is checked
     # again (text columns written since then show pandas' str dtype, not object).
     profile.kernels = normalise_kernels(profile.kernels, copy=False, scan_text=False)
@@ -90,7 +90,7 @@ def _label_once_per_device(profile) -> None:
             sample[col] = sample[col].astype("float64")
     one = dataclasses.replace(profile, kernels=sample)
     apply_roofline(one)
-    classify_kernels(one.kernels)
+    classify_profile(one)
     for col in OUTPUTS:
         values = one.kernels[col].to_numpy()
         if values.dtype.kind == "f" and np.isnan(values).all():
