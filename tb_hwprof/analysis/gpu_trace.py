@@ -66,6 +66,7 @@ def trace_tables(timeline: Timeline, api: str = "CUDA") -> Dict[str, pd.DataFram
     span = capture_span(timeline)
     if ops.size == 0 or span is None:
         return {}
+    ops = ops[s["end"][ops] >= s["start"][ops]]  # an end before the start (rocprof v1 clock glitches) is no interval
     ops = ops[np.argsort(s["start"][ops], kind="stable")]  # sorted once: each merge below skips its sort
     start, end, cat = s["start"][ops], s["end"][ops], s["cat"][ops]
     device = _track_devices(timeline)[s["track"][ops]]
