@@ -1,6 +1,7 @@
-// The plugin's JSON routes (docs/http_api.md).  Static files are served at
+// Fetching the plugin's JSON routes (docs/http_api.md).  Static files are served at
 // /data/plugin/tb_hwprof/static/<file>, data at /data/plugin/tb_hwprof/<route>,
-// so the routes resolve against the folder above this module.
+// so the routes resolve against the folder above this module.  The routes themselves
+// come from the server (GET /runs lists each view's), not from a list here.
 
 export const API = new URL("../", import.meta.url);
 
@@ -14,9 +15,16 @@ export class ApiError extends Error {
 
 const cache = new Map();
 
-async function getJSON(route, params = {}) {
-  const url = new URL(route, API);
-  for (const [k, v] of Object.entries(params)) url.searchParams.set(k, String(v));
+/** URL of `route` ("/overview" or "overview") with `params` (null / undefined ones left out). */
+export function routeURL(route, params = {}) {
+  const url = new URL(String(route).replace(/^\/+/, ""), API);
+  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined) url.searchParams.set(k, String(v));
+  return url;
+}
+
+/** The JSON document of `route`, fetched once per URL (until clearCache); rejects with an ApiError. */
+export function getJSON(route, params = {}) {
+  const url = routeURL(route, params);
   const key = url.href;
   if (!cache.has(key)) {
     const pending = (async () => {
@@ -79,20 +87,3 @@ export function columnReader(doc) {
     return value === undefined ? null : value;
   };
 }
-
-export const api = {
-  runs: () => getJSON("runs"),
-  kernels: (run) => getJSON("kernels", {run}),
-  kernelGroups: (run) => getJSON("kernel_groups", {run}),
-  kernel: (run, launch) => getJSON("kernel", {run, launch}),
-  roofline: (run) => getJSON("roofline", {run}),
-  bottlenecks: (run) => getJSON("bottlenecks", {run}),
-  compare: (base, run) => getJSON("compare", {base, run}),
-  summary: (run, name) => getJSON("summary", {run, name}),
-  cpuHotspots: (run) => getJSON("cpu_hotspots", {run}),
-  overview: (run) => getJSON("overview", {run}),
-  phases: (run) => getJSON("phases", {run}),
-  timeline: (run, start, end, maxEvents) => getJSON("timeline", {
-    run, ...(start === null || start === undefined ? {} : {start: Math.round(start)}),
-    ...(end === null || end === undefined ? {} : {end: Math.round(end)}), max_events: maxEvents}),
-};

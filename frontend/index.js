@@ -2,38 +2,23 @@
 // module inside the plugin's iframe and calls render().  Plain ES modules, no
 // build step, nothing loaded from outside this folder.
 
-import {api, clearCache} from "./api.js";
+import {getJSON, clearCache} from "./api.js";
 import {h, replace, errorBox, loading} from "./dom.js";
 import * as stateStore from "./state.js";
-import * as runsView from "./views/runs.js";
-import * as kernelsView from "./views/kernels.js";
-import * as rooflineView from "./views/roofline.js";
-import * as bottlenecksView from "./views/bottlenecks.js";
-import * as compareView from "./views/compare.js";
-import * as cpuView from "./views/cpu.js";
-import * as overviewView from "./views/overview.js";
-import * as timelineView from "./views/timeline.js";
-import * as phasesView from "./views/phases.js";
 import {renderDetail} from "./views/detail.js";
 
-const VIEWS = {
-  runs: {label: "Runs", module: runsView},
-  kernels: {label: "Kernels", module: kernelsView},
-  roofline: {label: "Roofline", module: rooflineView},
-  bottlenecks: {label: "Bottlenecks", module: bottlenecksView},
-  compare: {label: "Compare", module: compareView},
-  // `when(runInfo)`: the nav shows the entry only for runs that can fill it.
-  cpu: {label: "CPU hotspots", module: cpuView, when: hasSummary("cpu_hotspots")},
-  overview: {label: "Overview", module: overviewView},
-  timeline: {label: "Timeline", module: timelineView, when: (info) => Boolean(info && info.has_timeline)},
-  phases: {label: "Phases", module: phasesView, when: (info) => hasSummary("nvtx_phases")(info) || hasSummary("nvtx_sum")(info)},
-};
+// The views and which runs have them come from the server (GET /runs: "views", and each run's
+// "views"); a view named N is drawn by the module views/N.js, loaded on first use.
+const modules = new Map();  // name -> the import's promise
+const loaded = new Map();  // name -> module, once imported: later visits render without waiting
 
-function hasSummary(name) {
-  return (info) => Boolean(info && Array.isArray(info.summaries) && info.summaries.includes(name));
+function viewModule(name) {
+  if (!/^[a-z][a-z0-9_]*$/.test(name)) return Promise.reject(new Error(`bad view name ${JSON.stringify(name)}`));
+  if (!modules.has(name)) {
+    modules.set(name, import(`./views/${name}.js`).then((module) => { loaded.set(name, module); return module; }));
+  }
+  return modules.get(name);
 }
-// Views that open the kernel-detail drawer when the state names a launch.
-const DETAIL_VIEWS = new Set(["kernels", "roofline", "bottlenecks"]);
 
 function ensureStylesheet() {
   const href = new URL("./style.css", import.meta.url).href;
@@ -47,6 +32,7 @@ class App {
     this.root = root;
     this.state = stateStore.load();
     this.runs = null;
+    this.views = [];  // the server's views, in nav order: {name, title, route, per_run}
     this.runsError = null;
     this.seq = 0;
     this.currentView = null;
@@ -61,8 +47,7 @@ class App {
   }
 
   build() {
-    this.nav = h("nav", {class: "views"}, Object.entries(VIEWS).map(([key, v]) =>
-      h("button", {type: "button", "data-view": key, onclick: () => this.navigate({view: key, launch: null})}, v.label)));
+    this.nav = h("nav", {class: "views"});
     this.picker = h("select", {id: "run-picker", "aria-label": "run", onchange: () => this.navigate({run: this.picker.value, launch: null, page: null, start: null, end: null})});
     this.share = h("a", {class: "share", target: "_blank", rel: "noopener", title: "a link that opens this view on its own"}, "link");
     const reload = h("button", {type: "button", title: "reload runs and data", onclick: () => this.reload()}, "⟳");
@@ -82,13 +67,29 @@ class App {
 
   async loadRuns() {
     try {
-      const doc = await api.runs();
+      const doc = await getJSON("runs");
       this.runs = Array.isArray(doc.runs) ? doc.runs : [];
+      this.views = Array.isArray(doc.views) ? doc.views : [];
       this.runsError = null;
     } catch (e) {
       this.runs = [];
       this.runsError = e;
     }
+    this.renderNav();
+  }
+
+  renderNav() {
+    replace(this.nav, this.views.map((v) => h("button", {type: "button", "data-view": v.name,
+      onclick: () => this.navigate({view: v.name, launch: null})}, v.title)));
+  }
+
+  viewInfo(name) {
+    return this.views.find((v) => v.name === name) || null;
+  }
+
+  /** Whether the nav offers `view` for run `info`: views about all runs always, the others when the server lists them. */
+  offers(view, info) {
+    return !view.per_run || Boolean(info && Array.isArray(info.views) && info.views.includes(view.name));
   }
 
   async reload() {
@@ -108,7 +109,7 @@ class App {
   /** Fill in a run (first readable one) when the state has none or an unknown one. */
   normalise() {
     const st = this.state;
-    if (!VIEWS[st.view]) st.view = "runs";
+    if (!this.viewInfo(st.view)) st.view = this.views.length ? this.views[0].name : "runs";
     if (!st.run || !this.runInfo(st.run)) {
       const first = this.goodRuns()[0] || this.runs[0];
       if (first) st.run = first.run; else delete st.run;
@@ -153,26 +154,17 @@ class App {
     this.normalise();
     this.persist();
     const seq = ++this.seq;
-    for (const b of this.nav.children) b.classList.toggle("active", b.dataset.view === this.state.view);
     const info = this.runInfo(this.state.run);
     for (const b of this.nav.children) {
-      const when = VIEWS[b.dataset.view].when;
-      b.hidden = Boolean(when) && !when(info) && b.dataset.view !== this.state.view;
+      b.classList.toggle("active", b.dataset.view === this.state.view);
+      b.hidden = !this.offers(this.viewInfo(b.dataset.view), info) && b.dataset.view !== this.state.view;
     }
     this.renderPicker();
     document.body.dataset.view = this.state.view;
     const container = h("div", {class: "view", "data-view": this.state.view});
     replace(this.main, container);
-    const ctx = {
-      state: {...this.state},
-      runs: this.runs,
-      runInfo: (name) => this.runInfo(name),
-      isCurrent: () => seq === this.seq,
-      navigate: (patch) => this.navigate(patch),
-      update: (patch) => { if (seq === this.seq) this.update(patch); },
-      openLaunch: (launch) => { if (seq === this.seq) this.openLaunch(launch); },
-    };
     this.currentView = null;
+    this.currentModule = null;
     if (this.runsError) {
       container.appendChild(errorBox(`Cannot list runs: ${this.runsError.message}`));
     } else if (!this.runs.length) {
@@ -181,19 +173,42 @@ class App {
         h("p", null, "Export a profiler report, then reload:"),
         h("pre", null, "tb-hwprof export report.ncu-rep --logdir LOGDIR --run NAME")));
     } else {
-      try {
-        this.currentView = VIEWS[this.state.view].module.render(container, ctx) || null;
-      } catch (e) {
-        container.appendChild(errorBox(`This view failed: ${e.message}`));
-        console.error(e);
-      }
+      this.renderView(container, seq).catch((e) => console.error(e));
+      return;  // renderView opens the drawer once the view's module says whether it shows one
+    }
+    this.renderDrawer();
+  }
+
+  async renderView(container, seq) {
+    const view = this.viewInfo(this.state.view);
+    const ctx = {
+      state: {...this.state},
+      view,
+      runs: this.runs,
+      runInfo: (name) => this.runInfo(name),
+      isCurrent: () => seq === this.seq,
+      navigate: (patch) => this.navigate(patch),
+      update: (patch) => { if (seq === this.seq) this.update(patch); },
+      openLaunch: (launch) => { if (seq === this.seq) this.openLaunch(launch); },
+    };
+    try {
+      // Synchronous when the module is loaded: a control that re-renders its view (a toggle)
+      // is replaced at once, never missing from the page for a moment.
+      const module = loaded.get(view.name) ?? await viewModule(view.name);
+      if (seq !== this.seq) return;
+      this.currentModule = module;
+      this.currentView = module.render(container, ctx) || null;
+    } catch (e) {
+      container.appendChild(errorBox(`This view failed: ${e.message}`));
+      console.error(e);
     }
     this.renderDrawer();
   }
 
   renderDrawer() {
     const launch = this.state.launch;
-    const open = launch !== undefined && this.state.run && DETAIL_VIEWS.has(this.state.view);
+    // Views whose module says so (opensLaunches) show the drawer of the launch the state names.
+    const open = launch !== undefined && this.state.run && Boolean(this.currentModule && this.currentModule.opensLaunches);
     this.drawer.hidden = !open;
     document.body.classList.toggle("drawer-open", Boolean(open));
     if (!open) {

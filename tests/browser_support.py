@@ -181,3 +181,17 @@ def column(frame, role: str, col: str, attr="data-value"):
 
 def log_pos(value, lo, hi, a, b):
     return a + (math.log10(value) - lo) / (hi - lo) * (b - a)
+
+
+def nav_of_run(session, run: str) -> list:
+    """[view, label] of the nav buttons shown on the Runs view with `run` picked, once they equal
+    what GET /runs offers for it (the views about all runs, then the run's own, in the server's
+    order); fails if they never do.  The server's list is returned."""
+    doc = get_json(f"{session.base}/data/plugin/tb_hwprof/runs")
+    [row] = [r for r in doc["runs"] if r["run"] == run]
+    offered = [[v["name"], v["title"]] for v in doc["views"] if not v["per_run"] or v["name"] in row["views"]]
+    frame = session.go(f"#view=runs&run={run}")
+    frame.wait_for_function("""want => JSON.stringify([...document.querySelectorAll('nav.views button')]
+        .filter(b => !b.hidden).map(b => [b.dataset.view, b.textContent])) === JSON.stringify(want)""", arg=offered,
+        timeout=30000)
+    return offered

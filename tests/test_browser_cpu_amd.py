@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from browser_support import column, export_run as _export, log_pos as _log_pos, wait_rows
+from browser_support import column, export_run as _export, log_pos as _log_pos, nav_of_run, wait_rows
 from tb_hwprof.logdir import columns, tables
 
 LOOPS, OPENMP, LOOPS_XSS = "vtune_2018_loops", "vtune_2015_openmp", "vtune_2018_loops_renamed"
@@ -136,6 +136,11 @@ def test_cpu_advice_card_on_openmp_spinning(session, samples_dir):
     evidence = card.locator("[data-role=evidence]").inner_text()
     assert f"Spin Time {spin:.2f} s of {cpu:.2f} s CPU time ({100 * spin / cpu:.1f}%" in evidence
     assert "__kmp_barrier (libiomp5.so)" in evidence
+    # The finding's figures in their units (seconds to 3 significant digits, % to one decimal).
+    assert 1 <= spin < 1000
+    assert card.locator("dd[data-key=spin_time_s]").inner_text() == f"{spin:.3g} s"
+    assert card.locator("dd[data-key=spin_pct]").inner_text() == f"{100 * spin / cpu:.1f} %"
+    assert "OMP_WAIT_POLICY" in card.locator("[data-role=remedy]").inner_text()
     assert float(frame.locator("[data-role=spin-pct]").get_attribute("data-value")) == pytest.approx(100 * spin / cpu)
     barrier = next(r for r in rows if r["Function"] == "__kmp_barrier")
     cell = frame.locator("tr[data-name='__kmp_barrier'] td[data-col=spin_pct]")
@@ -166,6 +171,15 @@ def test_vtune_run_opens_cpu_view_and_gpu_runs_hide_it(session):
     frame = session.go(f"#view=kernels&run={BMM1}")
     wait_rows(frame, "kernels")
     assert frame.locator("nav.views button[data-view=cpu]").is_hidden()
+
+
+def test_nav_shows_the_servers_views_of_each_run(session):
+    """The nav is the server's list (GET /runs), and that list is what each run holds: a VTune
+    run has CPU hotspots and no kernel views, Nsight Compute and rocprof-compute runs the reverse."""
+    session.open()
+    views = {run: [name for name, _ in nav_of_run(session, run)] for run in (LOOPS, NVIDIA, BMM1)}
+    assert views[LOOPS] == ["runs", "compare", "cpu", "overview"]
+    assert views[NVIDIA] == views[BMM1] == ["runs", "kernels", "roofline", "bottlenecks", "compare", "overview"]
 
 
 # --------------------------------------------------------------------------- AMD in the GPU views

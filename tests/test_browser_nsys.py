@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import export_run as _export, wait_rows
-from test_nsys_sqlite import DLPROF, query
+from browser_support import export_run as _export, nav_of_run, wait_rows
+from support_nsys import DLPROF, query
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -68,6 +68,12 @@ def wait_window(frame, predicate_js, timeout=30000):
                             f"return c && c.dataset.start !== undefined && ({predicate_js}); }}", timeout=timeout)
 
 
+def manifest_figure(manifest, finding_id, name):
+    """A figure's value as the export stored it with the run."""
+    [finding] = [f for f in manifest["advice"] if f["id"] == finding_id]
+    return finding["figures"][name]["value"]
+
+
 def test_overview_advice_and_gpu_busy(session, logdir, sources):
     import json
     path = sources["dlprof"]
@@ -82,7 +88,13 @@ def test_overview_advice_and_gpu_busy(session, logdir, sources):
     pageable = frame.locator("[data-advice-id='gpu.pageable_copies']")
     assert float(pageable.locator("dd[data-key=bytes]").get_attribute("data-value")) == nbytes
     assert f"({nbytes} bytes)" in pageable.locator("[data-role=evidence]").inner_text()
-    assert "pin_memory=True" in pageable.locator("[data-role=suggestion]").inner_text()
+    assert "pin_memory=True" in pageable.locator("[data-role=remedy]").inner_text()
+    # Figures show in their units: the pageable bytes (SQL above) scaled to kB, the share in %.
+    figure = pageable.locator("dd[data-key=bytes]")
+    assert figure.get_attribute("data-unit") == "bytes" and 1e3 <= nbytes < 1e6
+    assert figure.inner_text() == f"{nbytes / 1e3:.3g} KB"
+    share = manifest_figure(manifest, "gpu.pageable_copies", "share_of_busy_pct")
+    assert pageable.locator("dd[data-key=share_of_busy_pct]").inner_text() == f"{share:.1f} %"
     busy = frame.locator("[data-role=gpu-busy]")
     assert float(busy.get_attribute("data-value")) == pytest.approx(manifest["summary"]["gpu_busy_pct"])
     assert frame.locator("svg[data-role=utilisation]").get_attribute("data-bins") == "200"
@@ -208,18 +220,19 @@ def test_compare_phases(session):
     session.shot("compare-phases")
 
 
-def test_nav_shows_what_a_run_can_fill(session):
+def test_nav_shows_the_servers_views_of_each_run(session):
+    """The nav is the server's list (GET /runs), and that list is what each run holds: an Nsight
+    Compute run has no trace, a trace without NVTX ranges no Phases."""
     session.open()
-    frame = session.go("#view=overview&run=annikola")
-    frame.locator("[data-role=advice]").wait_for()
-    visible = lambda: frame.eval_on_selector_all("nav.views button", "bs => bs.filter(b => !b.hidden).map(b => b.dataset.view)")
-    assert {"overview", "timeline"} <= set(visible()) and "phases" not in visible()
-    frame = session.go("#view=overview&run=ncu")
-    frame.locator("[data-role=no-trace]").wait_for()
-    assert "timeline" not in visible() and "phases" not in visible()
-    frame = session.go("#view=overview&run=dlprof")
-    frame.locator("[data-role=advice] .advice-card").first.wait_for()
-    assert {"overview", "timeline", "phases"} <= set(visible())
+    views = {run: [name for name, _ in nav_of_run(session, run)] for run in ("ncu", "annikola", "dlprof")}
+    assert views["ncu"] == ["runs", "kernels", "roofline", "bottlenecks", "compare", "overview"]
+    assert {"kernels", "overview", "timeline"} <= set(views["annikola"]) and "phases" not in views["annikola"]
+    assert {"kernels", "overview", "timeline", "phases"} <= set(views["dlprof"]) and "cpu" not in views["dlprof"]
+    # A view a run lacks stays in the nav while it is open (from a link), and says why it is empty.
+    frame = session.go("#view=phases&run=annikola")
+    frame.locator(".error").wait_for()
+    assert "no NVTX ranges" in frame.locator(".error").inner_text()
+    assert frame.locator("nav.views button.active").get_attribute("data-view") == "phases"
 
 
 def test_nvtx_names_are_text(session):

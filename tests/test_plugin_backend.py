@@ -517,8 +517,75 @@ def test_coexists_with_torch_tb_profiler(tmp_path, samples_dir, ncu_report_modul
     assert [r["run"] for r in tb.wait_for(P + "/runs", lambda d: d["runs"])["runs"]] == ["hw_run"]
 
 
-def test_entry_point_routes_are_the_service_routes():
-    """The light entry-point module lists the routes itself (it must not import the service):
-    the two lists must not drift apart."""
+def test_every_view_has_a_served_route_and_a_frontend_module():
+    """The views table (tb_hwprof/plugin/routes.py) is all the frontend knows: each view's route
+    must be served, with a handler, and views/<name>.js must exist to draw it."""
+    from tb_hwprof.plugin import routes
     from tb_hwprof.plugin.service import Service
-    assert set(hwprof_plugin.ROUTES) == set(Service(None, None).routes)
+    served = Service(None, None).routes
+    assert set(served) == set(hwprof_plugin.ROUTES)
+    for view in routes.VIEWS:
+        assert view.route in served and callable(served[view.route])
+        assert (REPO / "frontend/views" / f"{view.name}.js").is_file(), view.name
+
+
+# -- which views a run has (/runs "views": the nav) -----------------------------------------------
+SAMPLE_LOGS = REPO / "sample_logs"
+KERNEL_VIEWS = {"kernels", "roofline", "bottlenecks"}
+
+
+def views_from_files(run_dir: Path) -> set:
+    """The per-run views a run has data for, judged from its files."""
+    assets = run_dir / "plugins/tb_hwprof"
+    manifest = json.loads((assets / metadata.MANIFEST).read_text())
+    launches = json.loads(gzip.decompress((assets / metadata.KERNELS).read_bytes()))["rows"]
+    table = lambda name: (assets / f"summary_{name}.json.gz").is_file()  # noqa: E731
+    has = {"cpu": table("cpu_hotspots"), "timeline": (assets / metadata.TIMELINE_INDEX).is_file(),
+           "phases": table("nvtx_phases") or table("nvtx_sum"),
+           "overview": bool(manifest.get("summary")) or "advice" in manifest or table("gpu_activity"),
+           **{name: launches > 0 for name in KERNEL_VIEWS}}
+    return {name for name, yes in has.items() if yes}
+
+
+@pytest.fixture(scope="module")
+def sample_logs_app():
+    if not any(SAMPLE_LOGS.rglob(metadata.MANIFEST)):
+        pytest.skip("sample_logs/ holds no runs (scripts/make_sample_logs.py builds it)")
+    return App(SAMPLE_LOGS)
+
+
+def test_runs_list_exactly_the_views_each_sample_run_has_data_for(sample_logs_app):
+    app = sample_logs_app
+    doc = app.json("/runs")
+    nav = {v["name"]: v for v in doc["views"]}
+    per_run = {name for name, v in nav.items() if v["per_run"]}
+    assert set(nav) - per_run == {"runs", "compare"} and per_run >= KERNEL_VIEWS | {"cpu", "overview", "timeline", "phases"}
+    on_disk = {str(p.parents[2].relative_to(SAMPLE_LOGS)) for p in SAMPLE_LOGS.rglob(metadata.MANIFEST)}
+    runs = {r["run"]: r for r in doc["runs"]}
+    assert set(runs) == on_disk
+    for run, row in runs.items():
+        assert row["error"] is None
+        assert set(row["views"]) == views_from_files(SAMPLE_LOGS / run), run
+        assert row["views"] == [name for name in nav if name in row["views"]]  # in nav order
+        for name in row["views"]:  # each view listed is filled by its route
+            app.json(nav[name]["route"], run=run)
+        for name in per_run - set(row["views"]):  # the others have nothing to show
+            if name in KERNEL_VIEWS:
+                assert app.json("/kernels", run=run)["rows"] == 0
+            else:
+                assert app.get(P + nav[name]["route"], run=run).status_code == 404, (run, name)
+    kinds = {row["tool"]: set(row["views"]) for row in runs.values()}
+    assert kinds["ncu"] == KERNEL_VIEWS | {"overview"}
+    assert kinds["vtune"] == {"cpu", "overview"}
+    assert kinds["nsys"] >= KERNEL_VIEWS | {"overview", "timeline"}
+
+
+def test_a_logdir_that_is_one_run(tmp_path, samples_dir, ncu_report_module):
+    """TensorBoard names a run written at the top of the logdir '.': served, though no folder name
+    may be '.'."""
+    run_dir = tb_hwprof.export(ncu(samples_dir, "armleth_t4_full_2024.2.1.ncu-rep"), tmp_path, "only")
+    app = App(run_dir)
+    [row] = app.json("/runs")["runs"]
+    assert row["run"] == "." and row["error"] is None and row["kernel_count"] == 1
+    assert app.json("/kernels", run=".")["rows"] == 1
+    app.json("/kernels", expect=400, run="./.")

@@ -74,12 +74,13 @@ def by_self_time(rows, column="CPU Time"):
 
 
 # -- /runs and /summary ---------------------------------------------------------------------------
-def test_runs_list_tools_and_summary_tables(app, model):
+def test_runs_list_tools_and_summary_tables(app, model, logdir):
     runs = {r["run"]: r for r in app.json("/runs")["runs"]}
     assert set(runs) == {*SOURCES, *SAME_NAME}
     for run in SOURCES:
         assert runs[run]["error"] is None
-        assert runs[run]["summaries"] == sorted(model(run).summaries)
+        written = sorted(p.name[len("summary_"):-len(".json.gz")] for p in (logdir / run / "plugins/tb_hwprof").glob("summary_*.json.gz"))
+        assert runs[run]["summaries"] == written and set(written) >= set(model(run).summaries)
     assert runs[V2018]["tool"] == "vtune" and runs[V2018]["kernel_count"] == 0
     assert runs[V2018]["summaries"] == ["cpu_hotspots"]
     assert (runs[MI200]["tool"], runs[MI200]["tool_version"]) == ("omniperf", "2.0.0-RC1")
@@ -164,15 +165,34 @@ def test_spin_advice_on_real_openmp_hotspots(app, samples_dir):
     cpu = sum(float(r["CPU Time"]) for r in rows)
     spin = sum(float(r["Spin Time"]) for r in rows)
     top = sorted((r for r in rows if float(r["Spin Time"]) > 0), key=lambda r: -float(r["Spin Time"]))[:3]
-    [advice] = app.json("/cpu_hotspots", run=V2015)["advice"]
+    [advice] = app.json("/cpu_hotspots", run=V2015)["advice"]  # the finding stored at export, typed
     assert advice["id"] == "cpu.spin" and advice["severity"] == "high"  # 41% > 2 x the 10% threshold
-    v = advice["values"]
-    assert v["spin_time_s"] == pytest.approx(spin) and v["cpu_time_s"] == pytest.approx(cpu)
-    assert v["spin_pct"] == pytest.approx(100 * spin / cpu) and round(100 * spin / cpu) == 41
-    assert [(t["name"], t["module"], t["spin_time_s"]) for t in v["top"]] == [
+    figures = advice["figures"]
+    assert figures["spin_time_s"] == {"value": pytest.approx(spin), "unit": "s"}
+    assert figures["cpu_time_s"] == {"value": pytest.approx(cpu), "unit": "s"}
+    assert figures["spin_pct"] == {"value": pytest.approx(100 * spin / cpu), "unit": "%"} and round(100 * spin / cpu) == 41
+    assert [(t["name"], t["module"], t["spin_time_s"]) for t in figures["top"]["value"]] == [
         (r["Function"], r["Module"], float(r["Spin Time"])) for r in top]
-    assert f"{spin:.2f} s of {cpu:.2f} s" in advice["evidence"] and "__kmp_barrier" in advice["evidence"]
-    assert "OMP_WAIT_POLICY" in advice["suggestion"]  # the spinning is in the OpenMP runtime (libiomp5)
+    assert f"{spin:.2f} s of {cpu:.2f} s" in advice["text"] and "__kmp_barrier" in advice["text"]
+    assert "OMP_WAIT_POLICY" in advice["remedy"]  # the spinning is in the OpenMP runtime (libiomp5)
+
+
+def test_cpu_advice_is_the_stored_advice_never_recomputed(tmp_path, samples_dir):
+    """The CPU view serves the manifest's cpu.* findings: a run exported before advice was stored
+    gets none (null: the view says so), and a finding edited on disk is served as it is."""
+    root = tmp_path / "logs"
+    for run in ("old", "edited"):
+        tb_hwprof.export(samples_dir / SOURCES[V2015], root, run)
+    old, edited = (root / run / "plugins/tb_hwprof/profile.json" for run in ("old", "edited"))
+    manifest = json.loads(old.read_text())
+    assert [a["id"] for a in manifest["advice"]] == ["cpu.spin"]
+    old.write_text(json.dumps({k: v for k, v in manifest.items() if k != "advice"}))
+    other = {"id": "gpu.idle", "severity": "low", "title": "not a CPU finding", "text": "t", "remedy": "r", "figures": {}}
+    title = {**manifest["advice"][0], "title": "edited on disk"}
+    edited.write_text(json.dumps({**manifest, "advice": [title, other]}))
+    app = App(root)
+    assert app.json("/cpu_hotspots", run="old")["advice"] is None
+    assert [(a["id"], a["title"]) for a in app.json("/cpu_hotspots", run="edited")["advice"]] == [("cpu.spin", "edited on disk")]
 
 
 def test_no_advice_without_evidence(app, samples_dir):

@@ -12,8 +12,8 @@ import pytest
 import tb_hwprof
 from tb_hwprof.logdir import metadata
 
-from test_nsys_sqlite import DLPROF, query, sample
-from test_nsys_timeline import sql_gaps
+from conftest import sample
+from support_nsys import DLPROF, query, sql_gaps
 from test_plugin_backend import App, P
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,14 +79,34 @@ def test_overview_of_a_counter_profile_and_of_an_older_run(app, logdir):
     assert doc["headline"]["kernel_launches"] == 2
 
 
-def test_overview_computes_advice_for_runs_exported_before_it_was_stored(tmp_path, samples_dir):
+def legacy_advice(finding: dict) -> dict:
+    """A finding as runs exported before findings were typed hold it (evidence, suggestion, values)."""
+    return {"id": finding["id"], "severity": finding["severity"], "title": finding["title"],
+            "evidence": finding["text"], "suggestion": finding["remedy"],
+            "values": {name: f["value"] for name, f in finding["figures"].items()}}
+
+
+def test_overview_serves_stored_advice_only(tmp_path, samples_dir):
+    """Advice is never computed by the plugin: a run exported before advice was stored shows none
+    (null), and one stored in the older shape is served typed, units from the figures' names."""
     root = tmp_path / "logs"
-    run = tb_hwprof.export(sample(samples_dir, DLPROF), root, "old")
-    manifest_path = run / "plugins/tb_hwprof/profile.json"
-    manifest = json.loads(manifest_path.read_text())
-    stored = manifest.pop("advice")
-    manifest_path.write_text(json.dumps(manifest))
-    assert App(root).json("/overview", run="old")["advice"] == stored
+    for run in ("none", "legacy"):
+        tb_hwprof.export(sample(samples_dir, DLPROF), root, run)
+    path = {run: root / run / "plugins/tb_hwprof/profile.json" for run in ("none", "legacy")}
+    manifest = json.loads(path["none"].read_text())
+    typed = manifest["advice"]
+    stall = next(f for f in typed if f["id"] == "gpu.sync_stalls")
+    assert stall["figures"]["stalled_ns"]["unit"] == "ns" and stall["figures"]["share_pct"]["unit"] == "%"
+    path["none"].write_text(json.dumps({k: v for k, v in manifest.items() if k != "advice"}))
+    path["legacy"].write_text(json.dumps({**manifest, "advice": [legacy_advice(f) for f in typed]}))
+    app = App(root)
+    assert app.json("/overview", run="none")["advice"] is None
+    served = app.json("/overview", run="legacy")["advice"]
+    assert [(f["id"], f["text"], f["remedy"]) for f in served] == [(f["id"], f["text"], f["remedy"]) for f in typed]
+    [legacy_stall] = [f for f in served if f["id"] == "gpu.sync_stalls"]
+    assert legacy_stall["figures"]["stalled_ns"] == stall["figures"]["stalled_ns"]
+    assert legacy_stall["figures"]["share_pct"] == stall["figures"]["share_pct"]
+    assert legacy_stall["figures"]["top"] == {"value": stall["figures"]["top"]["value"], "unit": ""}
 
 
 def test_phases(app, samples_dir):

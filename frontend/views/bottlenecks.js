@@ -1,29 +1,22 @@
 // Bottlenecks: kernel time per bound class, and the top launches with the reason.
 
-import {api} from "../api.js";
-import {h, replace, kernelName} from "../dom.js";
+import {h, kernelName} from "../dom.js";
 import * as fmt from "../format.js";
 import {boundChip} from "./table.js";
-import {runHeader, fetchInto} from "./common.js";
+import {runView} from "./common.js";
 
-export function render(container, ctx) {
-  const slot = h("div");
-  container.append(runHeader("Bottlenecks", ctx), slot);
-  const view = {
-    onSelect(launch) {
-      for (const tr of slot.querySelectorAll("tr[data-launch-id]")) {
-        tr.classList.toggle("selected", launch !== null && tr.dataset.launchId === String(launch));
-      }
-    },
-  };
-  load(slot, ctx).catch((e) => console.error(e));
-  return view;
+// Its launches open the kernel-detail drawer.
+export const opensLaunches = true;
+
+export const render = runView({draw, select});
+
+function select(view, launch) {
+  for (const tr of view.slot.querySelectorAll("tr[data-launch-id]")) {
+    tr.classList.toggle("selected", launch !== null && tr.dataset.launchId === String(launch));
+  }
 }
 
-async function load(slot, ctx) {
-  const run = ctx.state.run;
-  const doc = await fetchInto(slot, api.bottlenecks(run), `bottlenecks of ${run}`, ctx);
-  if (!doc) return;
+function draw(doc, ctx) {
   const byBound = Array.isArray(doc.by_bound) ? doc.by_bound : [];
   const top = Array.isArray(doc.top) ? doc.top : [];
   const maxPct = Math.max(...byBound.map((b) => b.pct_time || 0), 0) || 100;
@@ -45,11 +38,11 @@ async function load(slot, ctx) {
     h("td", {class: "reason", "data-col": "bound_reason"}, t.bound_reason || fmt.MISSING,
       t.occupancy_note ? h("div", {class: "muted small", "data-col": "occupancy_note"}, t.occupancy_note) : null)));
 
-  replace(slot,
+  return [
     h("section", null, h("h3", null, `Kernel time by bound class (total ${fmt.duration(doc.total_ns)})`),
       byBound.length ? bars : h("p", {class: "muted"}, "No launch has a duration.")),
     h("section", null, h("h3", null, `Top ${top.length} launches by duration`),
       h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "top-kernels"},
         h("thead", null, h("tr", null, ["#", "Kernel", "Duration", "% time", "Bound", "Why / occupancy"].map((t) => h("th", null, t)))),
-        h("tbody", null, rows)))));
+        h("tbody", null, rows))))];
 }

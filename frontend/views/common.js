@@ -1,5 +1,7 @@
-// Helpers shared by the per-run views.
+// What the per-run views share: their header, and runView(), the scaffold every one of them
+// is built on (header, loading line, error box, answers that arrive after the user moved on).
 
+import {getJSON} from "../api.js";
 import {h, replace, errorBox, loading} from "../dom.js";
 
 /** Header of a per-run view: title + the run's identity. */
@@ -11,6 +13,13 @@ export function runHeader(title, ctx) {
     h("span", {class: "mono run-name"}, ctx.state.run || ""),
     dev ? h("span", {class: "muted"}, ` · ${dev}`) : null,
     info && info.tool ? h("span", {class: "muted"}, ` · ${info.tool} ${info.tool_version || ""}`) : null);
+}
+
+/** One headline figure: label, shown value, and the raw number (data-value) for tests and tools. */
+export function stat(label, value, role, raw, {title = null, note = null} = {}) {
+  return h("div", {class: "stat", title}, h("div", {class: "stat-label"}, label),
+    h("div", {class: "stat-value", "data-role": role, "data-value": raw ?? null}, value),
+    note === null ? null : h("div", {class: "mono small muted", title: note}, note));
 }
 
 /**
@@ -29,4 +38,32 @@ export async function fetchInto(slot, promise, what, ctx) {
     replace(slot, errorBox(`Cannot load ${what}: ${e.message}`, e.status ? `HTTP ${e.status}` : null));
     return null;
   }
+}
+
+/** The document of the view's own route (as GET /runs names it) for the picked run. */
+export function ownDocument(ctx) {
+  return getJSON(ctx.view.route, {run: ctx.state.run});
+}
+
+/**
+ * render(container, ctx) of a per-run view: its header, then draw(doc, ctx, view) of what
+ * fetch(ctx) answers (default: the view's own route) in place of the loading line, or the error.
+ * title(ctx) / toolbar(ctx) when the view has more than the server's title; select(view, launch)
+ * when it highlights the launch the kernel-detail drawer shows.  `view` is what render returns
+ * (the app calls view.onSelect); draw may keep what select needs on it.
+ */
+export function runView({draw, fetch = ownDocument, title = (ctx) => ctx.view.title, toolbar = null, select = null}) {
+  return function render(container, ctx) {
+    const heading = title(ctx);
+    const slot = h("div", {class: "view-body"});
+    const view = {slot, onSelect: select ? (launch) => select(view, launch) : null};
+    container.append(runHeader(heading, ctx), ...(toolbar ? [toolbar(ctx)].flat() : []), slot);
+    fetchInto(slot, fetch(ctx), `${heading} of ${ctx.state.run}`, ctx).then((doc) => {
+      if (doc) replace(slot, draw(doc, ctx, view));
+    }).catch((e) => {
+      replace(slot, errorBox(`This view failed: ${e.message}`));
+      console.error(e);
+    });
+    return view;
+  };
 }

@@ -1,11 +1,11 @@
 // Compare two runs: totals and speedup, matched kernels with metric deltas,
 // label changes, and kernels found in only one run.
 
-import {api} from "../api.js";
+import {getJSON} from "../api.js";
 import {h, replace, kernelName} from "../dom.js";
 import * as fmt from "../format.js";
 import {boundChip} from "./table.js";
-import {fetchInto} from "./common.js";
+import {fetchInto, stat} from "./common.js";
 
 const DELTAS = [
   ["sm_throughput_pct", "SM"],
@@ -46,12 +46,12 @@ export function render(container, ctx) {
 }
 
 async function load(slot, ctx, base, other) {
-  const doc = await fetchInto(slot, api.compare(base, other), `comparison of ${base} and ${other}`, ctx);
+  const doc = await fetchInto(slot, getJSON(ctx.view.route, {base, run: other}), `comparison of ${base} and ${other}`, ctx);
   if (!doc) return;
   const t = doc.totals || {};
   const totals = h("div", {class: "totals", "data-role": "totals"},
-    stat("Baseline", fmt.duration(t.base_ns), "base_ns", t.base_ns, base),
-    stat("Run", fmt.duration(t.run_ns), "run_ns", t.run_ns, other),
+    stat("Baseline", fmt.duration(t.base_ns), "base_ns", t.base_ns, {note: base}),
+    stat("Run", fmt.duration(t.run_ns), "run_ns", t.run_ns, {note: other}),
     h("div", {class: ["stat", "speedup", speedupClass(t.speedup)]},
       h("div", {class: "stat-label"}, "Speedup (baseline / run)"),
       h("div", {class: "stat-value", "data-role": "speedup", "data-value": t.speedup ?? null}, fmt.ratio(t.speedup))));
@@ -113,10 +113,4 @@ function phasesSection(phases) {
       h("thead", null, h("tr", null, ["NVTX range", "Count (base)", "Count (run)", "CPU time (base)", "CPU time (run)", "Speedup",
         "GPU time (base)", "GPU time (run)", "GPU speedup"].map((t) => h("th", null, t)))),
       h("tbody", null, rows))));
-}
-
-function stat(label, value, role, raw, run) {
-  return h("div", {class: "stat"}, h("div", {class: "stat-label"}, label),
-    h("div", {class: "stat-value", "data-role": role, "data-value": raw ?? null}, value),
-    h("div", {class: "mono small muted", title: run}, run));
 }

@@ -2,11 +2,11 @@
 // overhead share, source file and Intel TMA top-down label; the run's CPU advice
 // as cards above the table.  Every report string goes in as text (dom.js).
 
-import {api} from "../api.js";
-import {h, replace} from "../dom.js";
+import {h} from "../dom.js";
 import * as fmt from "../format.js";
 import {DataTable} from "./table.js";
-import {runHeader, fetchInto} from "./common.js";
+import {runView, stat} from "./common.js";
+import {adviceSection} from "./advice.js";
 
 const COLUMNS = [
   {key: "name", label: "Function", kind: "name", title: "function, loop or source line as the report groups it"},
@@ -31,17 +31,9 @@ export function tdChip(label, reason) {
     style: {"--bound": TD_COLOURS[label] || TD_COLOURS.unknown}}, label);
 }
 
-export function render(container, ctx) {
-  const slot = h("div");
-  container.append(runHeader("CPU hotspots", ctx), slot);
-  load(slot, ctx).catch((e) => console.error(e));
-  return null;
-}
+export const render = runView({draw});
 
-async function load(slot, ctx) {
-  const run = ctx.state.run;
-  const doc = await fetchInto(slot, api.cpuHotspots(run), `CPU hotspots of ${run}`, ctx);
-  if (!doc) return;
+function draw(doc, ctx) {
   const data = doc.data || {};
   const n = doc.rows ?? (data.name ? data.name.length : 0);
   const get = (key, i) => (data[key] ? data[key][i] : null);
@@ -56,13 +48,9 @@ async function load(slot, ctx) {
     rowAttrs: (i) => ({"data-name": get("name", i), "data-topdown": get("topdown_label", i) || null}),
     onState: (patch) => ctx.update(patch),
   });
-  replace(slot, totals(doc.totals || {}), adviceCards(Array.isArray(doc.advice) ? doc.advice : []),
-    tdLegend(doc.topdown || {}), table.element);
-}
-
-function stat(label, value, role, raw) {
-  return h("div", {class: "stat"}, h("div", {class: "stat-label"}, label),
-    h("div", {class: "stat-value", "data-role": role, "data-value": raw ?? null}, value));
+  return [totals(doc.totals || {}),
+    adviceSection(doc.advice, "No finding: no rule's evidence is in this report (spin time, Python GIL functions, top-down shares)."),
+    tdLegend(doc.topdown || {}), table.element];
 }
 
 function totals(t) {
@@ -70,16 +58,6 @@ function totals(t) {
     stat("CPU time", fmt.isMissing(t.self_time_s) ? fmt.MISSING : `${fmt.num(t.self_time_s)} s`, "cpu-time", t.self_time_s),
     stat("Spin", fmt.isMissing(t.spin_pct) ? fmt.MISSING : `${fmt.pct(t.spin_pct)} %`, "spin-pct", t.spin_pct),
     stat("Overhead", fmt.isMissing(t.overhead_pct) ? fmt.MISSING : `${fmt.pct(t.overhead_pct)} %`, "overhead-pct", t.overhead_pct));
-}
-
-function adviceCards(items) {
-  return h("section", {"data-role": "advice"}, h("h3", null, `Advice (${items.length})`),
-    items.length ? h("div", {class: "advice-cards"}, items.map((a) =>
-      h("div", {class: ["advice-card", `severity-${a.severity || "low"}`], "data-advice-id": a.id, "data-severity": a.severity},
-        h("div", {class: "advice-title"}, h("span", {class: "severity"}, a.severity || ""), " ", a.title || a.id),
-        h("div", {class: "advice-evidence", "data-role": "evidence"}, a.evidence || ""),
-        h("div", {class: "advice-suggestion", "data-role": "suggestion"}, a.suggestion || ""))))
-      : h("p", {class: "muted"}, "No finding: no rule's evidence is in this report (spin time, Python GIL functions, top-down shares)."));
 }
 
 function tdLegend(topdown) {

@@ -1,7 +1,7 @@
 // Kernel detail (drawer): the launch's columns, the classifier's reasoning,
 // Nsight Compute's own rule results and every raw metric (searchable).
 
-import {api} from "../api.js";
+import {getJSON} from "../api.js";
 import {h, replace, errorBox, loading, debounce} from "../dom.js";
 import * as fmt from "../format.js";
 import {boundChip} from "./table.js";
@@ -43,7 +43,7 @@ export async function renderDetail(drawer, ctx) {
   drawer.dataset.launchId = launch;
   let doc;
   try {
-    doc = await api.kernel(run, launch);
+    doc = await getJSON("kernel", {run, launch});
   } catch (e) {
     if (ctx.isCurrent()) replace(body, errorBox(`Cannot load launch ${launch}: ${e.message}`, e.status ? `HTTP ${e.status}` : null));
     return;

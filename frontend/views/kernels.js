@@ -1,10 +1,9 @@
 // Kernels: one row per launch (from /kernels) or grouped by name (/kernel_groups).
 
-import {api, columnReader} from "../api.js";
-import {h, replace} from "../dom.js";
-import * as fmt from "../format.js";
+import {getJSON, columnReader} from "../api.js";
+import {h} from "../dom.js";
 import {DataTable} from "./table.js";
-import {runHeader, fetchInto} from "./common.js";
+import {runView, ownDocument} from "./common.js";
 
 /** Columns of the launch table; `unit` names a column of the response's units map. */
 export const LAUNCH_COLUMNS = [
@@ -46,29 +45,33 @@ function legend() {
     "— missing (not measured, not zero). Click a header to sort, a row for details.");
 }
 
-export function render(container, ctx) {
-  const run = ctx.state.run;
-  const grouped = ctx.state.group === "1";
-  const toggle = h("label", {class: "toggle"},
-    h("input", {type: "checkbox", "data-role": "group-toggle", checked: grouped,
-      onchange: (e) => ctx.navigate({group: e.target.checked ? "1" : null, sort: null, page: null})}),
-    " group launches by kernel name");
-  const slot = h("div");
-  container.append(runHeader(grouped ? "Kernels by name" : "Kernels", ctx), h("div", {class: "toolbar"}, toggle), legend(), slot);
-  const view = {table: null, onSelect(launch) { if (this.table && !grouped) this.table.setSelected(launch); }};
-  (grouped ? showGroups : showLaunches)(slot, ctx, run, toggle, view);
-  return view;
-}
+// Its launches open the kernel-detail drawer.
+export const opensLaunches = true;
 
-async function showLaunches(slot, ctx, run, toggle, view) {
-  const doc = await fetchInto(slot, api.kernels(run), `kernels of ${run}`, ctx);
-  if (!doc) return;
+const grouped = (ctx) => ctx.state.group === "1";
+
+export const render = runView({
+  title: (ctx) => (grouped(ctx) ? "Kernels by name" : ctx.view.title),
+  toolbar: (ctx) => [h("div", {class: "toolbar"}, h("label", {class: "toggle"},
+    h("input", {type: "checkbox", "data-role": "group-toggle", checked: grouped(ctx),
+      onchange: (e) => ctx.navigate({group: e.target.checked ? "1" : null, sort: null, page: null})}),
+    " group launches by kernel name")), legend()],
+  fetch: (ctx) => (grouped(ctx) ? getJSON("kernel_groups", {run: ctx.state.run}) : ownDocument(ctx)),
+  draw: (doc, ctx, view) => {
+    if (grouped(ctx)) return groupTable(doc, ctx).element;
+    view.launches = launchTable(doc, ctx);  // the drawer's launch is selected in it
+    return view.launches.element;
+  },
+  select: (view, launch) => { if (view.launches) view.launches.setSelected(launch); },
+});
+
+function launchTable(doc, ctx) {
   const units = doc.units || {};
   const n = doc.rows ?? 0;
   const get = columnReader(doc);
   const columns = LAUNCH_COLUMNS.map((c) => ({...c, unit: c.unitCol ? units[c.unitCol] || null : c.unit}));
   const launchOf = (i) => get("launch_id", i) ?? i;
-  const table = new DataTable({
+  return new DataTable({
     columns, rows: n, get, noun: "launches", role: "kernels",
     state: ctx.state, defaultSort: "", selected: ctx.state.launch ?? null,
     filterText: (i) => `${get("name", i) || ""}\n${get("demangled_name", i) || ""}`,
@@ -78,16 +81,12 @@ async function showLaunches(slot, ctx, run, toggle, view) {
     onRowClick: (i) => ctx.openLaunch(launchOf(i)),
     onState: (patch) => ctx.update(patch),
   });
-  view.table = table;
-  replace(slot, table.element);
 }
 
-async function showGroups(slot, ctx, run, toggle, view) {
-  const doc = await fetchInto(slot, api.kernelGroups(run), `kernel groups of ${run}`, ctx);
-  if (!doc) return;
+function groupTable(doc, ctx) {
   const groups = Array.isArray(doc.groups) ? doc.groups : [];
   const get = (key, i) => groups[i][key] ?? null;
-  const table = new DataTable({
+  return new DataTable({
     columns: GROUP_COLUMNS, rows: groups.length, get, noun: "kernel names", role: "kernel-groups",
     state: ctx.state, defaultSort: "",
     filterText: (i) => `${groups[i].name || ""}\n${groups[i].demangled_name || ""}`,
@@ -96,6 +95,4 @@ async function showGroups(slot, ctx, run, toggle, view) {
     onRowClick: (i) => ctx.navigate({group: null, q: groups[i].name || null, sort: "duration_ns:desc", page: null}),
     onState: (patch) => ctx.update(patch),
   });
-  view.table = table;
-  replace(slot, table.element);
 }

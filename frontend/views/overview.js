@@ -2,81 +2,45 @@
 // figures, GPU busy % per device with its utilisation over time, the longest idle gaps
 // with what the CPU was doing then, and the trace download.  Report strings are text.
 
-import {api, API} from "../api.js";
-import {h, s, replace} from "../dom.js";
+import {routeURL} from "../api.js";
+import {h, s} from "../dom.js";
 import * as fmt from "../format.js";
-import {runHeader, fetchInto} from "./common.js";
+import {runView, stat} from "./common.js";
+import {adviceSection} from "./advice.js";
 
-export function render(container, ctx) {
-  const slot = h("div");
-  container.append(runHeader("Overview", ctx), slot);
-  load(slot, ctx).catch((e) => console.error(e));
-  return null;
-}
+export const render = runView({draw});
 
-async function load(slot, ctx) {
+function draw(doc, ctx) {
   const run = ctx.state.run;
-  const doc = await fetchInto(slot, api.overview(run), `overview of ${run}`, ctx);
-  if (!doc) return;
   const devices = Array.isArray(doc.devices) ? doc.devices : [];
-  replace(slot,
+  return [
     headline(doc.headline || {}, devices),
-    adviceSection(Array.isArray(doc.advice) ? doc.advice : []),
+    adviceSection(doc.advice, "No finding: no rule's evidence is in this run."),
     doc.has_trace ? utilisationSection(doc.utilisation || {}, devices) : h("p", {class: "muted", "data-role": "no-trace"},
-      "No GPU timeline in this run: busy/idle time and idle gaps come from traces (Nsight Systems exports)."),
+      "No GPU timeline in this run: busy/idle time and idle gaps come from traces (Nsight Systems, rocprof)."),
     doc.has_trace ? gapsSection(Array.isArray(doc.idle_gaps) ? doc.idle_gaps : [], ctx) : null,
     doc.has_trace ? attributionSection(Array.isArray(doc.idle_attribution) ? doc.idle_attribution : []) : null,
     doc.timeline ? traceSection(doc.timeline, run) : null,
-    notesSection(Array.isArray(doc.notes) ? doc.notes : []));
-}
-
-function stat(label, value, role, raw, title) {
-  return h("div", {class: "stat", title: title || null}, h("div", {class: "stat-label"}, label),
-    h("div", {class: "stat-value", "data-role": role, "data-value": raw ?? null}, value));
+    notesSection(Array.isArray(doc.notes) ? doc.notes : [])];
 }
 
 function headline(hl, devices) {
   const busy = hl.gpu_busy_pct;
   const items = [
     stat("GPU busy", fmt.isMissing(busy) ? fmt.MISSING : `${busy < 1 ? fmt.num(busy, 2) : fmt.pct(busy)} %`, "gpu-busy", busy,
-      "GPU busy time (kernels, copies, sets) over the capture span"),
+      {title: "GPU busy time (kernels, copies, sets) over the capture span"}),
     stat("GPU idle", fmt.isMissing(hl.gpu_idle_ms) ? fmt.MISSING : fmt.duration(hl.gpu_idle_ms * 1e6), "gpu-idle", hl.gpu_idle_ms),
     stat("Kernel launches", fmt.int(hl.kernel_launches), "kernel-launches", hl.kernel_launches),
     stat("Kernel time", fmt.isMissing(hl.total_kernel_time_ms) ? fmt.MISSING : fmt.duration(hl.total_kernel_time_ms * 1e6),
       "kernel-time", hl.total_kernel_time_ms),
     stat("Copies / busy", fmt.isMissing(hl.memcpy_share_of_busy_pct) ? fmt.MISSING : `${fmt.pct(hl.memcpy_share_of_busy_pct)} %`,
-      "memcpy-share", hl.memcpy_share_of_busy_pct, "time a memcpy ran / GPU busy time"),
+      "memcpy-share", hl.memcpy_share_of_busy_pct, {title: "time a memcpy ran / GPU busy time"}),
   ];
   for (const d of devices) {
     items.push(stat(`GPU ${d.device} busy, first→last op`, fmt.isMissing(d.active_busy_pct) ? fmt.MISSING : `${fmt.pct(d.active_busy_pct)} %`,
-      `active-busy-${d.device}`, d.active_busy_pct, `${d.name || ""}: busy time between the first and last GPU operation`));
+      `active-busy-${d.device}`, d.active_busy_pct, {title: `${d.name || ""}: busy time between the first and last GPU operation`}));
   }
   return h("div", {class: "totals", "data-role": "headline"}, items);
-}
-
-function valueText(key, v) {
-  if (typeof v !== "number") return null;
-  if (key.endsWith("_ns")) return fmt.duration(v);
-  if (key.endsWith("_pct")) return `${fmt.pct(v)} %`;
-  if (key === "bytes" || key.endsWith("_bytes")) return fmt.bytes(v);
-  return fmt.num(v);
-}
-
-function adviceCard(a) {
-  const values = a.values && typeof a.values === "object" ? Object.entries(a.values) : [];
-  const shown = values.map(([k, v]) => [k, valueText(k, v)]).filter(([, t]) => t !== null);
-  return h("div", {class: ["advice-card", `severity-${a.severity || "low"}`], "data-advice-id": a.id, "data-severity": a.severity},
-    h("div", {class: "advice-title"}, h("span", {class: "severity"}, a.severity || ""), " ", a.title || a.id),
-    h("div", {class: "advice-evidence", "data-role": "evidence"}, a.evidence || ""),
-    shown.length ? h("dl", {class: "advice-values", "data-role": "values"}, shown.map(([k, t]) =>
-      [h("dt", null, k), h("dd", {"data-key": k, "data-value": a.values[k]}, t)])) : null,
-    h("div", {class: "advice-suggestion", "data-role": "suggestion"}, a.suggestion || ""));
-}
-
-function adviceSection(items) {
-  return h("section", {"data-role": "advice"}, h("h3", null, `Advice (${items.length})`),
-    items.length ? h("div", {class: "advice-cards"}, items.map(adviceCard))
-      : h("p", {class: "muted"}, "No finding: no rule's evidence is in this run."));
 }
 
 const SPARK_W = 900, SPARK_H = 70;
@@ -141,9 +105,7 @@ function attributionSection(rows) {
 }
 
 export function traceLink(run) {
-  const url = new URL("trace", API);
-  url.searchParams.set("run", run);
-  return url.href;
+  return routeURL("trace", {run}).href;
 }
 
 function traceSection(info, run) {

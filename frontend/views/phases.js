@@ -1,10 +1,9 @@
 // Phases: the run's NVTX ranges, one row per (domain, name, style): instances, CPU wall
 // time and the GPU time of the kernels launched inside them (the NVTX projection).
 
-import {api} from "../api.js";
-import {h, replace} from "../dom.js";
+import {h} from "../dom.js";
 import {DataTable} from "./table.js";
-import {runHeader, fetchInto} from "./common.js";
+import {runView} from "./common.js";
 
 const COLUMNS = [
   {key: "name", label: "NVTX range", kind: "name"},
@@ -19,17 +18,9 @@ const COLUMNS = [
   {key: "gpu_span_ns", label: "GPU span", unit: "ns", kind: "num", title: "first kernel start to last kernel end, per instance, summed"},
 ];
 
-export function render(container, ctx) {
-  const slot = h("div");
-  container.append(runHeader("Phases", ctx), slot);
-  load(slot, ctx).catch((e) => console.error(e));
-  return null;
-}
+export const render = runView({draw});
 
-async function load(slot, ctx) {
-  const run = ctx.state.run;
-  const doc = await fetchInto(slot, api.phases(run), `NVTX phases of ${run}`, ctx);
-  if (!doc) return;
+function draw(doc, ctx) {
   const data = doc.data || {};
   const get = (key, i) => (data[key] ? data[key][i] : null);
   // The default NVTX domain has no name: say so rather than show a missing value.
@@ -40,9 +31,9 @@ async function load(slot, ctx) {
     filterPlaceholder: "Filter by range name…", filterText: (i) => String(get("name", i) ?? ""),
     rowAttrs: (i) => ({"data-name": get("name", i)}), onState: (patch) => ctx.update(patch),
   });
-  replace(slot,
+  return [
     h("p", {class: "muted", "data-role": "phases-source"}, doc.source === "nvtx_sum"
       ? "From `nsys stats` output: CPU wall time only (no GPU projection without the export's launch records)."
       : "CPU time is the ranges' wall time; GPU time projects the kernels launched inside each range onto it (a kernel counts for every enclosing range)."),
-    table.element);
+    table.element];
 }

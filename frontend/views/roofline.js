@@ -5,10 +5,9 @@
 //   cx = left + (log10(ai) - xMin) / (xMax - xMin) * (right - left)
 //   cy = bottom - (log10(flops) - yMin) / (yMax - yMin) * (bottom - top)
 
-import {api} from "../api.js";
 import {h, s, replace} from "../dom.js";
 import * as fmt from "../format.js";
-import {runHeader, fetchInto} from "./common.js";
+import {runView} from "./common.js";
 
 const W = 880, H = 520;
 const BOX = {left: 84, right: W - 24, top: 20, bottom: H - 52};
@@ -21,13 +20,10 @@ const R_MIN = 3, R_MAX = 16;
 
 const log10 = Math.log10;
 
-export function render(container, ctx) {
-  const slot = h("div");
-  container.append(runHeader("Roofline", ctx), slot);
-  const view = {onSelect: (launch) => highlight(slot, launch)};
-  load(slot, ctx).catch((e) => console.error(e));
-  return view;
-}
+// Its points open the kernel-detail drawer.
+export const opensLaunches = true;
+
+export const render = runView({draw, select: (view, launch) => highlight(view.slot, launch)});
 
 function highlight(root, launch) {
   for (const c of root.querySelectorAll("circle[data-launch-id]")) {
@@ -58,10 +54,7 @@ function domain(values, padDecades) {
   return [lo, hi];
 }
 
-async function load(slot, ctx) {
-  const run = ctx.state.run;
-  const doc = await fetchInto(slot, api.roofline(run), `roofline of ${run}`, ctx);
-  if (!doc) return;
+function draw(doc, ctx) {
   const devices = Array.isArray(doc.devices) ? doc.devices : [];
   const points = Array.isArray(doc.points) ? doc.points : [];
   const levels = LEVELS.filter((l) => points.some((p) => p[`ai_${l}`] > 0));
@@ -76,10 +69,10 @@ async function load(slot, ctx) {
       levels.map((l) => h("option", {value: l, selected: l === level}, LEVEL_LABEL[l] || l)))) : null;
 
   if (!drawable.length && !compute.length) {
-    replace(slot, h("p", {class: "muted", "data-role": "roofline-empty"},
+    return h("p", {class: "muted", "data-role": "roofline-empty"},
       "No launch of this run has both FLOP/s and an arithmetic intensity, and the report holds no peaks: " +
-      "profile with Nsight Compute's roofline sections (--section SpeedOfLight_RooflineChart, or --set full)."));
-    return;
+      "profile its kernels with Nsight Compute's roofline sections (--section SpeedOfLight_RooflineChart, or --set full) " +
+      "on NVIDIA, or with rocprof-compute on AMD.");
   }
 
   // Log domain from the points, ridge points and roofs.
@@ -95,7 +88,7 @@ async function load(slot, ctx) {
 
   const svg = s("svg", {
     class: "roofline", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
-    "aria-label": `roofline of ${run}`, "data-role": "roofline",
+    "aria-label": `roofline of ${ctx.state.run}`, "data-role": "roofline",
     "data-x-min": xMin, "data-x-max": xMax, "data-y-min": yMin, "data-y-max": yMax,
     "data-plot-left": BOX.left, "data-plot-right": BOX.right, "data-plot-top": BOX.top, "data-plot-bottom": BOX.bottom,
     "data-level": level,
@@ -199,8 +192,8 @@ async function load(slot, ctx) {
   const notes = [];
   if (skipped) notes.push(`${skipped} launch(es) without a positive ${LEVEL_LABEL[level] || level} intensity or FLOP/s are not drawn (log axes).`);
   if (!drawable.length) notes.push("No launch has both FLOP/s and an arithmetic intensity; only the roofs are drawn.");
-  replace(slot, h("div", {class: "toolbar"}, picker, h("span", {class: "muted"}, `${drawable.length} kernel point(s); circle area ∝ duration; click a point for details.`)),
-    wrap, notes.map((n) => h("p", {class: "muted note"}, n)), legend(compute, memory, drawable, devices.length > 1));
+  return [h("div", {class: "toolbar"}, picker, h("span", {class: "muted"}, `${drawable.length} kernel point(s); circle area ∝ duration; click a point for details.`)),
+    wrap, notes.map((n) => h("p", {class: "muted note"}, n)), legend(compute, memory, drawable, devices.length > 1)];
 }
 
 function tipLines(p, ai) {

@@ -11,12 +11,12 @@ function devices(list) {
 export function render(container, ctx) {
   const rows = ctx.runs.flatMap((r) => {
     const selected = r.run === ctx.state.run;
-    // CPU-only runs (VTune) have no kernels: open their CPU hotspots instead.
-    const cpu = Array.isArray(r.summaries) && r.summaries.includes("cpu_hotspots") && !r.kernel_count;
-    const pick = () => ctx.navigate({run: r.run, view: cpu ? "cpu" : "kernels", launch: null, page: null, q: null, sort: null});
+    // The first view the server lists for the run (Kernels, or CPU hotspots for a VTune run).
+    const first = Array.isArray(r.views) && r.views.length ? r.views[0] : ctx.state.view;
+    const pick = () => ctx.navigate({run: r.run, view: first, launch: null, page: null, q: null, sort: null});
     const known = Boolean(r.tool || r.source_path);  // an unreadable manifest leaves only the error
     const main = h("tr", {"data-run": r.run, class: ["clickable", selected ? "selected" : "", r.error ? "run-error" : ""],
-      onclick: pick, title: "open the kernels of this run"},
+      onclick: pick, title: "open this run"},
       h("td", null, h("span", {class: "mono"}, r.run)),
       known ? [
         h("td", null, [r.tool || fmt.MISSING, r.tool_version ? ` ${r.tool_version}` : ""].join("")),
@@ -32,7 +32,7 @@ export function render(container, ctx) {
   });
   container.appendChild(h("section", null,
     h("h2", null, "Runs"),
-    h("p", {class: "muted"}, "Pick a run to see its kernels. Runs that cannot be read show why; the others still work."),
+    h("p", {class: "muted"}, "Pick a run to open it. Runs that cannot be read show why; the others still work."),
     h("div", {class: "scroll"}, h("table", {class: "data runs", "data-role": "runs"},
       h("thead", null, h("tr", null, ["Run", "Tool", "Device(s)", "Launches", "Source file", "Format", "Exported"].map((t) => h("th", null, t)))),
       h("tbody", null, rows)))));

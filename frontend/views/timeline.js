@@ -4,7 +4,7 @@
 // /timeline, decimated by the server to what the canvas can show, so 100,000s of slices stay
 // fast.  Hover shows the slice as text (names never go through HTML).
 
-import {api} from "../api.js";
+import {getJSON} from "../api.js";
 import {h, replace, errorBox, loading, debounce} from "../dom.js";
 import * as fmt from "../format.js";
 import {runHeader} from "./common.js";
@@ -16,6 +16,11 @@ const LANE_MIN_H = 30;  // room for the two-line label (thread, process)
 const MIN_SPAN_NS = 1000;  // zoom stops at 1 µs across the canvas
 const COLOURS = {kernel: "#f08c00", memcpy: "#1c7ed6", memset: "#0ca678", cuda_api: "#868e96", nvtx: "#7048e8"};
 const CAT_LABELS = {kernel: "kernel", memcpy: "memcpy", memset: "memset", cuda_api: "CUDA API call", nvtx: "NVTX range"};
+
+/** A window edge in whole ns (the route takes integers); null / undefined: the capture's edge. */
+function whole(ns) {
+  return ns === null || ns === undefined ? null : Math.round(ns);
+}
 
 function hue(text) {
   let x = 0;
@@ -57,7 +62,7 @@ class TimelineView {
     this.tooltip = h("div", {class: "tooltip", "data-role": "tooltip", hidden: true});
     this.frame = h("div", {class: "timeline-frame"}, this.labels, h("div", {class: "timeline-plot"}, this.canvas, this.tooltip));
     this.slot = h("div", null, loading(`timeline of ${this.run}`));
-    container.append(runHeader("Timeline", ctx), toolbar, legend, this.slot);
+    container.append(runHeader(ctx.view.title, ctx), toolbar, legend, this.slot);
     this.scheduleFetch = debounce(() => this.fetch(), 120);
     this.bindEvents();
   }
@@ -75,7 +80,8 @@ class TimelineView {
     const seq = ++this.fetchSeq;
     let doc;
     try {
-      doc = await api.timeline(this.run, this.t0, this.t1, this.maxEvents());
+      doc = await getJSON(this.ctx.view.route, {run: this.run, start: whole(this.t0), end: whole(this.t1),
+        max_events: this.maxEvents()});
     } catch (e) {
       if (this.ctx.isCurrent() && seq === this.fetchSeq) {
         replace(this.slot, errorBox(`Cannot load the timeline of ${this.run}: ${e.message}`, e.status ? `HTTP ${e.status}` : null));

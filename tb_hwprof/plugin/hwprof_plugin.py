@@ -1,6 +1,6 @@
 """TensorBoard entry point of tb_hwprof: the plugin class and its loader.
 
-Imports only TensorBoard's base_plugin and tb_hwprof.logdir.metadata; everything heavy
+Imports only TensorBoard's base_plugin, tb_hwprof.logdir.metadata and the route list; everything heavy
 (pandas, werkzeug wrappers, the analyses) is imported by `service` on the first request.
 """
 import threading
@@ -8,9 +8,7 @@ import threading
 from tensorboard.plugins import base_plugin
 
 from ..logdir import metadata
-
-ROUTES = ("/runs", "/kernels", "/kernel_groups", "/kernel", "/roofline", "/bottlenecks", "/compare", "/static/*",
-          "/summary", "/cpu_hotspots", "/overview", "/phases", "/timeline", "/trace")
+from .routes import ROUTES
 
 
 class HwprofPlugin(base_plugin.TBPlugin):

@@ -6,6 +6,7 @@ leave the tab blank.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Callable, Dict, Set
 
@@ -13,8 +14,9 @@ from tensorboard import plugin_util
 from tensorboard.backend import http_util
 from werkzeug import wrappers
 
+from ..errors import HwprofError
 from ..logdir import metadata
-from . import encode, static, views
+from . import encode, routes, static, views
 from .store import HttpError, RunEntry, RunStore, check_run_name, check_summary_name, missing_files
 
 logger = logging.getLogger("tb_hwprof")
@@ -26,13 +28,15 @@ class Service:
     def __init__(self, data_provider, logdir):
         self._provider = data_provider
         self.store = RunStore(logdir)
-        self.routes: Dict[str, Callable] = {
-            "/runs": self.runs, "/kernels": self.kernels, "/kernel_groups": self.kernel_groups,
-            "/kernel": self.kernel, "/roofline": self.roofline, "/bottlenecks": self.bottlenecks,
-            "/compare": self.compare, "/static/*": self.static,
-            "/summary": self.summary, "/cpu_hotspots": self.cpu_hotspots,
-            "/overview": self.overview, "/phases": self.phases, "/timeline": self.timeline, "/trace": self.trace,
-        }
+        self.routes: Dict[str, Callable] = {route: self._handler(route) for route in routes.ROUTES}
+
+    def _handler(self, route: str) -> Callable:
+        """A run document's route builds views.<name>(entry) once per run and files; the others
+        have a method named after them."""
+        name = routes.route_name(route)
+        if route in routes.RUN_DOCUMENTS:
+            return functools.partial(self._run_document, name=name)
+        return getattr(self, name)
 
     def __call__(self, route: str, environ, start_response):
         request = wrappers.Request(environ)
@@ -40,6 +44,8 @@ class Service:
             response = self.routes[route](request)
         except HttpError as e:
             response = error_response(request, e.code, e.message)
+        except HwprofError as e:  # a damaged file read outside a cached view: "file: problem -- fix"
+            response = error_response(request, 422, " ".join(str(e).split()))
         except Exception as e:  # noqa: BLE001 - the tab must get JSON, whatever broke
             logger.exception("tb_hwprof: %s failed", request.full_path)
             response = error_response(request, 422, f"tb_hwprof could not serve {route}: "
@@ -75,23 +81,18 @@ class Service:
 
     # -- routes ---------------------------------------------------------------------------
     def runs(self, request):
-        return json_response(request, encode.response({"runs": [self._run_row(r) for r in sorted(self._listed(request))]}))
+        """The runs, each with the views it has data for, and the views' titles and routes (the nav)."""
+        rows = [self._run_row(r) for r in sorted(self._listed(request))]
+        return json_response(request, encode.response({"views": routes.nav(), "runs": rows}))
 
     def kernels(self, request):
         return json_response(request, self._entry(request).kernels_response())
 
-    def _cached_view(self, request, name: str, build: Callable[[RunEntry], dict]):
+    def _run_document(self, request, *, name: str):
+        """views.<name>(entry) of the requested run, encoded once per run and version of its files."""
         entry = self._entry(request)
+        build = getattr(views, name)
         return json_response(request, entry.memo(name, lambda: encode.response(build(entry))))
-
-    def kernel_groups(self, request):
-        return self._cached_view(request, "kernel_groups", views.kernel_groups)
-
-    def roofline(self, request):
-        return self._cached_view(request, "roofline", views.roofline)
-
-    def bottlenecks(self, request):
-        return self._cached_view(request, "bottlenecks", views.bottlenecks)
 
     def kernel(self, request):
         entry = self._entry(request)
@@ -105,15 +106,6 @@ class Service:
     def summary(self, request):
         entry = self._entry(request)
         return json_response(request, entry.summary_response(check_summary_name(request.args.get("name"))))
-
-    def cpu_hotspots(self, request):
-        return self._cached_view(request, "cpu_hotspots", views.cpu_hotspots)
-
-    def overview(self, request):
-        return self._cached_view(request, "overview", views.overview)
-
-    def phases(self, request):
-        return self._cached_view(request, "phases", views.phases)
 
     def timeline(self, request):
         entry = self._entry(request)

@@ -10,24 +10,20 @@ import collections
 import gzip
 import os
 import posixpath
-import re
 import threading
-import zlib
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
-from urllib.parse import unquote
 
 from ..errors import HwprofError, InputError
 from ..logdir import metadata, reader
 from . import encode
 
-_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")  # C:\... is absolute too, whatever the server's OS
-_SUMMARY_NAME = re.compile(r"[a-z0-9_]{1,100}")  # as the writer names them: no path can be spelled
+# TensorBoard's name for a run written at the top of the logdir (`--logdir` pointed at one run):
+# the one name that is not a run folder's relative name.
+LOGDIR_RUN = "."
 # A re-export swaps the whole run folder in, so these change whenever any file of the run does.
 RUN_FILES = (metadata.MANIFEST, metadata.KERNELS, metadata.DETAILS_DIR)
 MAX_LOADED = 8  # runs whose tables stay in memory (a 100k-launch run holds ~100 MB)
-# What a damaged file raises while being read: all become a 422 naming the file.
-READ_ERRORS = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, OverflowError)
 
 
 class HttpError(Exception):
@@ -40,19 +36,18 @@ class HttpError(Exception):
 
 
 def check_run_name(run: Optional[str]) -> str:
-    """400 for names that can never be a run: empty, absolute, '..', NUL, also once more decoded."""
+    """400 for names that can never be a run (the logdir's rule, metadata.run_name_problem)."""
     if not run:
         raise HttpError(400, "missing run parameter")
-    for form in (run, unquote(run)):  # werkzeug decoded once; catch %2e%2e%2f sent encoded twice
-        parts = form.replace("\\", "/").split("/")
-        if "\x00" in form or form.startswith(("/", "\\")) or ".." in parts or _DRIVE.match(form):
-            raise HttpError(400, f"bad run name {run!r}: runs are relative names inside the logdir")
+    problem = None if run == LOGDIR_RUN else metadata.run_name_problem(run)
+    if problem:
+        raise HttpError(400, problem)
     return run
 
 
 def check_summary_name(name: Optional[str]) -> str:
-    """400 unless `name` is a summary table name (the writer's rule: lowercase letters, digits, '_')."""
-    if not name or not _SUMMARY_NAME.fullmatch(name):
+    """400 unless `name` is a summary table name (the writer's rule, metadata.is_summary_name)."""
+    if not metadata.is_summary_name(name):
         raise HttpError(400, f"bad summary table name {name!r}: lowercase letters, digits and '_' (see /runs)")
     return name
 
@@ -124,29 +119,23 @@ class RunEntry:
         return self.memo("kernels", lambda: self._read_kernels(lambda raw, doc: tables.kernels_from_json(doc)))
 
     def _read_kernels(self, make):
-        """make(bytes, document) of kernels.json.gz, checked for shape; a damaged file is a 422."""
-        path = self.asset_dir / metadata.KERNELS
         self.loads["kernels"] += 1
-        try:
-            raw = gzip.decompress(path.read_bytes())
-            doc = encode.loads(raw)
-            encode.check_columnar(doc, self.manifest.get("kernel_count"))
-            return make(raw, doc)
-        except READ_ERRORS as e:
-            raise InputError(path, f"unreadable kernels table ({_why(e)})",
-                             "re-export the run with --overwrite") from None
+        return _read_columnar(self.asset_dir / metadata.KERNELS, "kernels table", make, self.manifest.get("kernel_count"))
+
+    def summary_files(self) -> Dict[str, str]:
+        """{name: asset file} of the run's summary tables (metadata.summary_names of the manifest)."""
+        return dict(metadata.summary_names(self.manifest.get("files")))
 
     def summary_names(self) -> list:
-        """Names of the run's summary tables (the manifest's `summary_<name>` files)."""
-        files = self.manifest.get("files") or {}
-        return sorted(k[len("summary_"):] for k in files if k.startswith("summary_"))
+        return sorted(self.summary_files())
 
     def _summary_path(self, name: str) -> Path:
-        if name not in self.summary_names():
-            have = ", ".join(self.summary_names()) or "none"
-            raise HttpError(404, f"run {self.run!r} has no summary table {name!r} (it has: {have})")
+        files = self.summary_files()
+        if name not in files:
+            raise HttpError(404, f"run {self.run!r} has no summary table {name!r} "
+                                 f"(it has: {', '.join(sorted(files)) or 'none'})")
         # Only the file name counts: a manifest cannot point outside the asset folder.
-        return self.asset_dir / Path(str(self.manifest["files"][f"summary_{name}"])).name
+        return self.asset_dir / Path(files[name]).name
 
     def summary_response(self, name: str) -> bytes:
         """gzip of {"run", "name", ...the table's columnar JSON}, as summary_<name>.json.gz holds it."""
@@ -161,14 +150,7 @@ class RunEntry:
     def _read_summary(self, name: str, make):
         path = self._summary_path(name)
         self.loads["summary"] += 1
-        try:
-            raw = gzip.decompress(path.read_bytes())
-            doc = encode.loads(raw)
-            encode.check_columnar(doc)
-            return make(raw, doc)
-        except READ_ERRORS as e:
-            raise InputError(path, f"unreadable summary table ({_why(e)})",
-                             "re-export the run with --overwrite") from None
+        return _read_columnar(path, "summary table", make)
 
     def raw_metrics(self, launch: int) -> dict:
         return self.details(launch)[0]
@@ -179,9 +161,29 @@ class RunEntry:
     def details(self, launch: int):
         """(raw metrics, rules) of one launch: one details file of DETAILS_CHUNK launches is read
         (none for a run without details: empty ones)."""
-        return self.memo(("details", launch), lambda: _read_detail(
-            lambda run_dir, i: reader.read_details(run_dir, i, self.manifest),
-            self.run_dir, launch, self.asset_dir / metadata.details_file(launch)))
+        return self.memo(("details", launch), lambda: read_asset(
+            self.asset_dir / metadata.details_file(launch), "details file",
+            lambda: reader.read_details(self.run_dir, launch, self.manifest)))
+
+
+def read_asset(path: Path, what: str, read: Callable[[], object]):
+    """read(); what a damaged file raises (metadata.DAMAGED_FILE_ERRORS) becomes the one-line
+    InputError naming `path` (a 422 once it reaches a route)."""
+    try:
+        return read()
+    except metadata.DAMAGED_FILE_ERRORS as e:
+        raise InputError(path, f"unreadable {what} ({type(e).__name__}: {_why(e)})",
+                         "re-export the run with --overwrite") from None
+
+
+def _read_columnar(path: Path, what: str, make, expected_rows: Optional[int] = None):
+    """make(bytes, document) of a gzipped columnar table, checked for shape first."""
+    def read():
+        raw = gzip.decompress(path.read_bytes())
+        doc = encode.loads(raw)
+        encode.check_columnar(doc, expected_rows)
+        return make(raw, doc)
+    return read_asset(path, what, read)
 
 
 def _format2_shape(raw: bytes, doc: dict) -> bytes:
@@ -204,14 +206,6 @@ def _why(e: BaseException) -> str:
     return text if len(text) < 200 else text[:200] + "..."
 
 
-def _read_detail(read, run_dir: Path, launch: int, path: Path):
-    try:
-        return read(run_dir, launch)
-    except READ_ERRORS as e:
-        raise InputError(path, f"unreadable ({type(e).__name__}: {_why(e)})",
-                         "re-export the run with --overwrite") from None
-
-
 class RunStore:
     """Maps listed run names to folders under the logdir and caches what was read from them."""
 
@@ -227,7 +221,7 @@ class RunStore:
         """The run's folder; 404 unless it resolves (symlinks followed) inside the logdir."""
         if not self.logdir:
             raise HttpError(404, "tb_hwprof needs TensorBoard started with --logdir (not --logdir_spec)")
-        run_dir = Path(self.logdir) if run == "." else Path(self.logdir, *posixpath.normpath(run).split("/"))
+        run_dir = Path(self.logdir) if run == LOGDIR_RUN else Path(self.logdir, *posixpath.normpath(run).split("/"))
         root = os.path.realpath(self.logdir)
         for path in (run_dir, reader.asset_dir(run_dir)):
             if not _inside(os.path.realpath(path), root):

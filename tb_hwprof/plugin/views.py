@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Optional
 
 from ..analysis import compare, groups
-from ..model import Profile, Provenance, normalise_kernels
-from .store import HttpError, RunEntry
+from ..analysis.findings import Finding
+from ..logdir import metadata
+from . import routes
+from .store import HttpError, RunEntry, read_asset
 
 RUN_FIELDS = ("tool", "tool_version", "source_path", "source_format", "export_time")
 
@@ -22,10 +24,36 @@ def run_info(run: str, manifest: Optional[dict], error: Optional[str]) -> dict:
         info["devices"] = [{"id": d.get("id"), "name": d.get("name", ""), "architecture": d.get("architecture", "")}
                            for d in manifest.get("devices") or []]
         info["kernel_count"] = manifest.get("kernel_count")
-        files = manifest.get("files") or {}
-        info["summaries"] = sorted(k[len("summary_"):] for k in files if k.startswith("summary_"))
-        info["has_timeline"] = "timeline_index" in files  # the Timeline view can open it
+        info["summaries"] = [name for name, _ in metadata.summary_names(manifest.get("files"))]
+        info["views"] = routes.run_views(manifest)
     return info
+
+
+# Units of the figures of runs exported before findings carried them (evidence / suggestion / values),
+# by the name endings those rules used.
+_LEGACY_UNITS = (("_ns", "ns"), ("_pct", "%"), ("bytes", "B"), ("_s", "s"))
+
+
+def _legacy_unit(name: str) -> str:
+    return next((unit for ending, unit in _LEGACY_UNITS if name.endswith(ending)), "")
+
+
+def stored_advice(manifest: dict, id_prefix: str = "") -> Optional[list]:
+    """The findings the export stored in the manifest (those whose id starts with `id_prefix`), as
+    Finding.to_dict writes them whatever the run's age; None for a run exported before advice was
+    stored (the plugin never computes advice: re-exporting the run does)."""
+    advice = manifest.get("advice")
+    if not isinstance(advice, list):
+        return None
+    out = []
+    for item in advice:
+        found = Finding.from_dict(item).to_dict()
+        if "figures" not in item:
+            for name, figure in found["figures"].items():
+                figure["unit"] = _legacy_unit(name)
+        if found["id"].startswith(id_prefix):
+            out.append(found)
+    return out
 
 
 def kernel_groups(entry: RunEntry) -> dict:
@@ -87,27 +115,17 @@ def compare_runs(base: RunEntry, run: RunEntry) -> dict:
 
 
 def cpu_hotspots(entry: RunEntry) -> dict:
-    """/cpu_hotspots: the run's CPU functions (analysis/cpu_hotspots.py) and its CPU advice."""
+    """/cpu_hotspots: the run's CPU functions (analysis/cpu_hotspots.py) and its stored CPU advice."""
     from ..analysis import cpu_hotspots as hot
-    from ..analysis.advice import cpu as cpu_advice
     from ..logdir import tables
     if "cpu_hotspots" not in entry.summary_names():
         raise HttpError(404, f"run {entry.run!r} has no CPU hotspots (export a VTune hotspots or "
                              f"uarch-exploration CSV report)")
-    table = entry.summary("cpu_hotspots")
-    frame = hot.hotspot_table(table)
+    frame = hot.hotspot_table(entry.summary("cpu_hotspots"))
     doc = tables.clean(tables.frame_to_json(frame, hot.UNITS))
-    profile = Profile(Provenance(**_provenance(entry.manifest)), [], normalise_kernels([]),
-                      summaries={"cpu_hotspots": table})
     return {"run": entry.run, **doc, "totals": hot.totals(frame),
             "topdown": {"available": hot.has_topdown(frame), "thresholds": hot.tma_thresholds()},
-            "advice": tables.clean(cpu_advice.advise(profile))}
-
-
-def _provenance(manifest: dict) -> dict:
-    prov = manifest.get("provenance") or {}
-    return {k: str(prov.get(k, "")) for k in ("tool", "tool_version", "source_path", "source_sha256",
-                                                "source_format", "export_time")}
+            "advice": stored_advice(entry.manifest, "cpu.")}
 
 
 # -- traces: overview, phases, timeline (docs/http_api.md) ---------------------------------------
@@ -116,19 +134,14 @@ def _summaries(entry: RunEntry, names) -> dict:
 
 
 def overview(entry: RunEntry) -> dict:
-    """/overview: headline figures, GPU busy/idle, the longest idle gaps and the advice."""
+    """/overview: headline figures, GPU busy/idle, the longest idle gaps and the stored advice."""
     from ..analysis import trace_views
-    from ..analysis.advice import advise
     manifest = entry.manifest
     tables = _summaries(entry, ("gpu_activity", "gpu_utilisation", "gpu_idle_gaps", "gpu_idle_attribution"))
-    advice = manifest.get("advice")
-    if advice is None:  # exported before advice was written into the manifest: compute it now
-        profile = Profile(Provenance(**_provenance(manifest)), [], normalise_kernels([]),
-                          summaries={n: entry.summary(n) for n in entry.summary_names()})
-        advice = advise(profile)
     names = {d.get("id"): d.get("name", "") for d in manifest.get("devices") or []}
-    return {"run": entry.run, **trace_views.overview(tables, manifest.get("summary"), advice,
-                                                     manifest.get("notes"), manifest.get("timeline"), names)}
+    doc = trace_views.overview(tables, manifest.get("summary"), [], manifest.get("notes"), manifest.get("timeline"), names)
+    # "advice": null (not []) for a run exported before advice was stored, so the view can say so.
+    return {"run": entry.run, **doc, "advice": stored_advice(manifest)}
 
 
 def phases(entry: RunEntry) -> dict:
@@ -176,7 +189,6 @@ def timeline_args(args):
 
 
 def _timeline_file(entry: RunEntry, key: str) -> Path:
-    from ..logdir import metadata
     name = (entry.manifest.get("files") or {}).get(key)
     path = entry.asset_dir / Path(str(name)).name if name else None  # confined to the asset folder
     if path is None or not path.is_file():
@@ -188,17 +200,11 @@ def _timeline_file(entry: RunEntry, key: str) -> Path:
 def timeline_index(entry: RunEntry):
     """The run's TimelineIndex, loaded once per run and signature."""
     from ..analysis.trace_views import TimelineIndex
-    from ..errors import InputError
     from ..logdir import trace
-    from .store import READ_ERRORS
 
     def load():
         path = _timeline_file(entry, "timeline_index")
-        try:
-            return TimelineIndex(trace.read_index(path, trace.VIEW_COLUMNS))
-        except READ_ERRORS as e:
-            raise InputError(path, f"unreadable timeline index ({type(e).__name__}: {e})",
-                             "re-export the run with --overwrite") from None
+        return read_asset(path, "timeline index", lambda: TimelineIndex(trace.read_index(path, trace.VIEW_COLUMNS)))
     return entry.memo("timeline_index", load)
 
 
@@ -218,15 +224,9 @@ def trace_file(entry: RunEntry) -> Optional[Path]:
 def trace_stream(entry: RunEntry):
     """The run's trace rendered from its index as gzip bytes, piece by piece (nothing is written).
     The index is read here, before the response starts, so a bad one is still a one-line 422."""
-    from ..errors import InputError
     from ..logdir import trace
-    from .store import READ_ERRORS
     path = _timeline_file(entry, "timeline_index")  # 404 for runs with no timeline
-    try:
-        pieces = trace.index_trace(trace.read_index(path))
-    except READ_ERRORS as e:
-        raise HttpError(422, str(InputError(path, f"unreadable timeline index ({type(e).__name__}: {e})",
-                                            "re-export the run with --overwrite"))) from None
+    pieces = read_asset(path, "timeline index", lambda: trace.index_trace(trace.read_index(path)))
     return trace.gzip_pieces(pieces)
 
 

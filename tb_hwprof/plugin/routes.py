@@ -1,0 +1,87 @@
+"""The plugin's views and HTTP routes, listed once.
+
+VIEWS is the nav of the tab: the frontend builds it from /runs (which lists, per run, the views
+that run has data for, as XProf's /run_tools does) and loads the view `name` from
+frontend/views/<name>.js; it keeps no list of its own.  ROUTES are what the entry point serves;
+service.Service answers each with its method of the same name.
+
+Imported by the entry point (hwprof_plugin.py): nothing heavy, so the rules below read the
+manifest (a dict) only, never a table.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+from ..logdir import metadata
+
+ManifestTest = Callable[[dict], bool]
+
+
+def _always(manifest: dict) -> bool:
+    return True
+
+
+def _has_kernels(manifest: dict) -> bool:
+    return (manifest.get("kernel_count") or 0) > 0
+
+
+def _has_summary(*names: str) -> ManifestTest:
+    """Runs whose manifest lists one of these summary tables."""
+    def test(manifest: dict) -> bool:
+        return any(name in names for name, _ in metadata.summary_names(manifest.get("files")))
+    return test
+
+
+def _has_file(key: str) -> ManifestTest:
+    return lambda manifest: bool((manifest.get("files") or {}).get(key))
+
+
+def _has_overview(manifest: dict) -> bool:
+    """Headline figures, advice (an empty list counts: it says no rule fired) or a GPU trace."""
+    return bool(manifest.get("summary")) or manifest.get("advice") is not None or _has_summary("gpu_activity")(manifest)
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    name: str  # the state's `view`, and frontend/views/<name>.js
+    title: str  # the nav label
+    route: Optional[str]  # the route that fills it (its JSON document)
+    has: ManifestTest  # which runs have data for it (from the manifest)
+    per_run: bool = True  # False: about all runs (Runs, Compare), in the nav whatever run is picked
+
+
+# In nav order.
+VIEWS = (
+    View("runs", "Runs", "/runs", _always, per_run=False),
+    View("kernels", "Kernels", "/kernels", _has_kernels),
+    View("roofline", "Roofline", "/roofline", _has_kernels),
+    View("bottlenecks", "Bottlenecks", "/bottlenecks", _has_kernels),
+    View("compare", "Compare", "/compare", _always, per_run=False),
+    View("cpu", "CPU hotspots", "/cpu_hotspots", _has_summary("cpu_hotspots")),
+    View("overview", "Overview", "/overview", _has_overview),
+    View("timeline", "Timeline", "/timeline", _has_file("timeline_index")),
+    View("phases", "Phases", "/phases", _has_summary("nvtx_phases", "nvtx_sum")),
+)
+
+# Routes that serve one run's JSON document, built by views.<name>(entry) and kept until the
+# run's files change.
+RUN_DOCUMENTS = ("/kernel_groups", "/roofline", "/bottlenecks", "/cpu_hotspots", "/overview", "/phases")
+# Routes with a handler of their own in service.Service (the method named after the route).
+HANDLED = ("/runs", "/kernels", "/kernel", "/compare", "/summary", "/timeline", "/trace", "/static/*")
+ROUTES = RUN_DOCUMENTS + HANDLED
+
+
+def route_name(route: str) -> str:
+    """'/cpu_hotspots' -> 'cpu_hotspots', '/static/*' -> 'static': its handler's name."""
+    return route.strip("/").split("/")[0]
+
+
+def run_views(manifest: dict) -> list:
+    """Names of the per-run views `manifest`'s run has data for, in nav order."""
+    return [v.name for v in VIEWS if v.per_run and v.has(manifest)]
+
+
+def nav() -> list:
+    """Every view as /runs lists it: {name, title, route, per_run}."""
+    return [{"name": v.name, "title": v.title, "route": v.route, "per_run": v.per_run} for v in VIEWS]
