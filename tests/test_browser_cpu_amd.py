@@ -7,6 +7,7 @@ model (tb_hwprof.read). Screenshots go to test-artifacts/screenshots/.
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import pytest
@@ -15,6 +16,7 @@ from browser_support import column, export_run as _export, log_pos as _log_pos, 
 from tb_hwprof.logdir import columns, tables
 
 LOOPS, OPENMP, LOOPS_XSS = "vtune_2018_loops", "vtune_2015_openmp", "vtune_2018_loops_renamed"
+OPENMP_OLD = "vtune_2015_openmp_before_advice"  # its manifest without "advice", as runs exported before it
 BMM1, MI200, NVIDIA = "amd_bmm1_mi300x", "amd_vcopy_mi200", "nvidia_lakshya"
 ROCPD = "amd_rocpd_mi300x"
 SAME_MI200, SAME_MI300 = "amd_vcopy_mi200_as_naive_gemm", "amd_vcopy_mi300x_as_naive_gemm"
@@ -25,7 +27,7 @@ SOURCES = {
 }
 # A C++ name with every character HTML cares about; it must show as text.
 CPU_XSS = "std::vector<int>& operator<<(std::vector<int>&, A<B>&&) <img src=x onerror=alert(1)>"
-EXPECTED_RUNS = {*SOURCES, LOOPS_XSS, SAME_MI200, SAME_MI300}  # what the imported `tensorboard` waits for
+EXPECTED_RUNS = {*SOURCES, LOOPS_XSS, OPENMP_OLD, SAME_MI200, SAME_MI300}  # what the imported `tensorboard` waits for
 
 
 def _rewrite(run_dir, filename, edit):
@@ -49,6 +51,9 @@ def logdir(tmp_path_factory, samples_dir, ncu_report_module):
     # The loops report with its first row renamed to a name full of <, > and &.
     _export([samples_dir / SOURCES[LOOPS]], root, LOOPS_XSS)
     _rewrite(root / LOOPS_XSS, "summary_cpu_hotspots.json.gz", lambda d: d["data"]["name"].__setitem__(0, CPU_XSS))
+    _export([samples_dir / SOURCES[OPENMP]], root, OPENMP_OLD)
+    manifest = root / OPENMP_OLD / "plugins/tb_hwprof/profile.json"
+    manifest.write_text(json.dumps({k: v for k, v in json.loads(manifest.read_text()).items() if k != "advice"}))
     # AMD vecCopy runs renamed to the NVIDIA kernel (no NVIDIA and AMD sample share a kernel name),
     # with the " [clone .kd]" suffix AMD tools append.
     nvidia = tb_hwprof.read(samples_dir / SOURCES[NVIDIA]).kernels
@@ -146,6 +151,16 @@ def test_cpu_advice_card_on_openmp_spinning(session, samples_dir):
     cell = frame.locator("tr[data-name='__kmp_barrier'] td[data-col=spin_pct]")
     assert float(cell.get_attribute("data-value")) == pytest.approx(100 * float(barrier["Spin Time"]) / float(barrier["CPU Time"]))
     session.shot("cpu-hotspots-openmp-advice")
+
+
+def test_a_run_exported_before_advice_says_so(session):
+    """The plugin never computes advice: where the export stored none, both views say why."""
+    session.open()
+    for view, wait in (("cpu", lambda f: wait_rows(f, "cpu-hotspots")), ("overview", lambda f: f.locator("[data-role=headline]").wait_for())):
+        frame = session.go(f"#view={view}&run={OPENMP_OLD}")
+        wait(frame)
+        assert frame.locator("[data-role=advice] .advice-card").count() == 0
+        assert "export it again" in frame.locator("[data-role=advice-not-stored]").inner_text()
 
 
 def test_cpu_function_name_with_html_characters_is_text(session):
