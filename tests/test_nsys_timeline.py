@@ -218,6 +218,18 @@ def test_idle_gaps_by_hand():
     assert best.tolist() == [1, 0, -1] and amount.tolist() == [10, 10, 0]
 
 
+def test_longest_gaps_equal_a_full_sort_with_ties():
+    """Only the gaps at least as long as the top-th are sorted: the same as sorting all of them, with
+    many equal durations around the cut."""
+    rng = np.random.default_rng(5)
+    for n, top in ((1000, 20), (21, 20), (20, 20), (3, 20), (500, 1)):
+        s = np.sort(rng.integers(0, 10**6, n))
+        e = s + rng.integers(0, 4, n)  # durations 0-3: ties everywhere
+        want = sorted(zip(s.tolist(), e.tolist()), key=lambda g: (-(g[1] - g[0]), g[0]))[:top]
+        got = tl.longest((s, e), top)
+        assert list(zip(got[0].tolist(), got[1].tolist())) == want
+
+
 def test_overlap_equals_the_length_of_the_intersection_unit_by_unit():
     """union(a) ∩ union(b) measured from prefix sums equals counting covered instants one by one,
     with overlapping, touching, nested and empty sets, either one the larger."""

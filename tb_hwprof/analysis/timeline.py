@@ -102,9 +102,15 @@ def utilisation(islands: Intervals, span: Tuple[int, int], bins: int = UTILISATI
 
 
 def longest(gaps: Intervals, top: int = TOP_GAPS) -> Intervals:
-    """The `top` longest gaps, longest first (earlier first on ties)."""
+    """The `top` longest gaps, longest first (earlier first on ties).  Only the gaps at least as long
+    as the top-th are sorted (a 1M-kernel capture has ~1M gaps)."""
     s, e = gaps
-    order = np.lexsort((s, -(e - s)))[:top]
+    duration = e - s
+    if duration.size > top:
+        kth = np.partition(duration, duration.size - top)[duration.size - top]
+        keep = np.flatnonzero(duration >= kth)
+        s, e, duration = s[keep], e[keep], duration[keep]
+    order = np.lexsort((s, -duration))[:top]
     return s[order], e[order]
 
 
