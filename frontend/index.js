@@ -40,7 +40,7 @@ class App {
     window.addEventListener("hashchange", () => {
       const next = stateStore.parse(location.hash);
       if (stateStore.format(next) !== stateStore.format(this.state)) {
-        this.state = next.view ? next : {view: "runs"};
+        this.state = next.view || next.run ? next : {view: "runs"};
         if (this.runs !== null) this.show();  // else start() shows it once the runs are listed
       }
     });
@@ -106,13 +106,17 @@ class App {
     return this.runs.find((r) => r.run === name) || null;
   }
 
-  /** Fill in a run (first readable one) when the state has none or an unknown one. */
+  /** Fill in a run (first readable one) when the state has none or an unknown one, and a view
+   * the server lists when it has none or an unknown one: the run's first, else the first. */
   normalise() {
     const st = this.state;
-    if (!this.viewInfo(st.view)) st.view = this.views.length ? this.views[0].name : "runs";
     if (!st.run || !this.runInfo(st.run)) {
       const first = this.goodRuns()[0] || this.runs[0];
       if (first) st.run = first.run; else delete st.run;
+    }
+    if (!this.viewInfo(st.view)) {
+      const own = (this.runInfo(st.run) || {}).views;
+      st.view = Array.isArray(own) && own.length ? own[0] : this.views.length ? this.views[0].name : "runs";
     }
   }
 

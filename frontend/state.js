@@ -3,7 +3,6 @@
 // (without our hash) when the tab is re-opened or the page reloads.
 
 const STORAGE_KEY = "tb_hwprof.state.v1";
-export const VIEWS = ["runs", "kernels", "roofline", "bottlenecks", "compare", "cpu", "overview", "timeline", "phases"];
 const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level", "start", "end"];
 
 export function parse(hash) {
@@ -13,9 +12,7 @@ export function parse(hash) {
     const v = params.get(key);
     if (v !== null && v !== "") state[key] = v;
   }
-  if (!state.view) return state.run ? {...state, view: "kernels"} : state;
-  if (!VIEWS.includes(state.view)) state.view = "runs";
-  return state;
+  return state;  // a view the server does not list, or none, is settled once the runs are listed (index.js)
 }
 
 export function format(state) {
@@ -29,7 +26,7 @@ export function format(state) {
 
 export function load() {
   const fromHash = parse(location.hash);
-  if (fromHash.view) return fromHash;
+  if (fromHash.view || fromHash.run) return fromHash;
   try {
     const stored = JSON.parse(localStorage.getItem(STORAGE_KEY) || "null");
     if (stored && typeof stored === "object") return parse(format(stored));

@@ -195,6 +195,12 @@ def test_nav_shows_the_servers_views_of_each_run(session):
     views = {run: [name for name, _ in nav_of_run(session, run)] for run in (LOOPS, NVIDIA, BMM1)}
     assert views[LOOPS] == ["runs", "compare", "cpu", "overview"]
     assert views[NVIDIA] == views[BMM1] == ["runs", "kernels", "roofline", "bottlenecks", "compare", "overview"]
+    # A link naming no view, or one the server does not list, opens the run's first view.
+    for link, table, title in ((f"#run={LOOPS}", "cpu-hotspots", "CPU hotspots"),
+                               (f"#view=no_such_view&run={NVIDIA}", "kernels", "Kernels")):
+        frame = session.go(link)
+        wait_rows(frame, table)
+        assert frame.locator("nav.views button.active").inner_text() == title
 
 
 # --------------------------------------------------------------------------- AMD in the GPU views

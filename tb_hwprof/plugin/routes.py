@@ -51,6 +51,9 @@ class View:
     per_run: bool = True  # False: about all runs (Runs, Compare), in the nav whatever run is picked
 
 
+# The summary tables that hold NVTX ranges (SQLite exports; `nsys stats` output), for Phases.
+PHASE_TABLES = ("nvtx_phases", "nvtx_sum")
+
 # In nav order.
 VIEWS = (
     View("runs", "Runs", "/runs", _always, per_run=False),
@@ -61,7 +64,7 @@ VIEWS = (
     View("cpu", "CPU hotspots", "/cpu_hotspots", _has_summary("cpu_hotspots")),
     View("overview", "Overview", "/overview", _has_overview),
     View("timeline", "Timeline", "/timeline", _has_file("timeline_index")),
-    View("phases", "Phases", "/phases", _has_summary("nvtx_phases", "nvtx_sum")),
+    View("phases", "Phases", "/phases", _has_summary(*PHASE_TABLES)),
 )
 
 # Routes that serve one run's JSON document, built by views.<name>(entry) and kept until the

@@ -144,11 +144,17 @@ def overview(entry: RunEntry) -> dict:
     return {"run": entry.run, **doc, "advice": stored_advice(manifest)}
 
 
+def _phase_source(entry: RunEntry) -> Optional[str]:
+    """The run's table of NVTX ranges (trace_views.phase_source), None without one."""
+    from ..analysis import trace_views
+    return trace_views.phase_source(_summaries(entry, routes.PHASE_TABLES))
+
+
 def phases(entry: RunEntry) -> dict:
     """/phases: the NVTX ranges table, columnar."""
     from ..analysis import trace_views
     from ..logdir import tables as logdir_tables
-    source = trace_views.phase_source(_summaries(entry, ("nvtx_phases", "nvtx_sum")))
+    source = _phase_source(entry)
     if source is None:
         raise HttpError(404, f"run {entry.run!r} has no NVTX ranges (capture with `nsys profile -t cuda,nvtx` "
                              f"and annotate phases with NVTX, e.g. torch.cuda.nvtx.range)")
@@ -162,7 +168,7 @@ def _compare_phases(base: RunEntry, run: RunEntry):
     from ..analysis import trace_views
     sides = []
     for entry in (base, run):
-        source = trace_views.phase_source(_summaries(entry, ("nvtx_phases", "nvtx_sum")))
+        source = _phase_source(entry)
         if source is None:
             return None
         sides.append(entry.summary(source))
@@ -192,7 +198,7 @@ def _timeline_file(entry: RunEntry, key: str) -> Path:
     name = (entry.manifest.get("files") or {}).get(key)
     path = entry.asset_dir / Path(str(name)).name if name else None  # confined to the asset folder
     if path is None or not path.is_file():
-        raise HttpError(404, f"run {entry.run!r} has no timeline (export an Nsight Systems trace; "
+        raise HttpError(404, f"run {entry.run!r} has no timeline (export a trace: Nsight Systems, rocprof; "
                              f"{metadata.TIMELINE} is written for traces only)")
     return path
 
