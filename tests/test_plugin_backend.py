@@ -20,9 +20,9 @@ from tb_hwprof.logdir import columns, metadata, reader, tables
 from tb_hwprof.plugin import hwprof_plugin, static, store
 
 from conftest import free_port, get_json
+from support_plugin import P, App, body
 
 REPO = Path(__file__).resolve().parent.parent
-P = "/data/plugin/tb_hwprof"
 V1 = "armleth/armleth_t4_full_2024.2.1"
 V6 = "armleth/report_v6_1d_1_per_thread"
 SPY = "spyinfer"
@@ -52,55 +52,6 @@ def logdir(tmp_path_factory, samples_dir, ncu_report_module):
     path = tmp_path_factory.mktemp("plugin") / "logs"
     export_samples(samples_dir, path)
     return path
-
-
-def body(response) -> bytes:
-    """The response bytes, gunzipped when the server compressed them."""
-    data = response.data
-    return gzip.decompress(data) if response.headers.get("Content-Encoding") == "gzip" else data
-
-
-class CapturingLoader(hwprof_plugin.HwprofPluginLoader):
-    """The entry-point loader, keeping the plugin it made so tests can look at its cache."""
-
-    def load(self, context):
-        self.plugin = super().load(context)
-        return self.plugin
-
-
-class App:
-    """A TensorBoard WSGI app as `tensorboard --load_fast=false` builds it, without a server."""
-
-    def __init__(self, logdir: Path):
-        from tensorboard import program
-        from tensorboard.backend import application
-        from tensorboard.backend.event_processing.data_ingester import LocalDataIngester
-        from tensorboard.plugins.core import core_plugin
-        from werkzeug.test import Client
-        self.loader = CapturingLoader()
-        loaders = [core_plugin.CorePluginLoader(), self.loader]
-        tb = program.TensorBoard(plugins=loaders)
-        tb.configure(argv=["", f"--logdir={logdir}", "--load_fast=false", "--reload_interval=0",
-                           "--reload_task=blocking"])
-        ingester = LocalDataIngester(tb.flags)
-        ingester.start()  # blocking: every run is loaded when this returns
-        wsgi = application.TensorBoardWSGIApp(tb.flags, loaders, ingester.data_provider, None,
-                                              ingester.deprecated_multiplexer)
-        self.client = Client(wsgi)
-
-    def get(self, path, **params):
-        return self.client.get(path, query_string=params or None, headers={"Accept-Encoding": "gzip"})
-
-    def json(self, route, expect=200, **params):
-        response = self.get(P + route, **params)
-        data = body(response)
-        assert response.status_code == expect, data[:500]
-        assert response.headers["Content-Type"].startswith("application/json")
-        return json.loads(data)
-
-    @property
-    def store(self):
-        return self.loader.plugin._get_service().store
 
 
 @pytest.fixture(scope="module")

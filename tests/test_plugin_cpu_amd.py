@@ -13,7 +13,7 @@ import pytest
 import tb_hwprof
 from tb_hwprof.logdir import columns, tables
 
-from test_plugin_backend import App
+from support_plugin import App
 
 V2015, V2018, VSUM = "vtune/amplxe2015_openmp", "vtune/amplxe2018_loops", "vtune/summary_tab"
 MI200, MI300, BMM1 = "amd/omniperf_vcopy_mi200", "amd/omniperf_vcopy_mi300x", "amd/rocprof-compute_bmm1_mi300x"

@@ -14,7 +14,7 @@ from tb_hwprof.logdir import metadata
 
 from conftest import sample
 from support_nsys import DLPROF, query, sql_gaps
-from test_plugin_backend import App, P
+from support_plugin import P, App
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
