@@ -11,8 +11,9 @@ export function figureText(figure) {
   if (typeof value === "string") return value;
   if (typeof value !== "number") return null;
   if (unit === "%") return `${fmt.pct(value)} %`;
-  if (unit === "B" || unit === "bytes") return fmt.bytes(value);
+  if (unit === "bytes") return fmt.bytes(value);
   if (unit === "count") return fmt.num(value);
+  if (unit === "x") return `${fmt.num(value)}×`;
   return fmt.human(value, unit);  // ns, FLOP/s... scaled; other units as they are
 }
 

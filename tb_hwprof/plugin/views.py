@@ -31,7 +31,7 @@ def run_info(run: str, manifest: Optional[dict], error: Optional[str]) -> dict:
 
 # Units of the figures of runs exported before findings carried them (evidence / suggestion / values),
 # by the name endings those rules used.
-_LEGACY_UNITS = (("_ns", "ns"), ("_pct", "%"), ("bytes", "B"), ("_s", "s"))
+_LEGACY_UNITS = (("_ns", "ns"), ("_pct", "%"), ("bytes", "bytes"), ("_s", "s"))
 
 
 def _legacy_unit(name: str) -> str:
