@@ -6,9 +6,10 @@ and tb_hwprof.export write the same run; a run written before findings were type
 summary step added to STEPS is written and read back as the analysis', not the reader's.
 """
 import dataclasses
+import gzip
 import json
-from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -29,7 +30,6 @@ SAMPLES = {
     "vtune": "vtune/amplxe2015_hotspots_openmp.csv",
 }
 NCU = "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep"
-REPO = Path(__file__).resolve().parent.parent
 
 
 def json_form(analysis):
@@ -93,6 +93,16 @@ def test_findings_of_every_tool_with_advice(samples_dir):
     assert {f.id for f in nsys.findings} == {"gpu.sync_stalls", "gpu.idle", "gpu.pageable_copies"}
 
 
+def file_content(path):
+    """What a file holds, without the write time that gzip headers and zip entries carry."""
+    if path.suffix == ".gz":
+        return gzip.decompress(path.read_bytes())
+    if path.suffix == ".npz":
+        with np.load(path) as z:
+            return {k: z[k].tolist() for k in z.files}
+    return path.read_bytes()
+
+
 def test_cli_and_api_write_the_same_run(samples_dir, tmp_path):
     path = sample(samples_dir, SAMPLES["nsys"])
     api = tb_hwprof.export(path, tmp_path / "api", "r", nvtx_range=None, trace="never")
@@ -104,7 +114,7 @@ def test_cli_and_api_write_the_same_run(samples_dir, tmp_path):
         assets = reader.asset_dir(run_dir)
         manifest = reader.read_manifest(run_dir)
         manifest["provenance"].pop("export_time")
-        files = {p.relative_to(assets).as_posix(): p.read_bytes() for p in assets.rglob("*")
+        files = {p.relative_to(assets).as_posix(): file_content(p) for p in assets.rglob("*")
                  if p.is_file() and p.name != metadata.MANIFEST}
         return manifest, files
     assert content(api) == content(cli)
@@ -131,20 +141,23 @@ def test_window_and_trace_mode_are_arguments(samples_dir, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_runs_written_before_findings_were_typed_still_load():
-    """sample_logs/ holds runs exported with format-2 advice ({id, severity, title, evidence,
-    values, suggestion}): they load as Findings with the same words and numbers."""
-    run_dir = REPO / "sample_logs" / "nsys_rtx2070s_dlprof_nvtx"
-    raw = json.loads((reader.asset_dir(run_dir) / metadata.MANIFEST).read_text())["advice"]
+def test_runs_written_before_findings_were_typed_still_load(samples_dir, tmp_path):
+    """A format-2 run whose advice has the shape written before findings were typed ({id, severity,
+    title, evidence, values, suggestion}) loads as Findings with the same words and numbers."""
+    run_dir = tb_hwprof.export(sample(samples_dir, SAMPLES["nsys"]), tmp_path, "old")
+    path = reader.asset_dir(run_dir) / metadata.MANIFEST
+    manifest = json.loads(path.read_text())
+    typed = manifest["advice"]
+    manifest["advice"] = [{"id": f["id"], "severity": f["severity"], "title": f["title"], "evidence": f["text"],
+                           "values": {k: v["value"] for k, v in f["figures"].items()}, "suggestion": f["remedy"]}
+                          for f in typed]
+    path.write_text(json.dumps(manifest))
     loaded = tb_hwprof.load_analysis(run_dir).findings
-    assert len(loaded) == len(raw) > 0
-    for old, new in zip(raw, loaded):
-        text = old.get("evidence", old.get("text"))
-        remedy = old.get("suggestion", old.get("remedy"))
-        assert (new.id, new.severity, new.title, new.text, new.remedy) == (old["id"], old["severity"], old["title"],
-                                                                           text, remedy)
-        values = old.get("values") or {k: f["value"] for k, f in old.get("figures", {}).items()}
-        assert {k: f.value for k, f in new.figures.items()} == values
+    assert len(loaded) == len(typed) > 0
+    for new, old in zip(loaded, manifest["advice"]):
+        assert (new.id, new.severity, new.title, new.text, new.remedy) == (
+            old["id"], old["severity"], old["title"], old["evidence"], old["suggestion"])
+        assert {k: f.value for k, f in new.figures.items()} == old["values"]
 
 
 def kernel_totals(profile, analysis):
