@@ -270,3 +270,26 @@ def test_advice_is_written_into_the_manifest(tmp_path, samples_dir):
     expected = json.loads(json.dumps([f.to_dict() for f in findings_of(read_nsys_sqlite(path))]))
     assert manifest["advice"] == expected and {a["id"] for a in expected} >= {"gpu.sync_stalls", "gpu.pageable_copies"}
     assert set(manifest["advice"][0]) == {"id", "severity", "title", "text", "remedy", "figures"}
+
+
+def test_api_call_totals_of_hip_traces_by_csv(samples_dir):
+    """The launch-cost and sync-call figures read HIP's call totals as they read CUDA's: rocprof's
+    HIP API trace (calls counted and timed here from the CSV rows) and rocpd's api_stats."""
+    import csv
+    path = sample(samples_dir, "rocprof/v2_hip_api_trace_hiptrace.csv")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    calls, total = {}, {}
+    for r in rows:
+        name = r["Function"]
+        calls[name] = calls.get(name, 0) + 1
+        total[name] = total.get(name, 0) + int(r["End_Timestamp"]) - int(r["Start_Timestamp"])
+    api = gpu.api_calls(tb_hwprof.read(path).summaries)
+    assert dict(zip(api["api"], api["num_calls"])) == calls
+    assert dict(zip(api["api"], api["total_ns"])) == total
+    assert set(api["api"][api["api"].str.match(gpu.SYNC_API)]) == {"hipStreamSynchronize", "hipDeviceSynchronize"}
+    db = sample(samples_dir, "rocprof/v3_rocpd_mi300x_ck_bmm_results.db")
+    rocpd = gpu.api_calls(tb_hwprof.read(db).summaries)
+    launch = rocpd[rocpd["api"].str.match(gpu.LAUNCH_API)]
+    assert [(a, c, t) for a, c, t in zip(launch["api"], launch["num_calls"], launch["total_ns"])] == query(
+        db, "SELECT name, count(*), sum(end - start) FROM regions WHERE name LIKE 'hip%Launch%' GROUP BY name")

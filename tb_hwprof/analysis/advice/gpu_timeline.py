@@ -1,7 +1,8 @@
 """Advice for GPU traces (Nsight Systems, and any tracer whose summaries the analysis fills).
 
 Reads the summary tables a trace holds (docs/FORMAT.md): gpu_activity, gpu_idle_attribution,
-gpu_idle_gaps, cuda_gpu_mem_kind_sum, cuda_api_sum, and the kernels table's durations.  Rules,
+gpu_idle_gaps, cuda_gpu_mem_kind_sum, the API's call totals (API_TABLES: CUDA or HIP), and the
+kernels table's durations.  Rules,
 each firing only above a named share of the time it concerns (the text states it):
   gpu.data_loading    the GPU idles while the CPU loads data (NVTX loader ranges / OS reads)
   gpu.pageable_copies host-to-device copies from pageable memory
@@ -49,7 +50,11 @@ MEMCPY_SHARE_PCT = 20.0
 # Idle share of the active window (first to last GPU operation) for the general idle finding.
 ACTIVE_IDLE_PCT = 30.0
 TOP = 3  # examples named in the evidence
-LAUNCH_API = r"^cu(?:da)?(?:LaunchKernel|LaunchKernelEx|LaunchCooperativeKernel)"  # kernel launch calls
+# Kernel launch calls: CUDA runtime / driver, HIP (hipLaunchKernel, hipModuleLaunchKernel, hipExt...).
+LAUNCH_API = r"^(?:cu(?:da)?|hip)(?:Ext)?(?:Module)?Launch(?:Kernel|KernelEx|CooperativeKernel)"  # a prefix: _v7000
+# The GPU API's per-call totals, by the summary table a tracer writes: (table, name column, calls
+# column), each with total_ns: nsys' cuda_api_sum, rocprof's hip_api_stats, rocpd's api_stats.
+API_TABLES = (("cuda_api_sum", "api", "num_calls"), ("hip_api_stats", "name", "calls"), ("api_stats", "name", "calls"))
 
 # Remedies: (PyTorch's, everyone else's); {names} are the capture's API calls (CaptureContext.words).
 REMEDIES = {
@@ -91,6 +96,16 @@ REMEDIES = {
         "Open the Timeline at the longest gaps: the CPU thread row shows what held back the next launch (host "
         "code, a synchronising {api} call, reading input); queue work earlier or overlap it"),
 }
+
+
+def api_calls(summaries: Dict[str, pd.DataFrame]) -> Optional[pd.DataFrame]:
+    """api, num_calls, total_ns per API call name, from the first of API_TABLES the capture has."""
+    for name, api, calls in API_TABLES:
+        table = summaries.get(name)
+        if table is not None and len(table):
+            return pd.DataFrame({"api": table[api].astype(str), "num_calls": table[calls],
+                                 "total_ns": table["total_ns"]})
+    return None
 
 
 def remedy(rule: str, context: CaptureContext) -> str:
@@ -136,7 +151,8 @@ def data_loading(act: pd.Series, attribution, many: bool, context: CaptureContex
         return None
     return _finding("data_loading", "high" if share >= 2 * LOADING_SHARE_PCT else "medium",
                     f"GPU idle {_pct(idle, span):.0f}% of the capture while the CPU loads data{_dev(device, many)}",
-                    f"The GPU idled {_ms(idle)} of {_ms(span)} ({_pct(idle, span):.1f}%, threshold {IDLE_SHARE_PCT:.0f}%); "
+                    f"The GPU idled {_ms(idle)} of {_ms(span)} ({_pct(idle, span):.1f}%, "
+                    f"threshold {IDLE_SHARE_PCT:.0f}%); "
                     f"{_ms(overlap)} of that idle time ({share:.1f}%, threshold {LOADING_SHARE_PCT:.0f}%) overlaps "
                     f"{label}",
                     {"device": (device, ""), "idle_ns": (idle, "ns"), "span_ns": (span, "ns"),
@@ -264,7 +280,8 @@ def idle(act: pd.Series, gaps: Optional[pd.DataFrame], many: bool, context: Capt
     shown = "; longest gaps: " + "; ".join(e.pop("text") for e in examples) if examples else ""
     return _finding("idle", "high" if share >= 2 * ACTIVE_IDLE_PCT else "medium",
                     f"GPU idle {share:.0f}% between its first and last operation{_dev(device, many)}",
-                    f"Busy {_ms(busy)} of the {_ms(active)} from the first to the last GPU operation ({share:.1f}% idle, "
+                    f"Busy {_ms(busy)} of the {_ms(active)} from the first to the last GPU operation "
+                    f"({share:.1f}% idle, "
                     f"threshold {ACTIVE_IDLE_PCT:.0f}%){shown}",
                     {"device": (device, ""), "busy_ns": (busy, "ns"), "active_ns": (active, "ns"),
                      "idle_pct": (share, "%"), "gaps": (examples, "")},
@@ -277,7 +294,7 @@ def advise(profile, summaries: Dict[str, pd.DataFrame], context: CaptureContext)
     if activity is None or activity.empty:
         return []
     attribution, gaps = summaries.get("gpu_idle_attribution"), summaries.get("gpu_idle_gaps")
-    api = summaries.get("cuda_api_sum")
+    api = api_calls(summaries)
     many = len(activity) > 1
     found = []
     for _, act in activity.iterrows():
