@@ -88,8 +88,7 @@ REMEDIES = {
         "the copy direction table for device-to-host copies in the loop",
         "Move less and overlap the rest: keep data resident on the GPU between kernels, copy in few large "
         "transfers instead of many small ones, and use pinned host memory ({malloc_host}) with {memcpy_async} on a "
-        "second stream so copies overlap compute; check the copy direction table for device-to-host copies in "
-        "the loop"),
+        "second stream so copies overlap compute; look for device-to-host copies inside the loop"),
     "idle": (
         "Open the Timeline at the longest gaps: the CPU thread row shows what held back the next launch (Python "
         "work, a synchronising call, data loading); queue work earlier or overlap it",
