@@ -293,3 +293,14 @@ def test_api_call_totals_of_hip_traces_by_csv(samples_dir):
     launch = rocpd[rocpd["api"].str.match(gpu.LAUNCH_API)]
     assert [(a, c, t) for a, c, t in zip(launch["api"], launch["num_calls"], launch["total_ns"])] == query(
         db, "SELECT name, count(*), sum(end - start) FROM regions WHERE name LIKE 'hip%Launch%' GROUP BY name")
+
+
+@pytest.mark.parametrize("name", ["rocprof/v3_rocpd_mi300x_ck_bmm_results.db", "rocprof/v1_mi300a_vecadd/results.json"])
+def test_amd_trace_findings_speak_hip(samples_dir, name):
+    """The AMD traces' findings (gpu.idle on the rocpd capture, gpu.copy_share on the MI300A one)
+    name HIP calls, never CUDA's or PyTorch's."""
+    findings = findings_of(tb_hwprof.read(sample(samples_dir, name)))
+    assert findings
+    for item in findings:
+        assert "cuda" not in item.remedy.lower() and not any(w in item.remedy for w in PYTORCH_WORDS)
+        assert "HIP" in item.remedy or "hip" in item.remedy
