@@ -43,7 +43,14 @@ def gpu_trace_tables(profile, analysis) -> None:
     for df in tables.values():
         df.attrs["units"] = units_of(df)
     analysis.summaries.update(tables)
-    project_onto_phases(timeline, profile.summaries.get("nvtx_phases"))
+    label_phases(profile)
+
+
+def label_phases(profile) -> None:
+    """The GPU time projected onto the profile's NVTX ranges, as columns of its nvtx_phases table
+    (in place, like the kernels' labels: tb_hwprof.read may fill them without the whole analysis)."""
+    if profile.timeline is not None:
+        project_onto_phases(profile.timeline, profile.summaries.get("nvtx_phases"))
 
 
 def of_category(timeline: Timeline, *cats: str) -> np.ndarray:

@@ -5,7 +5,8 @@ The export is opened read-only and queried in place.  The per-row columns of the
 reader, else SQLite renders them as text and numpy parses it: no Python object per row), on two
 threads; names are resolved once per distinct string id.  This module fetches and builds the
 kernels table; nsys_summaries.py makes the `nsys stats` summaries and nsys_timeline.py the
-timeline and idle-time summaries from the same arrays; nsys_schema.py names the tables.
+Timeline from the same arrays; nsys_schema.py names the tables.  Busy / idle time and the NVTX
+projection are the analysis' (tb_hwprof/analysis/gpu_trace.py), from the Timeline.
 
 Schemas differ across versions: tables exist only when they had rows, metadata
 lives in EXPORT_META_DATA (2022.x), META_DATA_EXPORT (2024+) or nowhere (older),
