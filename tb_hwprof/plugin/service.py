@@ -17,7 +17,7 @@ from werkzeug import wrappers
 from ..errors import HwprofError
 from ..logdir import metadata
 from . import encode, routes, static, views
-from .store import HttpError, RunEntry, RunStore, check_run_name, check_summary_name, missing_files
+from .store import HttpError, RunEntry, RunStore, run_param, check_summary_name, missing_files
 
 logger = logging.getLogger("tb_hwprof")
 JSON = "application/json"
@@ -63,7 +63,7 @@ class Service:
         return {run for run, tags in listing.items() if tags}
 
     def _entry(self, request, param: str = "run") -> RunEntry:
-        run = check_run_name(request.args.get(param))
+        run = run_param(request.args.get(param))
         if run not in self._listed(request):
             raise HttpError(404, f"unknown run {run!r}: not a tb_hwprof run of this TensorBoard (see /runs)")
         return self.store.entry(run, self.store.run_dir(run))

@@ -35,8 +35,9 @@ class HttpError(Exception):
         self.message = " ".join(str(message).split())  # one line, whatever the cause said
 
 
-def check_run_name(run: Optional[str]) -> str:
-    """400 for names that can never be a run (the logdir's rule, metadata.run_name_problem)."""
+def run_param(run: Optional[str]) -> str:
+    """A request's run parameter; 400 for names that can never be a run (the logdir's rule,
+    metadata.run_name_problem: one rule for the writer and the plugin)."""
     if not run:
         raise HttpError(400, "missing run parameter")
     problem = None if run == LOGDIR_RUN else metadata.run_name_problem(run)
