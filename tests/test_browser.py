@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import column, export_run as _export, get_json as _get_json, log_pos as _log_pos, wait_rows
+from browser_support import column, export_run as _export, get_json as _get_json, log_pos as _log_pos, open_roofline, wait_rows
 
 XSS_NAME = "void k<float, 4>(float*) <img src=x onerror=alert(1)>"
 V6 = "armleth_t4_series/report_v6_1d_1_per_thread"
@@ -230,14 +230,7 @@ def test_roofline_positions(session, reports):
     kernels = tb_hwprof.read(reports["lakshya"]).kernels
     points = kernels[(kernels["ai_dram"] > 0) & (kernels["flop_per_s"] > 0)]
     assert len(points) == 2
-    session.open()
-    frame = session.go("#view=roofline&run=lakshya")
-    svg = frame.locator("svg[data-role=roofline]")
-    svg.wait_for()
-    frame.wait_for_function("n => document.querySelectorAll('svg[data-role=roofline] circle').length === n",
-                            arg=len(points))
-    box = {k: float(svg.get_attribute(f"data-{k}")) for k in
-           ("x-min", "x-max", "y-min", "y-max", "plot-left", "plot-right", "plot-top", "plot-bottom")}
+    frame, svg, box = open_roofline(session, "lakshya", len(points))
     circles = svg.locator("circle")
     assert circles.count() == len(points)  # one circle per kernel point, nothing else drawn as a circle
     for _, k in points.iterrows():

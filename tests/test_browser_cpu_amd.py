@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from browser_support import column, export_run as _export, log_pos as _log_pos, nav_of_run, wait_rows
+from browser_support import column, export_run as _export, log_pos as _log_pos, nav_of_run, open_roofline, wait_rows
 from tb_hwprof.logdir import columns, tables
 
 LOOPS, OPENMP, LOOPS_XSS = "vtune_2018_loops", "vtune_2015_openmp", "vtune_2018_loops_renamed"
@@ -215,14 +215,7 @@ def test_amd_roofline_positions_and_measured_roofs(session, model):
     kernels = model(BMM1).kernels
     drawn = kernels[(kernels["flops"] / kernels["dram_bytes"] > 0) & (kernels["flops"] / kernels["duration_ns"] > 0)]
     assert len(drawn) == 150  # the matrix-core GEMM launches; fillBufferAligned does no FLOPs
-    session.open()
-    frame = session.go(f"#view=roofline&run={BMM1}")
-    svg = frame.locator("svg[data-role=roofline]")
-    svg.wait_for()
-    frame.wait_for_function("n => document.querySelectorAll('svg[data-role=roofline] circle').length === n",
-                            arg=len(drawn))
-    box = {k: float(svg.get_attribute(f"data-{k}")) for k in
-           ("x-min", "x-max", "y-min", "y-max", "plot-left", "plot-right", "plot-top", "plot-bottom")}
+    frame, svg, box = open_roofline(session, BMM1, len(drawn))
     got = {int(c["launch"]): c for c in circles(frame)}
     for _, k in drawn.iterrows():
         ai = k["flops"] / k["dram_bytes"]  # FLOP per HBM byte, from the model's counters
