@@ -79,8 +79,8 @@ def test_bmm1_grids_below_one_wave_are_grid_limited(roc, analysed):
         assert waves < 1
         cap = 100 * waves
         note = k["occupancy_note"]
-        assert f"grid-limited: {groups} work-groups fill {cap:.0f}% of the GPU's wave slots ({waves:.2f} waves per CU)" \
-               f", so occupancy cannot exceed {cap:.0f}%" in note, note
+        assert (f"grid-limited: {groups} work-groups fill {cap:.0f}% of the GPU's wave slots ({waves:.2f} waves "
+                f"per CU), so occupancy cannot exceed {cap:.0f}%") in note, note
         assert "lever" not in note and "may limit it" not in k["bound_reason"]
         assert k["achieved_occupancy_pct"] <= cap  # the cap holds
         verdict = "is what the launch allows" if k["achieved_occupancy_pct"] >= 0.9 * cap else "is below that cap"

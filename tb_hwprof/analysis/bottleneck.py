@@ -108,12 +108,12 @@ def grid_note(row, capture: Capture) -> str:
     waves, achieved, blocks = row["waves_per_sm"], row["achieved_occupancy_pct"], row["grid_size"]
     lever = "a larger grid or more work per launch"
     if not capture.occupancy_gpu_wide:  # the figure covers busy SMs only: the grid leaves slots empty
-        return (f"grid-limited: {_count(blocks, 'block', 'makes', 'make')} {waves:.2f} waves per SM, fewer than the SMs hold at "
-                f"once: part of the GPU sits unused however busy the SMs that ran are; {lever} (more, or smaller, "
-                "blocks), not fewer registers, raises its use")
+        return (f"grid-limited: {_count(blocks, 'block', 'makes', 'make')} {waves:.2f} waves per SM, fewer than the "
+                "SMs hold at once: part of the GPU sits unused however busy the SMs that ran are; more blocks (a "
+                "larger grid, or smaller blocks) or more work per launch, not fewer registers, raises its use")
     cap = 100 * waves
-    note = (f"grid-limited: {_count(blocks, 'work-group', 'fills', 'fill')} {cap:.0f}% of the GPU's wave slots ({waves:.2f} waves "
-            f"per CU), so occupancy cannot exceed {cap:.0f}% whatever the registers")
+    note = (f"grid-limited: {_count(blocks, 'work-group', 'fills', 'fill')} {cap:.0f}% of the GPU's wave slots "
+            f"({waves:.2f} waves per CU), so occupancy cannot exceed {cap:.0f}% whatever the registers")
     if math.isnan(achieved):
         return f"{note}; {lever} raises that cap"
     if achieved >= AT_CAP * cap:
