@@ -88,7 +88,7 @@ function gapsSection(gaps, ctx) {
       }}, "timeline →"))));
   return h("section", null, h("h3", null, `Longest GPU idle gaps (${gaps.length}) and what the CPU was doing`),
     gaps.length ? h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "idle-gaps"},
-      h("thead", null, h("tr", null, ["#", "Idle", "Start (ns)", "NVTX range", "CUDA API call", "OS runtime call",
+      h("thead", null, h("tr", null, ["#", "Idle", "Start (ns)", "NVTX range", "GPU API call (CUDA / HIP)", "OS runtime call",
         "Began in a sync", ""].map((t) => h("th", null, t)))),
       h("tbody", null, rows))) : h("p", {class: "muted"}, "The GPU never idled."));
 }

@@ -1,5 +1,5 @@
 // Timeline: one lane per GPU stream (kernels, copies, sets) and per CPU thread (NVTX ranges
-// and CUDA API calls, nested by depth), drawn on a canvas.  Wheel or the buttons zoom around
+// and CUDA / HIP API calls, nested by depth), drawn on a canvas.  Wheel or the buttons zoom around
 // the cursor / centre, dragging pans; every change of window fetches that window from
 // /timeline, decimated by the server to what the canvas can show, so 100,000s of slices stay
 // fast.  Hover shows the slice as text (names never go through HTML).
@@ -14,8 +14,10 @@ const ROW_H = 16;
 const LANE_PAD = 4;
 const LANE_MIN_H = 30;  // room for the two-line label (thread, process)
 const MIN_SPAN_NS = 1000;  // zoom stops at 1 µs across the canvas
-const COLOURS = {kernel: "#f08c00", memcpy: "#1c7ed6", memset: "#0ca678", cuda_api: "#868e96", nvtx: "#7048e8"};
-const CAT_LABELS = {kernel: "kernel", memcpy: "memcpy", memset: "memset", cuda_api: "CUDA API call", nvtx: "NVTX range"};
+const COLOURS = {kernel: "#f08c00", memcpy: "#1c7ed6", memset: "#0ca678", cuda_api: "#868e96", osrt: "#c2255c", nvtx: "#7048e8"};
+// cuda_api holds the GPU runtime's calls whatever the vendor (CUDA, HIP, HSA).
+const CAT_LABELS = {kernel: "kernel", memcpy: "memcpy", memset: "memset", cuda_api: "GPU API call (CUDA / HIP)",
+  osrt: "OS runtime call", nvtx: "NVTX range"};
 
 /** A window edge in whole ns (the route takes integers); null / undefined: the capture's edge. */
 function whole(ns) {
