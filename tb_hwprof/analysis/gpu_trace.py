@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
+from .. import columnar
 from ..model import GPU_CATEGORIES, TIMELINE_CATEGORIES, Timeline, units_of
 from . import timeline as tl
 from .context import capture_context
@@ -78,12 +79,11 @@ def trace_tables(timeline: Timeline, api: str = "CUDA") -> Dict[str, pd.DataFram
     start, end, cat = s["start"][ops], s["end"][ops], s["cat"][ops]
     device = _track_devices(timeline)[s["track"][ops]]
     del ops
-    activity = gpu_activity(device, cat, TIMELINE_CATEGORIES, start, end, span)
+    islands_of = {dev: merge(start[device == dev], end[device == dev]) for dev in columnar.distinct(device).tolist()}
+    activity = gpu_activity(device, cat, TIMELINE_CATEGORIES, start, end, span, islands_of)
     context = GapContext(timeline, api)
     gaps_rows, util_rows, attr_rows = [], [], []
-    for dev in activity["device"].tolist():
-        on = device == dev
-        islands = merge(start[on], end[on])
+    for dev, islands in islands_of.items():
         gaps = tl.idle_gaps(islands, span)
         util = tl.utilisation(islands, span)
         util.insert(0, "device", dev)

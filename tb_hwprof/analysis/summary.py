@@ -56,11 +56,13 @@ GPU_ACTIVITY_COLUMNS = ["device", "span_start_ns", "span_end_ns", "span_ns", "bu
 
 
 def gpu_activity(device: np.ndarray, kind_code: np.ndarray, kinds, starts: np.ndarray, ends: np.ndarray,
-                 span: Tuple[int, int]) -> pd.DataFrame:
+                 span: Tuple[int, int], islands: Optional[Dict[int, Tuple[np.ndarray, np.ndarray]]] = None
+                 ) -> pd.DataFrame:
     """Per device: busy time (union of kernel, memcpy and memset intervals) over the capture `span`.
 
     Interval i runs from starts[i] to ends[i] (int64 ns) on device[i]; its kind (one of
-    ACTIVITY_KINDS) is kinds[kind_code[i]]: arrays, no table of a million rows."""
+    ACTIVITY_KINDS) is kinds[kind_code[i]]: arrays, no table of a million rows.  islands: each
+    device's merge() of its intervals when the caller has them already."""
     rows = []
     span_start, span_end = int(span[0]), int(span[1])
     span_ns = max(span_end - span_start, 0)
@@ -68,7 +70,8 @@ def gpu_activity(device: np.ndarray, kind_code: np.ndarray, kinds, starts: np.nd
     for dev in np.sort(pd.unique(device)):
         on = device == dev
         s, e, k = starts[on], ends[on], kind_code[on]
-        busy = interval_union_ns(s, e)
+        own_islands = islands[int(dev)] if islands is not None else merge(s, e)
+        busy = int(np.clip(own_islands[1] - own_islands[0], 0, None).sum())
         first, last = int(s.min()), int(e.max())
         row = {"device": int(dev), "span_start_ns": span_start, "span_end_ns": span_end, "span_ns": span_ns,
                "busy_ns": busy, "idle_ns": max(span_ns - busy, 0),
@@ -77,7 +80,9 @@ def gpu_activity(device: np.ndarray, kind_code: np.ndarray, kinds, starts: np.nd
                "active_busy_pct": 100.0 * busy / (last - first) if last > first else math.nan}
         for name in ACTIVITY_KINDS:
             own = k == code_of.get(name, len(kinds))  # len(kinds): no interval of that kind
-            row[f"{name}_ns"] = interval_union_ns(s[own], e[own])
+            n = int(own.sum())
+            # One kind only (a kernel trace): its union is the busy time, merged once already.
+            row[f"{name}_ns"] = busy if n == own.size else interval_union_ns(s[own], e[own]) if n else 0
         row["memcpy_share_pct"] = 100.0 * row["memcpy_ns"] / busy if busy else math.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=GPU_ACTIVITY_COLUMNS)
