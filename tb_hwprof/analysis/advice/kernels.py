@@ -47,7 +47,10 @@ def sibling_groups(kernels: pd.DataFrame, raw_metrics: List[Dict[str, list]]) ->
         if isinstance(key, pd.Series) and isinstance(key.dtype, pd.SparseDtype) and not key.array.sp_values.size:
             continue  # a column the report does not have (all missing, stored sparse): no key
         codes, uniques = pd.factorize(np.asarray(key), use_na_sentinel=False)
-        groups = pd.factorize(groups * len(uniques) + codes)[0]  # renumbered: stays below len(kernels)
+        if len(uniques) > 1:
+            groups = groups * len(uniques) + codes
+            if groups.max() > 2 ** 40:  # renumbered before the next key could overflow int64
+                groups = pd.factorize(groups)[0]
     return groups
 
 
