@@ -74,3 +74,18 @@ def test_export_writes_the_trace_file_and_index(roc, tmp_path):
     assert kernel["ts"] == pytest.approx(model["start_ns"] / 1000) and kernel["dur"] == pytest.approx(model["duration_ns"] / 1000)
     index = trace.read_index(assets / metadata.TIMELINE_INDEX)
     assert index["start"].size == 17 and np.all(np.diff(index["start"]) >= 0)
+
+
+def test_lane_tracks_keep_the_thread_they_relieve(roc):
+    """The rocpd MI300X capture runs kernels of one queue at once: its lanes name the queue's tid, so the
+    analysis sees one queue (thread_keys), while the trace shows the lanes apart."""
+    tl = tb_hwprof.read(roc / "v3_rocpd_mi300x_ck_bmm_results.db").timeline
+    lanes = [t for t in tl.tracks if t.lane_of is not None]
+    assert lanes and all("(overlap " in t.thread for t in lanes)
+    keys = tl.thread_keys()
+    by_pid_tid = {(t.pid, t.tid): i for i, t in enumerate(tl.tracks)}
+    for i, t in enumerate(tl.tracks):
+        if t.lane_of is not None:
+            base = by_pid_tid[(t.pid, t.lane_of)]
+            assert tl.tracks[base].lane_of is None and keys[i] == keys[base] and t.tid != t.lane_of
+    assert len(set(keys.tolist())) == len(tl.tracks) - len(lanes)
