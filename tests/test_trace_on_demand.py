@@ -13,9 +13,9 @@ import tb_hwprof
 from tb_hwprof.cli import main as cli_main
 from tb_hwprof.logdir import metadata, trace
 
-from test_nsys_sqlite import DLPROF, sample
-from test_nsys_sqlite import pytest_generate_tests  # noqa: F401  (nsys_sqlite parametrisation)
-from test_plugin_backend import App, P
+from conftest import sample
+from support_nsys import DLPROF
+from support_plugin import P, App
 
 ANNIKOLA = "nsys/annikola_gtx1050_2024.5.1.sqlite"
 
