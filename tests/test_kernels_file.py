@@ -12,7 +12,7 @@ import tb_hwprof
 from tb_hwprof.logdir import columns, metadata, reader, tables, writer
 from tb_hwprof.model import KERNEL_COLUMNS, normalise_kernels
 
-from test_plugin_backend import App
+from support_plugin import App
 
 # Real profiles of every kind of reader: counters (ncu, rocprof-compute), traces (nsys, rocprof), CPU (VTune).
 PROFILES = [
