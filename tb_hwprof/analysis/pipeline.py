@@ -155,11 +155,10 @@ def analyse(profile) -> Analysis:
 # ------------------------------------------------------------------ read -> window -> analyse -> write
 @dataclasses.dataclass
 class Report:
-    """One input, read and analysed, with the part of its trace the export keeps."""
+    """One input, read, with the part of its trace the export keeps."""
 
     path: Path
     profile: object  # tb_hwprof.model.Profile
-    analysis: Analysis
     window: Optional[object] = None  # tb_hwprof.model.Window; None: the whole capture
 
 
@@ -178,11 +177,11 @@ class WindowOptions:
 
 def read_report(path, window: WindowOptions = WindowOptions(),
                 progress: Callable[[str], None] = lambda line: None) -> Report:
-    """Read, window and analyse one input."""
+    """Read and window one input."""
     from ..detect import read
     path = Path(path)
     profile = read(path)
-    return Report(path, profile, analyse(profile), trace_window(profile, path, window, progress))
+    return Report(path, profile, trace_window(profile, path, window, progress))
 
 
 def trace_window(profile, path: Path, window: WindowOptions, progress: Callable[[str], None]):
@@ -207,7 +206,7 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
     written(run_dir) is called as each run is in place."""
     from ..errors import HwprofError, RunExists
     from ..logdir.trace import TRACE_MODES
-    from ..logdir.writer import check_run_name, write_run
+    from ..logdir.writer import check_run_name
     if trace not in TRACE_MODES:
         raise HwprofError(f"bad trace mode {trace!r}: use one of {', '.join(TRACE_MODES)}")
     logdir = Path(logdir)
@@ -221,12 +220,41 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
         reports.append(read_report(path, window, progress))
         progress(f"[{i}/{len(paths)}] read {path} ({len(reports[-1].profile.kernels)} launches, "
                  f"{time.perf_counter() - started:.2f} s)")
-    out = []
-    for i, (report, name) in enumerate(zip(reports, runs), 1):
-        out.append(write_run(report.profile, report.analysis, logdir, name, overwrite=overwrite, step=step,
-                             window=report.window, trace=trace))
-        progress(f"[{i}/{len(reports)}] wrote {out[-1]}")
-        written(out[-1])
+    return _analyse_and_write(reports, logdir, runs, overwrite, step, trace, progress, written)
+
+
+def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str], overwrite: bool, step: int,
+                       trace: str, progress, written) -> List[Path]:
+    """Stage every run (its timeline files start on a background thread: they need no analysis), analyse
+    every report, then put each run in place.  Anything failing before the first run is in place
+    removes every staged folder: the logdir is as it was."""
+    from concurrent.futures import ThreadPoolExecutor
+    from ..logdir.writer import StagedRun
+    staged: List = []
+    with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline") as timeline_pool:
+        try:
+            for report, name in zip(reports, runs):
+                staged.append(StagedRun(report.profile, logdir, name, overwrite, report.window, trace, timeline_pool))
+            analyses = []
+            for i, report in enumerate(reports, 1):
+                started = time.perf_counter()
+                analyses.append(analyse(report.profile))
+                progress(f"[{i}/{len(reports)}] analysed {report.path} ({len(analyses[-1].findings)} findings, "
+                         f"{time.perf_counter() - started:.2f} s)")
+        except BaseException:
+            for run in staged:
+                run.abort()
+            raise
+        out = []
+        try:
+            for i, (run, analysis) in enumerate(zip(staged, analyses), 1):
+                out.append(run.finish(analysis, step))  # a run that fails here removes its own folder
+                progress(f"[{i}/{len(staged)}] wrote {out[-1]}")
+                written(out[-1])
+        except BaseException:
+            for run in staged[len(out) + 1:]:
+                run.abort()
+            raise
     return out
 
 

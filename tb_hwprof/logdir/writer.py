@@ -73,24 +73,19 @@ def summary_file(name: str) -> str:
         raise HwprofError(f"reader or analysis bug: {e}") from None
 
 
-def _write_assets(profile, summaries: dict, staging: Path, manifest: dict, window, trace: str) -> None:
-    assets = staging.joinpath(*metadata.ASSET_DIR)
-    assets.mkdir(parents=True)
-    # Tracers: the timeline index (and the trace file unless it is left for later) is written on a
-    # second thread meanwhile: its sorts, gathers and file writes release the GIL (1M kernels: ~0.3 s).
-    with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline") as pool:
-        timeline = None if profile.timeline is None else pool.submit(
-            _write_timeline, profile.timeline, assets, window, trace)
-        tables.write_kernels_gz(assets / metadata.KERNELS, profile.kernels)  # already JSON-safe
-        _write_details(profile, assets)
-        for name, frame in summaries.items():
-            doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
-            tables.write_json_gz(assets / summary_file(name), tables.clean(doc))
-        if timeline is not None:
-            manifest["timeline"] = timeline.result()
-            manifest["files"].update(timeline_index=metadata.TIMELINE_INDEX)
-            if manifest["timeline"]["trace_written"]:
-                manifest["files"].update(timeline=metadata.TIMELINE)
+def _write_assets(profile, summaries: dict, assets: Path, manifest: dict, timeline_files) -> None:
+    """Everything but the timeline's files, then the manifest, which lists what the timeline job wrote
+    (timeline_files: its Future, None for a profile without a timeline)."""
+    tables.write_kernels_gz(assets / metadata.KERNELS, profile.kernels)  # already JSON-safe
+    _write_details(profile, assets)
+    for name, frame in summaries.items():
+        doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
+        tables.write_json_gz(assets / summary_file(name), tables.clean(doc))
+    if timeline_files is not None:
+        manifest["timeline"] = timeline_files.result()
+        manifest["files"].update(timeline_index=metadata.TIMELINE_INDEX)
+        if manifest["timeline"]["trace_written"]:
+            manifest["files"].update(timeline=metadata.TIMELINE)
     tmp = assets / (metadata.MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False))
     os.rename(tmp, assets / metadata.MANIFEST)
@@ -136,33 +131,78 @@ def _write_events(staging: Path, scalars: dict, manifest: dict, step: int) -> No
     os.rename(tmp, staging / name)
 
 
+class StagedRun:
+    """A run being written into its hidden staging folder.
+
+    The timeline's files (index and trace: ~0.3 s of sorts, gathers and file writes at 1M kernels,
+    which release the GIL) need only the profile, so they start on a background thread as soon as
+    the run is staged, while the caller analyses the profile; finish(analysis) writes the rest and
+    renames the folder into place, abort() removes it.  `timeline_pool`: an executor shared by
+    several staged runs (their timeline jobs then queue on it), else the run makes its own."""
+
+    def __init__(self, profile, logdir, run: str, overwrite: bool = False, window=None, trace: str = "auto",
+                 timeline_pool=None):
+        self.profile = profile
+        self.run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
+        recover_interrupted(self.run_dir)
+        if self.run_dir.exists() and not overwrite:
+            raise RunExists(f"{self.run_dir}: run already exists -- pass --overwrite to replace it, "
+                            f"or choose another --run")
+        self.created = [p for p in [self.run_dir.parent, *self.run_dir.parent.parents] if not p.exists()]
+        self.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}{STAGING_TAG}", dir=self.run_dir.parent))
+        self.assets = self.staging.joinpath(*metadata.ASSET_DIR)
+        self.assets.mkdir(parents=True)
+        self._own_pool = None
+        self.timeline_files = None
+        if profile.timeline is not None:
+            if timeline_pool is None:
+                timeline_pool = self._own_pool = ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline")
+            self.timeline_files = timeline_pool.submit(_write_timeline, profile.timeline, self.assets, window, trace)
+
+    def finish(self, analysis, step: int = 0) -> Path:
+        """Write the run with its `analysis` (tb_hwprof.analysis.analyse) and put it in place."""
+        try:
+            self.profile.provenance.export_time = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            manifest = tables.clean(manifest_of(self.profile, analysis))  # JSON-safe once, for both files
+            _write_assets(self.profile, analysis.tables(self.profile), self.assets, manifest, self.timeline_files)
+            _write_events(self.staging, analysis.scalars, manifest, step)
+            self._close_pool()
+            _swap_in(self.staging, self.run_dir)
+        except BaseException:
+            self.abort()
+            raise
+        return self.run_dir
+
+    def abort(self) -> None:
+        """Remove the staging folder (after the timeline job, which writes into it) and the folders
+        made for it."""
+        if self.timeline_files is not None:
+            self.timeline_files.cancel()
+            try:
+                self.timeline_files.exception()  # wait: it must not write into a folder being removed
+            except BaseException:  # noqa: BLE001  (cancelled or interrupted: nothing more to wait for)
+                pass
+        self._close_pool()
+        shutil.rmtree(self.staging, ignore_errors=True)
+        for p in self.created:  # leave no empty folders behind (innermost first)
+            try:
+                p.rmdir()
+            except OSError:
+                break
+
+    def _close_pool(self) -> None:
+        if self._own_pool is not None:
+            self._own_pool.shutdown(wait=True)
+            self._own_pool = None
+
+
 def write_run(profile, analysis, logdir, run: str, overwrite: bool = False, step: int = 0,
               window=None, trace: str = "auto") -> Path:
     """Write `profile` and its `analysis` (tb_hwprof.analysis.analyse) to <logdir>/<run>/ and return
     that folder.  window (tb_hwprof.model.Window): the part of a trace to keep (None: all);
     trace: whether timeline.json.gz is written now (logdir/trace.py TRACE_MODES)."""
-    run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
-    recover_interrupted(run_dir)
-    if run_dir.exists() and not overwrite:
-        raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
-    profile.provenance.export_time = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    manifest = tables.clean(manifest_of(profile, analysis))  # JSON-safe once, for both files
-    created = [p for p in [run_dir.parent, *run_dir.parent.parents] if not p.exists()]
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}{STAGING_TAG}", dir=run_dir.parent))
-    try:
-        _write_assets(profile, analysis.tables(profile), staging, manifest, window, trace)
-        _write_events(staging, analysis.scalars, manifest, step)
-        _swap_in(staging, run_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        for p in created:  # leave no empty folders behind (innermost first)
-            try:
-                p.rmdir()
-            except OSError:
-                break
-        raise
-    return run_dir
+    return StagedRun(profile, logdir, run, overwrite, window, trace).finish(analysis, step)
 
 
 def _swap_in(staging: Path, run_dir: Path) -> None:
