@@ -33,6 +33,8 @@ RUNS = {
     # AMD: rocprof-compute / Omniperf workload folders (measured roofs from roofline.csv).
     "amd_mi200_vcopy_omniperf": "rocprof/omniperf_vcopy_mi200",
     "amd_mi300x_bmm1_rocprof_compute": "rocprof/rocprof-compute_bmm1_mi300x",
+    # AMD trace (rocpd SQLite, MI300X): Timeline and the Overview (busy / idle, gaps with the HIP call then).
+    "amd_mi300x_ck_bmm_rocpd_trace": "rocprof/v3_rocpd_mi300x_ck_bmm_results.db",
     # Intel VTune CSV reports: CPU hotspots (the 2015 OpenMP one shows the spin advice).
     "vtune_amplxe2018_loops": "vtune/amplxe2018_advanced_hotspots_loops.csv",
     "vtune_amplxe2015_openmp": "vtune/amplxe2015_hotspots_openmp.csv",

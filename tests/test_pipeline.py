@@ -182,3 +182,28 @@ def test_a_summary_step_is_one_line(samples_dir, tmp_path, monkeypatch):
     assert (reader.asset_dir(run_dir) / "summary_kernel_name_totals.json.gz").is_file()
     assert_same_analysis(computed, tb_hwprof.load_analysis(run_dir))
     assert "kernel_name_totals" not in tb_hwprof.load_run(run_dir).summaries  # the analysis', not the reader's
+
+
+def test_a_failing_analysis_leaves_the_logdir_as_it_was(samples_dir, tmp_path, monkeypatch):
+    """Runs are staged (their timeline files written on a background thread) before the analysis; when
+    the analysis of any input fails, every staged folder is removed: no run, no hidden leftover."""
+    trace = sample(samples_dir, "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite")
+    other = sample(samples_dir, "nsys/annikola_gtx1050_2024.5.1.sqlite")
+    real = pipeline.analyse
+    calls = []
+
+    def second_fails(profile):
+        calls.append(profile.provenance.source_path)
+        if len(calls) == 2:
+            raise HwprofError("analysis failed on purpose")
+        return real(profile)
+    monkeypatch.setattr(pipeline, "analyse", second_fails)
+    logdir = tmp_path / "logs"
+    with pytest.raises(HwprofError, match="on purpose"):
+        pipeline.export_reports([trace, other], logdir, ["a", "b"])
+    assert len(calls) == 2
+    assert not logdir.exists() or list(logdir.rglob("*")) == []
+    monkeypatch.setattr(pipeline, "analyse", real)
+    pipeline.export_reports([trace, other], logdir, ["a", "b"])  # and the same export then goes through
+    assert sorted(p.name for p in logdir.iterdir()) == ["a", "b"]
+    assert reader.read_manifest(logdir / "a")["timeline"]["trace_written"] is True

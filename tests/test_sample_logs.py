@@ -38,3 +38,16 @@ def test_sample_run_matches_a_fresh_export(run_dir, samples_dir, ncu_report_modu
         stored_index = trace.read_index(index)
         assert stored_index["start"].tolist() == sorted(fresh.timeline.slices["start"].tolist())
         assert stored_index["meta"]["names"] == fresh.timeline.names
+
+
+@pytest.mark.parametrize("run_dir", RUN_DIRS, ids=lambda p: str(p.relative_to(REPO / "sample_logs")))
+def test_sample_run_holds_the_current_analysis(run_dir, samples_dir, ncu_report_module):
+    """The advice and the analysis' tables a sample run shows are what the current pipeline computes."""
+    source = samples_dir / tb_hwprof.load_run(run_dir, with_details=False).provenance.source_path.removeprefix(
+        "shared/samples/")
+    fresh = tb_hwprof.analyse(tb_hwprof.read(source))
+    stored = tb_hwprof.load_analysis(run_dir)
+    assert [(f.id, f.title, f.text) for f in stored.findings] == [(f.id, f.title, f.text) for f in fresh.findings]
+    assert sorted(stored.summaries) == sorted(fresh.summaries)
+    for name, table in fresh.summaries.items():
+        pd.testing.assert_frame_equal(stored.summaries[name], table, check_dtype=False, obj=f"summary {name}")
