@@ -75,3 +75,19 @@ def launching_call(call_key, op_key) -> np.ndarray:
     rows = rows[~pd.Series(keys).duplicated().to_numpy()]
     where = pd.Index(call_key[rows]).get_indexer(op_key)
     return np.where((where >= 0) & (op_key >= 0), rows[np.maximum(where, 0)], -1)
+
+
+def object_codes(values) -> np.ndarray:
+    """A code per value of an object array, equal values sharing one.  Rows are grouped by the object
+    they hold first (an object array is an array of pointers, and readers share one str object per
+    distinct name: ~5 ms per million rows, where hashing long kernel names costs ~45 ms), then the
+    distinct objects by value (different objects may hold equal text)."""
+    values = np.ascontiguousarray(values, dtype=object)
+    try:
+        pointers = np.frombuffer(values, dtype=np.intp)
+    except (TypeError, ValueError, BufferError):  # numpy would not expose them: hash the values
+        return pd.factorize(values)[0]
+    by_object, distinct = pd.factorize(pointers)
+    first = np.empty(len(distinct), dtype=np.int64)
+    first[by_object[::-1]] = np.arange(len(values) - 1, -1, -1)  # the last write per code is its first row
+    return pd.factorize(values[first])[0][by_object]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..context import CaptureContext
+from ...columnar import object_codes
 from ..findings import Finding, finding
 
 # A launch an order of magnitude slower than identical launches is not noise (run-to-run spread
@@ -104,13 +105,28 @@ def _median_without_each(sorted_values: np.ndarray) -> np.ndarray:
 def outliers(kernels: pd.DataFrame, raw_metrics: List[Dict[str, list]], ratio: float = OUTLIER_RATIO) -> pd.DataFrame:
     """Launches slower than `ratio` x their siblings' median: launch_id, name, duration_ns,
     sibling_median_ns, siblings, ratio."""
+    rows = launches_of_spread_names(kernels, ratio)
+    if rows.size < len(kernels):
+        kernels = kernels.iloc[rows]
+        raw_metrics = [raw_metrics[i] for i in rows] if raw_metrics else raw_metrics
     durations = kernels["duration_ns"].to_numpy(dtype=float)
     medians, counts = median_of_siblings(durations, sibling_groups(kernels, raw_metrics), ratio)
     with np.errstate(invalid="ignore"):
         slow = np.flatnonzero((counts >= MIN_SIBLINGS) & (durations > ratio * medians))
     return pd.DataFrame({"launch_id": kernels["launch_id"].to_numpy()[slow], "name": kernels["name"].to_numpy()[slow],
                          "duration_ns": durations[slow], "sibling_median_ns": medians[slow],
-                         "siblings": counts[slow], "ratio": durations[slow] / medians[slow]}, index=slow)
+                         "siblings": counts[slow], "ratio": durations[slow] / medians[slow]}, index=rows[slow])
+
+
+def launches_of_spread_names(kernels: pd.DataFrame, ratio: float) -> np.ndarray:
+    """Positions of the launches whose kernel name's slowest launch exceeds `ratio` x its fastest: only
+    they can be outliers or their siblings (siblings share the name, and a median of siblings is
+    never below the name's fastest), so the sibling keys are built for them alone (a 1M-launch
+    trace whose kernels run steadily: none)."""
+    durations = pd.Series(kernels["duration_ns"].to_numpy(dtype=float))
+    by_name = durations.groupby(object_codes(kernels["name"].to_numpy()))
+    spread = by_name.transform("max") > ratio * by_name.transform("min")
+    return np.flatnonzero(spread.to_numpy())
 
 
 def outlier_finding(kernels: pd.DataFrame, raw_metrics: List[Dict[str, list]],
