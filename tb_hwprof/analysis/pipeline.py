@@ -128,10 +128,11 @@ def findings(profile, analysis: Analysis) -> None:
 class Step:
     run: Callable[..., None]  # run(profile, analysis): fills its part of the analysis
     makes: Tuple[str, ...] = ()  # names of the summary tables it adds to analysis.summaries
+    kernels_final: bool = False  # the kernels table is final once this step has run (no later step changes it)
 
 
 STEPS = (
-    Step(kernel_labels),
+    Step(kernel_labels, kernels_final=True),
     Step(device_roofline),
     Step(topdown_labels),
     # Summary-table steps go here, before the figures and the advice that read the tables.
@@ -144,11 +145,15 @@ STEPS = (
 ANALYSIS_SUMMARIES = tuple(name for step in STEPS for name in step.makes)
 
 
-def analyse(profile) -> Analysis:
-    """Everything derived from `profile` (its kernels table's labels filled in place)."""
+def analyse(profile, kernels_final: Optional[Callable[[object], None]] = None) -> Analysis:
+    """Everything derived from `profile` (its kernels table's labels filled in place).
+    kernels_final(profile): called as soon as the kernels table is final (the export starts writing
+    it then, while the other steps run)."""
     analysis = Analysis()
     for step in STEPS:
         step.run(profile, analysis)
+        if step.kernels_final and kernels_final is not None:
+            kernels_final(profile)
     return analysis
 
 
@@ -238,7 +243,7 @@ def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str],
             analyses = []
             for i, report in enumerate(reports, 1):
                 started = time.perf_counter()
-                analyses.append(analyse(report.profile))
+                analyses.append(analyse(report.profile, kernels_final=staged[i - 1].write_launch_tables))
                 progress(f"[{i}/{len(reports)}] analysed {report.path} ({len(analyses[-1].findings)} findings, "
                          f"{time.perf_counter() - started:.2f} s)")
         except BaseException:

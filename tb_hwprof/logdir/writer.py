@@ -73,11 +73,19 @@ def summary_file(name: str) -> str:
         raise HwprofError(f"reader or analysis bug: {e}") from None
 
 
-def _write_assets(profile, summaries: dict, assets: Path, manifest: dict, timeline_files) -> None:
-    """Everything but the timeline's files, then the manifest, which lists what the timeline job wrote
-    (timeline_files: its Future, None for a profile without a timeline)."""
-    tables.write_kernels_gz(assets / metadata.KERNELS, profile.kernels)  # already JSON-safe
+def _write_launch_tables(profile, kernels, assets: Path) -> None:
+    """The kernels table and the per-launch details files."""
+    tables.write_kernels_gz(assets / metadata.KERNELS, kernels)  # already JSON-safe
     _write_details(profile, assets)
+
+
+def _write_assets(profile, summaries: dict, assets: Path, manifest: dict, timeline_files, launch_tables) -> None:
+    """Everything the background jobs did not write, then the manifest, which lists what the timeline
+    job wrote (timeline_files / launch_tables: their Futures; None: not started, or no timeline)."""
+    if launch_tables is None:
+        _write_launch_tables(profile, profile.kernels, assets)
+    else:
+        launch_tables.result()
     for name, frame in summaries.items():
         doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
         tables.write_json_gz(assets / summary_file(name), tables.clean(doc))
@@ -154,18 +162,32 @@ class StagedRun:
         self.assets = self.staging.joinpath(*metadata.ASSET_DIR)
         self.assets.mkdir(parents=True)
         self._own_pool = None
+        self._launch_pool = None
         self.timeline_files = None
+        self.launch_tables = None
         if profile.timeline is not None:
             if timeline_pool is None:
                 timeline_pool = self._own_pool = ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline")
             self.timeline_files = timeline_pool.submit(_write_timeline, profile.timeline, self.assets, window, trace)
+
+    def write_launch_tables(self, profile) -> None:
+        """Start writing the kernels table and the details files on a thread of their own: call it once
+        the kernels table is final (tb_hwprof.analysis.analyse's kernels_final), while the rest of the
+        analysis runs.  The job encodes its own frame object over the same columns, so the analysis
+        may read the profile's table meanwhile.  profile: the staged one (analyse passes it)."""
+        if profile is not self.profile:
+            raise ValueError("write_launch_tables: not the profile this run was staged with")
+        kernels = profile.kernels.copy(deep=False)
+        self._launch_pool = ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-kernels")
+        self.launch_tables = self._launch_pool.submit(_write_launch_tables, self.profile, kernels, self.assets)
 
     def finish(self, analysis, step: int = 0) -> Path:
         """Write the run with its `analysis` (tb_hwprof.analysis.analyse) and put it in place."""
         try:
             self.profile.provenance.export_time = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
             manifest = tables.clean(manifest_of(self.profile, analysis))  # JSON-safe once, for both files
-            _write_assets(self.profile, analysis.tables(self.profile), self.assets, manifest, self.timeline_files)
+            _write_assets(self.profile, analysis.tables(self.profile), self.assets, manifest, self.timeline_files,
+                          self.launch_tables)
             _write_events(self.staging, analysis.scalars, manifest, step)
             self._close_pool()
             _swap_in(self.staging, self.run_dir)
@@ -177,12 +199,13 @@ class StagedRun:
     def abort(self) -> None:
         """Remove the staging folder (after the timeline job, which writes into it) and the folders
         made for it."""
-        if self.timeline_files is not None:
-            self.timeline_files.cancel()
-            try:
-                self.timeline_files.exception()  # wait: it must not write into a folder being removed
-            except BaseException:  # noqa: BLE001  (cancelled or interrupted: nothing more to wait for)
-                pass
+        for job in (self.timeline_files, self.launch_tables):
+            if job is not None:
+                job.cancel()
+                try:
+                    job.exception()  # wait: it must not write into a folder being removed
+                except BaseException:  # noqa: BLE001  (cancelled or interrupted: nothing more to wait for)
+                    pass
         self._close_pool()
         shutil.rmtree(self.staging, ignore_errors=True)
         for p in self.created:  # leave no empty folders behind (innermost first)
@@ -192,9 +215,10 @@ class StagedRun:
                 break
 
     def _close_pool(self) -> None:
-        if self._own_pool is not None:
-            self._own_pool.shutdown(wait=True)
-            self._own_pool = None
+        for pool in (self._own_pool, self._launch_pool):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._own_pool = self._launch_pool = None
 
 
 def write_run(profile, analysis, logdir, run: str, overwrite: bool = False, step: int = 0,
