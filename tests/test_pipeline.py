@@ -192,11 +192,11 @@ def test_a_failing_analysis_leaves_the_logdir_as_it_was(samples_dir, tmp_path, m
     real = pipeline.analyse
     calls = []
 
-    def second_fails(profile):
+    def second_fails(profile, **options):
         calls.append(profile.provenance.source_path)
         if len(calls) == 2:
             raise HwprofError("analysis failed on purpose")
-        return real(profile)
+        return real(profile, **options)
     monkeypatch.setattr(pipeline, "analyse", second_fails)
     logdir = tmp_path / "logs"
     with pytest.raises(HwprofError, match="on purpose"):
