@@ -73,7 +73,7 @@ def test_runs_lists_every_run_sorted_with_errors(app, samples_dir):
     v1 = runs[V1]
     assert v1["error"] is None and v1["tool"] == "ncu" and v1["tool_version"] == "2024.2.1"
     assert v1["source_format"] == "ncu-rep" and v1["kernel_count"] == 1
-    assert v1["source_path"] == str(ncu(samples_dir, "armleth_t4_full_2024.2.1.ncu-rep"))
+    assert v1["source_path"] == str(ncu(samples_dir, "armleth_t4_full_2024.2.1.ncu-rep").resolve())  # readers store it resolved
     assert v1["devices"] == [{"id": 0, "name": "Tesla T4", "architecture": "cc7.5"}]
     assert runs[SPY]["kernel_count"] == 105
     assert "profile.json" in runs["broken/no_manifest"]["error"]
