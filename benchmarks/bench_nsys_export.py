@@ -158,6 +158,10 @@ def main() -> None:
             started = time.perf_counter()
             counts = grow(args.source, grown, args.kernels, args.nvtx)
             print(f"grew {args.source.name} -> {grown} in {time.perf_counter() - started:.1f} s: {counts}")
+            # The file's 173 MB are still being written back to disk: wait for that, or the first
+            # rounds time the writeback as much as the export (CI's 3-round median: 4.9x, the same
+            # run on a flushed file ~3.7x).
+            os.sync()
         print(f"file: {grown.stat().st_size / 1e6:.0f} MB")
         # Alternating rounds, medians: on a VM one run's time swings by ~20% (fresh memory costs
         # page faults whose price varies), and each side should see the same conditions.
