@@ -195,3 +195,27 @@ def test_nsys_report_containers_say_how_to_export(samples_dir, tmp_path):
         assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1
         assert str(path) in result.stderr and "nsys export --type sqlite" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("pattern", ["*", "?ictim", "[v]ictim", "*.tb-hwprof-old-*"])
+def test_glob_characters_in_a_run_name_touch_no_other_run(tmp_path, samples_dir, pattern):
+    """../shared/repro/scripts/glob_run_name_repro.sh: leftovers were found by a glob built from the run
+    name, so --run '*' put another run's renamed-aside copy in place as its own and deleted another
+    export's staging folder.  Now only the run's own leftovers, compared as text, are touched."""
+    trace = samples_dir / "nsys" / "kmeans_rtx3080_openacc_2020.5.1.sqlite"
+    logdir = tmp_path / "runs"
+    assert cli("export", trace, "--logdir", logdir, "--run", "victim", "--quiet").returncode == 0
+    aside = logdir / f".victim{writer.OLD_TAG}999"  # as an interrupted --overwrite of 'victim' leaves it
+    aside.mkdir()
+    (aside / "marker").write_text("victim's old run")
+    staging = logdir / f".other{writer.STAGING_TAG}inprogress"  # a running export of 'other'
+    staging.mkdir()
+    before = tree(logdir)
+    done = cli("export", trace, "--logdir", logdir, "--run", pattern, "--quiet")
+    assert done.returncode == 0, done.stderr
+    after = tree(logdir)
+    assert {k: v for k, v in after.items() if not k.startswith(pattern + os.sep)} == before
+    assert staging.is_dir() and (aside / "marker").read_text() == "victim's old run"
+    assert tb_hwprof.load_run(logdir / pattern).provenance.source_sha256 == \
+        tb_hwprof.load_run(logdir / "victim").provenance.source_sha256
+    assert not (logdir / pattern / "marker").exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -33,17 +34,29 @@ def check_run_name(run: str) -> PurePosixPath:
     return PurePosixPath(run.replace(os.sep, "/"))
 
 
+# What follows a tag in the run's own hidden folders: the pid of the --overwrite that renamed the old
+# run aside; tempfile.mkdtemp's random part.
+OLD_SUFFIX, STAGING_SUFFIX = re.compile(r"\d+"), re.compile(r"[a-z0-9_]+")
+
+
 def recover_interrupted(run_dir: Path) -> None:
     """Put back a run that an interrupted --overwrite renamed aside; drop stale staging folders."""
-    parent = run_dir.parent
-    if not parent.is_dir():
+    if not run_dir.parent.is_dir():
         return
-    olds = sorted(parent.glob(f".{run_dir.name}{OLD_TAG}*"))
+    olds = leftovers(run_dir, OLD_TAG, OLD_SUFFIX)
     if olds and not run_dir.exists():
         os.rename(olds[-1], run_dir)
         olds = olds[:-1]
-    for stale in olds + list(parent.glob(f".{run_dir.name}{STAGING_TAG}*")):
+    for stale in olds + leftovers(run_dir, STAGING_TAG, STAGING_SUFFIX):
         shutil.rmtree(stale, ignore_errors=True)
+
+
+def leftovers(run_dir: Path, tag: str, suffix: "re.Pattern") -> list:
+    """The run's own hidden folders '.<run><tag><suffix>', sorted.  Names are compared as text, never
+    as a glob pattern: a run named '*' or '[a]' must not match other runs' folders."""
+    prefix = f".{run_dir.name}{tag}"
+    return sorted(p for p in run_dir.parent.iterdir()
+                  if p.name.startswith(prefix) and suffix.fullmatch(p.name[len(prefix):]) and p.is_dir())
 
 
 def manifest_of(profile, analysis) -> dict:
