@@ -69,6 +69,16 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def confined(folder: Path, relative: str) -> Path:
+    """folder/relative as the real path it resolves to (symlinks followed); 404 unless that is inside
+    `folder`'s real path: a file of a run, symlinked elsewhere (another run's table, any file the
+    TensorBoard user can read), is never served."""
+    real = os.path.realpath(folder / relative)
+    if real == os.path.realpath(folder) or not _inside(real, os.path.realpath(folder)):
+        raise HttpError(404, f"{relative} of this run resolves outside its folder: not served")
+    return Path(real)
+
+
 class RunEntry:
     """One run at one signature: the manifest now, everything else built on first use."""
 
@@ -80,6 +90,11 @@ class RunEntry:
         self._cache: Dict[object, object] = {}
         self._key_locks: Dict[object, threading.Lock] = {}
         self.error: Optional[str] = None  # first load failure, for /runs
+
+    def asset(self, relative: str) -> Path:
+        """The real path of the run's asset file `relative` (metadata's names); 404 when it resolves
+        outside the run's asset folder."""
+        return confined(self.asset_dir, relative)
 
     def memo(self, key, build: Callable[[], object]):
         """build() once per key; a failure is cached too (as a 422) until the files change.
@@ -121,7 +136,7 @@ class RunEntry:
 
     def _read_kernels(self, make):
         self.loads["kernels"] += 1
-        return _read_columnar(self.asset_dir / metadata.KERNELS, "kernels table", make, self.manifest.get("kernel_count"))
+        return _read_columnar(self.asset(metadata.KERNELS), "kernels table", make, self.manifest.get("kernel_count"))
 
     def summary_files(self) -> Dict[str, str]:
         """{name: asset file} of the run's summary tables (metadata.summary_names of the manifest)."""
@@ -136,7 +151,7 @@ class RunEntry:
             raise HttpError(404, f"run {self.run!r} has no summary table {name!r} "
                                  f"(it has: {', '.join(sorted(files)) or 'none'})")
         # Only the file name counts: a manifest cannot point outside the asset folder.
-        return self.asset_dir / Path(files[name]).name
+        return self.asset(Path(files[name]).name)
 
     def summary_response(self, name: str) -> bytes:
         """gzip of {"run", "name", ...the table's columnar JSON}, as summary_<name>.json.gz holds it."""
@@ -162,9 +177,12 @@ class RunEntry:
     def details(self, launch: int):
         """(raw metrics, rules) of one launch: one details file of DETAILS_CHUNK launches is read
         (none for a run without details: empty ones)."""
-        return self.memo(("details", launch), lambda: read_asset(
-            self.asset_dir / metadata.details_file(launch), "details file",
-            lambda: reader.read_details(self.run_dir, launch, self.manifest)))
+        def read():
+            if reader.has_details(self.manifest):
+                self.asset(metadata.details_file(launch))  # the file the reader opens: 404 outside the run
+            return read_asset(self.asset_dir / metadata.details_file(launch), "details file",
+                              lambda: reader.read_details(self.run_dir, launch, self.manifest))
+        return self.memo(("details", launch), read)
 
 
 def read_asset(path: Path, what: str, read: Callable[[], object]):
@@ -245,6 +263,7 @@ class RunStore:
     def _read_manifest(self, run_dir: Path):
         self.loads["manifest"] += 1
         try:
+            confined(reader.asset_dir(run_dir), metadata.MANIFEST)  # the file read_manifest opens
             manifest = reader.read_manifest(run_dir)
             if not isinstance(manifest.get("provenance"), dict) or not isinstance(manifest.get("devices"), list):
                 raise InputError(reader.asset_dir(run_dir) / metadata.MANIFEST,

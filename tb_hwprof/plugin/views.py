@@ -195,12 +195,15 @@ def timeline_args(args):
 
 
 def _timeline_file(entry: RunEntry, key: str) -> Path:
-    name = (entry.manifest.get("files") or {}).get(key)
-    path = entry.asset_dir / Path(str(name)).name if name else None  # confined to the asset folder
-    if path is None or not path.is_file():
+    if not _has_timeline_file(entry, key):
         raise HttpError(404, f"run {entry.run!r} has no timeline (export a trace: Nsight Systems, rocprof; "
                              f"{metadata.TIMELINE} is written for traces only)")
-    return path
+    return entry.asset(Path(str(entry.manifest["files"][key])).name)  # 404 if it resolves outside the run
+
+
+def _has_timeline_file(entry: RunEntry, key: str) -> bool:
+    name = (entry.manifest.get("files") or {}).get(key)
+    return bool(name) and (entry.asset_dir / Path(str(name)).name).is_file()
 
 
 def timeline_index(entry: RunEntry):
@@ -221,10 +224,7 @@ def timeline(entry: RunEntry, start, end, max_events) -> dict:
 
 def trace_file(entry: RunEntry) -> Optional[Path]:
     """The run's timeline.json.gz when it was written (at export or by `tb-hwprof trace`), else None."""
-    try:
-        return _timeline_file(entry, "timeline")
-    except HttpError:
-        return None
+    return _timeline_file(entry, "timeline") if _has_timeline_file(entry, "timeline") else None
 
 
 def trace_stream(entry: RunEntry):
