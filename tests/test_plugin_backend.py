@@ -156,7 +156,7 @@ def test_kernel_detail_reads_one_details_file(logdir, monkeypatch):
     app = App(logdir)
     opened = []
     real = tables.read_json_gz
-    monkeypatch.setattr(tables, "read_json_gz", lambda path: opened.append(Path(path).name) or real(path))
+    monkeypatch.setattr(tables, "read_json_gz", lambda path, *args: opened.append(Path(path).name) or real(path, *args))
     for launch in (0, 57, 104):
         got = app.json("/kernel", run=SPY, launch=str(launch))
         assert got["raw_metrics"] == expected_raw[launch] and got["rules"] == expected_rules[launch]

@@ -29,6 +29,14 @@ SCALAR_PREFIX = "tb_hwprof/"  # scalars, plugin_name "scalars", shown by the Sca
 EVENTS_SUFFIX = ".tb-hwprof"
 
 
+def declared_size(manifest: dict, relative: str):
+    """Uncompressed bytes the manifest declares for asset file `relative` ("inflated_bytes", written
+    at export); None for runs exported before sizes were declared."""
+    sizes = (manifest or {}).get("inflated_bytes")
+    value = sizes.get(relative) if isinstance(sizes, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def details_file(launch: int) -> str:
     """Asset path (relative to the asset folder) of the details file holding `launch`."""
     return f"{DETAILS_DIR}/{launch // DETAILS_CHUNK * DETAILS_CHUNK:09d}.json.gz"

@@ -31,10 +31,10 @@ def read_manifest(run_dir) -> dict:
     return manifest
 
 
-def read_kernels(run_dir):
+def read_kernels(run_dir, manifest: Optional[dict] = None):
     path = asset_dir(run_dir) / metadata.KERNELS
     try:
-        return tables.kernels_from_json(tables.read_json_gz(path))
+        return tables.kernels_from_json(tables.read_json_gz(path, metadata.declared_size(manifest, metadata.KERNELS)))
     except metadata.DAMAGED_FILE_ERRORS as e:
         raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
 
@@ -48,21 +48,24 @@ def has_details(manifest: dict) -> bool:
 def read_details(run_dir, launch: int, manifest: Optional[dict] = None) -> Tuple[dict, list]:
     """({metric: [value, unit]}, rule results) of one launch: reads only that launch's details file
     (none for a run without details).  manifest: the run's, when the caller has it already."""
-    if not has_details(read_manifest(run_dir) if manifest is None else manifest):
+    manifest = read_manifest(run_dir) if manifest is None else manifest
+    if not has_details(manifest):
         return {}, []
-    path = asset_dir(run_dir) / metadata.details_file(launch)
-    doc = _read_table(path, "details")
+    relative = metadata.details_file(launch)
+    doc = _read_table(asset_dir(run_dir) / relative, "details", metadata.declared_size(manifest, relative))
     entry = doc["launches"][launch - doc["first_launch"]]
     return tables.expand_launch(doc, entry), entry["rules"]
 
 
 def read_all_details(run_dir, count: int, manifest: Optional[dict] = None) -> Tuple[List[dict], List[list]]:
     """Every launch's raw metrics and rule results, in launch order (empty ones for a run without details)."""
-    if not has_details(read_manifest(run_dir) if manifest is None else manifest):
+    manifest = read_manifest(run_dir) if manifest is None else manifest
+    if not has_details(manifest):
         return [{} for _ in range(count)], [[] for _ in range(count)]
     raw, rules = [], []
     for first in range(0, count, metadata.DETAILS_CHUNK):
-        doc = _read_table(asset_dir(run_dir) / metadata.details_file(first), "details")
+        relative = metadata.details_file(first)
+        doc = _read_table(asset_dir(run_dir) / relative, "details", metadata.declared_size(manifest, relative))
         raw += [tables.expand_launch(doc, e) for e in doc["launches"]]
         rules += [e["rules"] for e in doc["launches"]]
     return raw, rules
@@ -84,9 +87,9 @@ def read_rules(run_dir, launch=None):
     return read_all_details(run_dir, manifest["kernel_count"], manifest)[1]
 
 
-def _read_table(path: Path, what: str):
+def _read_table(path: Path, what: str, declared: Optional[int] = None):
     try:
-        return tables.read_json_gz(path)
+        return tables.read_json_gz(path, declared)
     except metadata.DAMAGED_FILE_ERRORS as e:
         raise InputError(path, f"unreadable {what} ({e})", "re-export the run with --overwrite") from None
 
@@ -97,7 +100,7 @@ def read_summaries(run_dir, manifest: dict) -> dict:
     for name, filename in metadata.summary_names(manifest.get("files")):
         path = asset_dir(run_dir) / Path(filename).name  # confined to the asset folder
         try:
-            out[name] = tables.frame_from_json(tables.read_json_gz(path))
+            out[name] = tables.frame_from_json(tables.read_json_gz(path, metadata.declared_size(manifest, path.name)))
         except metadata.DAMAGED_FILE_ERRORS as e:
             raise InputError(path, f"unreadable summary table ({e})", "re-export the run with --overwrite") from None
     return out
@@ -108,7 +111,7 @@ def load_run(run_dir, with_details: bool = True) -> Profile:
     analysis' (load_analysis has those); with_details=False skips raw metrics and rules."""
     from ..analysis.pipeline import ANALYSIS_SUMMARIES
     manifest = read_manifest(run_dir)
-    kernels = read_kernels(run_dir)
+    kernels = read_kernels(run_dir, manifest)
     # A run without details (tracers) gives [] as its reader did: the Profile's "none in the report".
     with_details = with_details and has_details(manifest)
     raw, rules = read_all_details(run_dir, manifest["kernel_count"], manifest) if with_details else ([], [])

@@ -223,11 +223,50 @@ def write_json_gz(path: Path, doc: Any) -> None:
         f.write(json.dumps(doc, allow_nan=False, separators=(",", ":")).encode("utf-8"))
 
 
-def read_json_gz(path: Path) -> Any:
-    with gzip.open(path, "rb") as f:
-        data = f.read()
+# Inflating a run's .json.gz is bounded: by the size the manifest declares for it (metadata
+# "inflated_bytes", written at export) plus slack, else (runs exported before sizes were declared)
+# by a ratio no table of ours reaches (the 1M-kernel table inflates ~75x) with a floor.  A 1 MB
+# file that inflates to 1 GiB is refused after at most that bound, not held whole.
+INFLATE_SLACK_BYTES = 1 << 20
+UNDECLARED_MAX_RATIO, UNDECLARED_MIN_BYTES = 200, 256 << 20
+INFLATE_PIECE = 1 << 20
+
+
+def inflate_limit(path: Path, declared: Optional[int]) -> int:
+    if isinstance(declared, int) and declared >= 0:
+        return declared + INFLATE_SLACK_BYTES
+    return max(UNDECLARED_MIN_BYTES, UNDECLARED_MAX_RATIO * Path(path).stat().st_size)
+
+
+def read_gz_bytes(path: Path, declared: Optional[int] = None) -> bytes:
+    """The inflated bytes of a .gz file, ValueError past inflate_limit (a compressed bomb)."""
+    limit = inflate_limit(path, declared)
+    z = zlib.decompressobj(31)  # the gzip container
+    out, size = [], 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(INFLATE_PIECE), b""):
+            data = z.decompress(block, limit + 1 - size)
+            while data:
+                out.append(data)
+                size += len(data)
+                if size > limit:
+                    raise ValueError(f"inflates past {limit:,} bytes, more than its run declares: not read")
+                data = z.decompress(z.unconsumed_tail, limit + 1 - size) if z.unconsumed_tail else b""
+    if not z.eof:
+        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+    return b"".join(out)
+
+
+def inflated_size(path: Path) -> int:
+    """Uncompressed size of a .gz file this process just wrote (its trailer's ISIZE: < 4 GiB)."""
+    with open(path, "rb") as f:
+        f.seek(-4, 2)
+        return int.from_bytes(f.read(4), "little")
+
+
+def read_json_gz(path: Path, declared: Optional[int] = None) -> Any:
     # orjson parses a 1M-kernel table in ~0.3 s (the json module ~0.6 s); it raises a ValueError.
-    return orjson.loads(data)
+    return orjson.loads(read_gz_bytes(path, declared))
 
 
 def details_doc(first_launch: int, raw_metrics: List[Dict[str, list]], rules: List[list]) -> dict:

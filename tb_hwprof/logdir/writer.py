@@ -107,6 +107,9 @@ def _write_assets(profile, summaries: dict, assets: Path, manifest: dict, timeli
         manifest["files"].update(timeline_index=metadata.TIMELINE_INDEX)
         if manifest["timeline"]["trace_written"]:
             manifest["files"].update(timeline=metadata.TIMELINE)
+    # What each table inflates to, so readers can refuse a file that inflates to more (a bomb).
+    manifest["inflated_bytes"] = {p.relative_to(assets).as_posix(): tables.inflated_size(p)
+                                  for p in sorted(assets.rglob("*.json.gz")) if p.name != metadata.TIMELINE}
     tmp = assets / (metadata.MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False))
     os.rename(tmp, assets / metadata.MANIFEST)

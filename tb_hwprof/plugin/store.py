@@ -7,7 +7,6 @@ the same way, so a corrupt run is not re-parsed on every request and /runs can r
 from __future__ import annotations
 
 import collections
-import gzip
 import os
 import posixpath
 import threading
@@ -136,7 +135,8 @@ class RunEntry:
 
     def _read_kernels(self, make):
         self.loads["kernels"] += 1
-        return _read_columnar(self.asset(metadata.KERNELS), "kernels table", make, self.manifest.get("kernel_count"))
+        return _read_columnar(self.asset(metadata.KERNELS), "kernels table", make, self.manifest.get("kernel_count"),
+                              metadata.declared_size(self.manifest, metadata.KERNELS))
 
     def summary_files(self) -> Dict[str, str]:
         """{name: asset file} of the run's summary tables (metadata.summary_names of the manifest)."""
@@ -166,7 +166,7 @@ class RunEntry:
     def _read_summary(self, name: str, make):
         path = self._summary_path(name)
         self.loads["summary"] += 1
-        return _read_columnar(path, "summary table", make)
+        return _read_columnar(path, "summary table", make, declared=metadata.declared_size(self.manifest, path.name))
 
     def raw_metrics(self, launch: int) -> dict:
         return self.details(launch)[0]
@@ -195,10 +195,13 @@ def read_asset(path: Path, what: str, read: Callable[[], object]):
                          "re-export the run with --overwrite") from None
 
 
-def _read_columnar(path: Path, what: str, make, expected_rows: Optional[int] = None):
-    """make(bytes, document) of a gzipped columnar table, checked for shape first."""
+def _read_columnar(path: Path, what: str, make, expected_rows: Optional[int] = None, declared: Optional[int] = None):
+    """make(bytes, document) of a gzipped columnar table, checked for shape first; inflating it is
+    bounded by the size its manifest declares (tables.read_gz_bytes)."""
+    from ..logdir import tables
+
     def read():
-        raw = gzip.decompress(path.read_bytes())
+        raw = tables.read_gz_bytes(path, declared)
         doc = encode.loads(raw)
         encode.check_columnar(doc, expected_rows)
         return make(raw, doc)
