@@ -209,16 +209,14 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
     """Export each of `paths` as the run of the same position in `runs` under `logdir`; returns the
     run folders.  Every input is read before any run is written; progress(line) tells the steps,
     written(run_dir) is called as each run is in place."""
-    from ..errors import HwprofError, RunExists
+    from ..errors import HwprofError
     from ..logdir.trace import TRACE_MODES
-    from ..logdir.writer import check_run_name
+    from ..logdir.writer import run_folder
     if trace not in TRACE_MODES:
         raise HwprofError(f"bad trace mode {trace!r}: use one of {', '.join(TRACE_MODES)}")
     logdir = Path(logdir)
     for name in runs:
-        run_dir = logdir.joinpath(*check_run_name(name).parts)
-        if run_dir.exists() and not overwrite:
-            raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
+        run_folder(logdir, name, overwrite)  # before reading anything: a name in use fails at once
     reports = []
     for i, path in enumerate(paths, 1):
         started = time.perf_counter()

@@ -34,6 +34,14 @@ def check_run_name(run: str) -> PurePosixPath:
     return PurePosixPath(run.replace(os.sep, "/"))
 
 
+def run_folder(logdir, run: str, overwrite: bool) -> Path:
+    """<logdir>/<run>, the name checked; RunExists when the run is there and overwrite is not asked."""
+    run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
+    if run_dir.exists() and not overwrite:
+        raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
+    return run_dir
+
+
 # What follows a tag in the run's own hidden folders: the pid of the --overwrite that renamed the old
 # run aside; tempfile.mkdtemp's random part.
 OLD_SUFFIX, STAGING_SUFFIX = re.compile(r"\d+"), re.compile(r"[a-z0-9_]+")
@@ -168,10 +176,8 @@ class StagedRun:
                  timeline_pool=None):
         self.profile = profile
         self.run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
-        recover_interrupted(self.run_dir)
-        if self.run_dir.exists() and not overwrite:
-            raise RunExists(f"{self.run_dir}: run already exists -- pass --overwrite to replace it, "
-                            f"or choose another --run")
+        recover_interrupted(self.run_dir)  # an interrupted --overwrite's run is put back before the check
+        run_folder(logdir, run, overwrite)
         self.created = [p for p in [self.run_dir.parent, *self.run_dir.parent.parents] if not p.exists()]
         self.run_dir.parent.mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}{STAGING_TAG}", dir=self.run_dir.parent))
