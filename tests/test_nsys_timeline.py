@@ -13,6 +13,7 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis import timeline as tl
+from tb_hwprof.columnar import launching_call
 from tb_hwprof.logdir import metadata, trace
 from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 
@@ -300,4 +301,4 @@ def test_launching_call_sorted_and_hashed_lookups_agree_with_a_dict():
                 first.setdefault(key, row)
         for op_key in (rng.integers(-2, 10_000, 5_000), rng.integers(-2, 10_000, 20)):  # many ops / few
             want = [first.get(k, -1) if k >= 0 else -1 for k in op_key.tolist()]
-            assert tl.launching_call(call_key, op_key).tolist() == want
+            assert launching_call(call_key, op_key).tolist() == want

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..errors import HwprofError
 from ..model import TIMELINE_CATEGORIES, Window
-from ..columnar import _i64, codes, distinct, grouped_stats, launching_call  # noqa: F401 (re-exported)
+from ..columnar import _i64
 from .summary import merge
 
 Intervals = Tuple[np.ndarray, np.ndarray]  # (starts, ends), int64 ns
