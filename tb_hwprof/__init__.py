@@ -14,14 +14,9 @@ __version__ = "0.1.0"
 def read(path):
     """The report's Profile, its tables labelled (the kernels' bound and roofline columns, the CPU
     hotspots' top-down labels, the GPU time projected onto a trace's NVTX ranges)."""
-    from .analysis.gpu_trace import label_phases
-    from .analysis.pipeline import label_kernels
-    from .analysis.topdown import label_topdown_tables
+    from .analysis.pipeline import label_tables
     from .detect import read as _read
-    profile = label_kernels(_read(path))
-    label_topdown_tables(profile.summaries)
-    label_phases(profile)
-    return profile
+    return label_tables(_read(path))
 
 
 def analyse(profile):

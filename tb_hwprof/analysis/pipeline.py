@@ -23,7 +23,7 @@ import pandas as pd
 from .advice import advise
 from .bottleneck import classify_profile
 from .findings import Finding
-from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables
+from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables, label_phases
 from .roofline import apply_roofline, device_roofs, ridge_points
 from .summary import headline_scalars
 from .topdown import label_topdown_tables
@@ -99,6 +99,16 @@ def _label_once_per_device(profile) -> None:
             kernels[col] = pd.Series(values[which], index=kernels.index, dtype=object, copy=False)
         else:
             kernels[col] = values[which]
+
+
+def label_tables(profile):
+    """The profile's tables with their own derived columns, in place (what the steps below fill
+    in them too): the kernels' labels, the CPU hotspots' top-down labels, a trace's GPU time
+    projected onto its NVTX ranges.  Returns the profile (tb_hwprof.read gives it so)."""
+    label_kernels(profile)
+    label_topdown_tables(profile.summaries)
+    label_phases(profile)
+    return profile
 
 
 # ------------------------------------------------------------------ the steps, in order
