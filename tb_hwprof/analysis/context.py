@@ -1,7 +1,8 @@
 """What program and what tool a capture shows, so advice names remedies that fit them.
 
-`capture_context(profile)` answers once per analysis: which GPU API the program used (CUDA on
-NVIDIA tools, HIP on AMD ones), whether the capture shows PyTorch, and which tool recorded it.
+`capture_context(profile)` answers, from the capture's distinct names (cheap: the trace step and
+the advice each ask it): which GPU API the program used (CUDA on NVIDIA tools, HIP on AMD ones),
+whether the capture shows PyTorch, and which tool recorded it.
 Remedy texts are templates filled from `CaptureContext.words` ("{memcpy_async}" -> cudaMemcpyAsync
 or hipMemcpyAsync), so one sentence serves both APIs.
 """
