@@ -142,6 +142,9 @@ class Profile:
     summaries: Dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
     # Every traced slice of a capture (tracers such as Nsight Systems); None for counter profilers.
     timeline: Optional["Timeline"] = None
+    # Framework level of a PyTorch profiler trace (operators, runtime calls, GPU work joined); None
+    # for other tools.  Read by the analyses, not written to the logdir as such.
+    torch: Optional["TorchTrace"] = None
 
     def device(self, device_id) -> Optional[Device]:
         for d in self.devices:
@@ -218,9 +221,10 @@ def all_nan_column(n: int) -> pd.arrays.SparseArray:
 
 # ------------------------------------------------------------------ timeline (tracers)
 # Slice categories, by code (Timeline.slices["cat"]); the trace file's "cat" strings.  New ones are
-# appended: a written index stores codes.  "osrt": OS runtime calls (Nsight Systems' OSRT_API: read,
+# appended: a written index stores codes.  "cpu_op": framework operators (PyTorch aten:: ops),
+# "python": Python function frames the framework profiler recorded.  "osrt": OS runtime calls (Nsight Systems' OSRT_API: read,
 # ioctl, pthread waits ...) on the CPU threads; "cuda_api" holds any GPU API's host calls (HIP on AMD).
-TIMELINE_CATEGORIES = ("kernel", "memcpy", "memset", "cuda_api", "nvtx", "osrt")
+TIMELINE_CATEGORIES = ("kernel", "memcpy", "memset", "cuda_api", "nvtx", "osrt", "cpu_op", "python")
 GPU_CATEGORIES = ("kernel", "memcpy", "memset")
 # Columns of Timeline.slices: one numpy array each, one value per slice.
 SLICE_COLUMNS = {"start": np.int64, "end": np.int64, "track": np.int32, "name": np.int32, "cat": np.int8,
@@ -289,3 +293,28 @@ def units_of(df: pd.DataFrame) -> Dict[str, str]:
                 units[col] = SUMMARY_UNITS[suffix]
                 break
     return units
+
+
+# ------------------------------------------------------------------ framework level (PyTorch)
+@dataclasses.dataclass
+class TorchTrace:
+    """A PyTorch profiler trace's operator level, joined to the GPU work (docs/FORMAT.md "PyTorch").
+
+    ops: one row per operator instance (cpu_op, user annotations other than ProfilerStep#N): name,
+      cat, start_ns, end_ns, pid, tid, parent (row of the innermost enclosing op on its thread, -1),
+      depth, ext, seq, fwd_tid, input_dims / input_types / concrete_inputs (compact JSON text, "").
+    runtime: one row per CUDA / HIP runtime or driver call: name, start_ns, end_ns, pid, tid, corr,
+      ext, op (row in ops of the innermost op enclosing the call, -1).
+    gpu: one row per GPU activity: kind (kernel, memcpy, memset), name, start_ns, end_ns, device,
+      stream, corr, ext, bytes, runtime (row of the launching call, -1), op (its op, -1), and the
+      launch columns of kernels (grid_*, block_*, registers, shared_mem, blocks_per_sm,
+      warps_per_sm, est_occupancy_pct).
+    steps: one row per ProfilerStep#N range: step, start_ns, end_ns, pid, tid.
+    """
+
+    ops: pd.DataFrame
+    runtime: pd.DataFrame
+    gpu: pd.DataFrame
+    steps: pd.DataFrame
+    device_properties: List[dict] = dataclasses.field(default_factory=list)
+    distributed: Optional[dict] = None

@@ -1,6 +1,6 @@
 """The reader registry: one module per source format, asked in order.
 
-Each reader module (readers/nvidia/, readers/amd/, readers/intel/) declares
+Each reader module (readers/nvidia/, readers/amd/, readers/intel/, readers/torch/) declares
   FORMATS                 the format names it reads
   sniff(path, head)       the format name when the input is its own, else None; `head` is the file's
                           first bytes (None for a folder).  It may raise InputError for an input it
@@ -25,6 +25,7 @@ READER_MODULES = (
     "nvidia.nsys_sqlite",      # SQLite with nsys' tables
     "amd.rocprof_db",          # SQLite with rocpd / rocprof v1 tables
     "nvidia.nsys_rep",         # .nsys-rep / .qdrep container (converted by nsys when on PATH)
+    "torch.kineto",            # PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzipped
     "nvidia.nsys_stats",       # `nsys stats --format csv` output
     "amd.rocprof_compute",     # rocprof-compute / Omniperf workload folder (or its pmc_perf.csv)
     "amd.rocprof",             # rocprof v1 / v2 / v3 text files

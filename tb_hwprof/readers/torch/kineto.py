@@ -1,0 +1,377 @@
+"""PyTorch profiler (Kineto) traces: operators -> runtime calls -> GPU work, as a Profile.
+
+Reads the Chrome-trace JSON torch.profiler writes (plain or gzipped, any file name), every
+generation we hold: 2021 categories (Operator, Runtime, Kernel, Memcpy, Memset, "external id") and
+current ones (cpu_op, cuda_runtime, cuda_driver, kernel, gpu_memcpy, gpu_memset, python_function,
+user_annotation, gpu_user_annotation), CUDA and ROCm (HIP runtime names), ns-resolution timestamps.
+
+The join: a GPU activity's correlation id names the runtime call that launched it; that call's
+innermost enclosing operator on its thread (nested by containment, readers/common/nesting.py) is
+the operator that launched it.  The result is `Profile.torch` (model.TorchTrace), the kernels table
+(one row per kernel, with its operator and input shapes) and the Timeline.
+"""
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+
+from ...errors import InputError
+from ...model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Profile, Provenance, Timeline, TorchTrace,
+                      Track, normalise_kernels)
+from ..common import read_input_bytes, sha256_file
+from ..common.lanes import spread_over_lanes
+from ..common.nesting import Intervals, depths
+from ..common.timeline_builder import GPU_PID_BASE, NameTable
+from .decode import KinetoEvents, TraceError, decode_events
+
+FORMATS = ("pytorch-trace",)
+# Kineto categories, every generation, by the role they play.
+OP_CATS = {"cpu_op", "operator", "user_annotation"}
+RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
+GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
+GPU_ANNOTATION_CATS = {"gpu_user_annotation"}
+PYTHON_CATS = {"python_function"}
+STEP_PREFIX = "ProfilerStep#"
+# A child operator may end this long after its parent (timestamps pass through doubles: at
+# today's epoch µs a double resolves 0.25 µs, and ts + dur rounds twice).
+NESTING_TOLERANCE_NS = 500
+FIX = "pass the .pt.trace.json[.gz] file torch.profiler wrote (tensorboard_trace_handler or export_chrome_trace)"
+CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
+
+
+# ---------------------------------------------------------------- detection
+def _text_head(head: bytes) -> str:
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, 1 << 16)
+        except zlib.error:
+            return ""
+    return head[:1 << 16].decode("utf-8", errors="replace")
+
+
+def sniff(path: Path, head) -> Optional[str]:
+    """'pytorch-trace' for a Kineto Chrome trace (by content: its keys and categories)."""
+    if head is None:
+        return None
+    text = _text_head(head).lstrip("\ufeff \t\r\n")
+    if not text.startswith(("{", "[")):
+        return None
+    kineto_keys = ('"schemaVersion"', '"deviceProperties"', '"distributedInfo"', '"baseTimeNanoseconds"')
+    kineto_cats = ('"cpu_op"', '"Operator"', '"python_function"', '"cuda_runtime"', '"user_annotation"',
+                   '"gpu_memcpy"', '"Runtime"', '"ac2g"')
+    if '"traceEvents"' in text and any(k in text for k in kineto_keys):
+        return "pytorch-trace"
+    if any(c in text for c in kineto_cats) and '"ph"' in text:
+        return "pytorch-trace"
+    return None
+
+
+# ---------------------------------------------------------------- reading
+def read_trace_bytes(path: Path) -> bytes:
+    """The uncompressed JSON; a damaged gzip is an error naming the file, never partial data."""
+    data = read_input_bytes(path)
+    if data[:2] != b"\x1f\x8b":
+        return data
+    try:
+        return gzip.decompress(data)
+    except (EOFError, zlib.error, OSError) as e:
+        raise InputError(path, f"damaged gzip ({e})", "copy the trace again; it is truncated or corrupt") from None
+
+
+def read(path, fmt: str = "pytorch-trace") -> Profile:
+    path = Path(path)
+    data = read_trace_bytes(path)
+    try:
+        events = decode_events(data)
+    except TraceError as e:
+        raise InputError(path, f"not a readable PyTorch profiler trace: {e}", FIX) from None
+    del data
+    if len(events) == 0:
+        raise InputError(path, "trace has no events", "profile at least one step (check the profiler schedule: "
+                         "wait/warmup/active) and pass the trace it wrote")
+    return profile_from_events(events, path)
+
+
+def profile_from_events(events: KinetoEvents, path: Path) -> Profile:
+    roles = _roles(events)
+    torch = _torch_trace(events, roles)
+    devices = _devices(events.top.get("deviceProperties") or [])
+    notes = []
+    if torch.gpu.empty:
+        notes.append("CPU-only trace: no GPU kernels, copies or sets were recorded (profile with "
+                     "ProfilerActivity.CUDA to see GPU work)")
+    unmatched = int((torch.gpu["runtime"] < 0).sum()) if len(torch.gpu) else 0
+    if unmatched:
+        notes.append(f"{unmatched} GPU activities have no launching runtime call in the trace (launched before "
+                     "the profiling window, or by a thread the profiler did not record): no operator for them")
+    profile = Profile(
+        provenance=Provenance(tool="pytorch", tool_version=_version(events.top), source_path=str(path),
+                              source_sha256=sha256_file(path), source_format="pytorch-trace"),
+        devices=devices, kernels=_kernels_table(torch), notes=notes, torch=torch)
+    profile.timeline = _timeline(events, roles, torch, devices)
+    return profile
+
+
+def _version(top: dict) -> str:
+    parts = []
+    for key in ("cuda_runtime_version", "hip_runtime_version", "cupti_version", "roctracer_version"):
+        if key in top:
+            parts.append(f"{key.replace('_version', '')} {top[key]}")
+    schema = top.get("schemaVersion")
+    return ", ".join(([f"schema {schema}"] if schema is not None else []) + parts)
+
+
+def _roles(events: KinetoEvents) -> Dict[str, np.ndarray]:
+    """Per complete event, masks by role (from its category, case-insensitive)."""
+    cat_names = np.array([s.lower() for s in events.strings] + [""], dtype=object)
+    cat = cat_names[np.where(events.x["cat"] < 0, len(events.strings), events.x["cat"])]
+    names = events.text(events.x["name"])
+    is_step = np.fromiter((n.startswith(STEP_PREFIX) for n in names), bool, names.size) if names.size else np.zeros(0, bool)
+    roles = {"op": np.isin(cat, list(OP_CATS)) & ~is_step, "step": is_step & np.isin(cat, list(OP_CATS)),
+             "runtime": np.isin(cat, list(RUNTIME_CATS)), "gpu_annotation": np.isin(cat, list(GPU_ANNOTATION_CATS)),
+             "python": np.isin(cat, list(PYTHON_CATS))}
+    roles["gpu_kind"] = np.array([GPU_KINDS.get(c, "") for c in cat], dtype=object) if cat.size else np.zeros(0, object)
+    roles["gpu"] = roles["gpu_kind"] != ""
+    return roles
+
+
+def _side(events: KinetoEvents, table: str, rows: np.ndarray, column: str, fill):
+    """Values of a side-table column (x_gpu / x_op) for the given complete-event rows."""
+    side = getattr(events, table)
+    out = np.full(rows.size, fill, dtype=side[column].dtype)
+    if side["row"].size and rows.size:
+        pos = np.searchsorted(side["row"], rows)
+        pos = np.minimum(pos, side["row"].size - 1)
+        hit = side["row"][pos] == rows
+        out[hit] = side[column][pos[hit]]
+    return out
+
+
+def _thread_group(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    return (pid.astype(np.int64) << 32) ^ (tid.astype(np.int64) & 0xFFFFFFFF)
+
+
+def _torch_trace(events: KinetoEvents, roles) -> TorchTrace:
+    x = events.x
+    end = x["ts_ns"] + x["dur_ns"]
+    op_rows = np.flatnonzero(roles["op"])
+    op_rows = op_rows[np.lexsort((-end[op_rows], x["ts_ns"][op_rows]))]
+    groups = _thread_group(x["pid"], x["tid"])
+    op_iv = Intervals(x["ts_ns"][op_rows], end[op_rows], groups[op_rows])
+    parent = op_iv.parents(NESTING_TOLERANCE_NS)
+    ops = pd.DataFrame({
+        "name": events.text(x["name"][op_rows]), "cat": events.text(x["cat"][op_rows]),
+        "start_ns": x["ts_ns"][op_rows], "end_ns": end[op_rows], "pid": x["pid"][op_rows], "tid": x["tid"][op_rows],
+        "parent": parent, "depth": depths(parent), "ext": x["ext"][op_rows],
+        "seq": _side(events, "x_op", op_rows, "seq", -1), "fwd_tid": _side(events, "x_op", op_rows, "fwd_tid", -1)})
+    for column in ("input_dims", "input_types", "concrete_inputs"):
+        ops[column] = events.text(_side(events, "x_op", op_rows, column, -1))
+
+    rt_rows = np.flatnonzero(roles["runtime"])
+    rt_rows = rt_rows[np.argsort(x["ts_ns"][rt_rows], kind="stable")]
+    runtime = pd.DataFrame({
+        "name": events.text(x["name"][rt_rows]), "start_ns": x["ts_ns"][rt_rows], "end_ns": end[rt_rows],
+        "pid": x["pid"][rt_rows], "tid": x["tid"][rt_rows], "corr": x["corr"][rt_rows], "ext": x["ext"][rt_rows],
+        "op": op_iv.enclosing(x["ts_ns"][rt_rows], end[rt_rows], groups[rt_rows], NESTING_TOLERANCE_NS)})
+
+    gpu_rows = np.flatnonzero(roles["gpu"])
+    gpu_rows = gpu_rows[np.argsort(x["ts_ns"][gpu_rows], kind="stable")]
+    gpu = pd.DataFrame({
+        "kind": roles["gpu_kind"][gpu_rows], "name": events.text(x["name"][gpu_rows]),
+        "start_ns": x["ts_ns"][gpu_rows], "end_ns": end[gpu_rows],
+        "device": _gpu_ids(events, gpu_rows, "device", x["pid"]), "stream": _gpu_ids(events, gpu_rows, "stream", x["tid"]),
+        "corr": x["corr"][gpu_rows], "ext": x["ext"][gpu_rows], "bytes": _side(events, "x_gpu", gpu_rows, "bytes", -1)})
+    for column in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem"):
+        gpu[column] = _side(events, "x_gpu", gpu_rows, column, -1)
+    for column in ("blocks_per_sm", "warps_per_sm", "est_occupancy_pct"):
+        gpu[column] = _side(events, "x_gpu", gpu_rows, column, np.nan)
+    gpu["runtime"] = _launching_call(runtime["corr"].to_numpy(), gpu["corr"].to_numpy())
+    launched = gpu["runtime"].to_numpy()
+    gpu["op"] = np.where(launched >= 0, runtime["op"].to_numpy()[np.maximum(launched, 0)] if len(runtime) else -1, -1)
+
+    step_rows = np.flatnonzero(roles["step"])
+    step_rows = step_rows[np.argsort(x["ts_ns"][step_rows], kind="stable")]
+    step_names = events.text(x["name"][step_rows])
+    steps = pd.DataFrame({"step": [_step_number(n) for n in step_names], "name": step_names,
+                          "start_ns": x["ts_ns"][step_rows], "end_ns": end[step_rows],
+                          "pid": x["pid"][step_rows], "tid": x["tid"][step_rows]})
+    return TorchTrace(ops=ops, runtime=runtime, gpu=gpu, steps=steps,
+                      device_properties=list(events.top.get("deviceProperties") or []),
+                      distributed=events.top.get("distributedInfo"))
+
+
+def _gpu_ids(events: KinetoEvents, rows: np.ndarray, column: str, fallback: np.ndarray) -> np.ndarray:
+    """device / stream from the args; else the event's pid / tid (Kineto puts GPU events on pid =
+    device, tid = stream; 2021 traces write tid "stream 7")."""
+    values = _side(events, "x_gpu", rows, column, -1)
+    missing = values < 0
+    values[missing] = np.maximum(fallback[rows][missing], -1)
+    return values
+
+
+def _launching_call(call_corr: np.ndarray, gpu_corr: np.ndarray) -> np.ndarray:
+    """Per GPU activity, the runtime row with its correlation id (-1 for none)."""
+    if call_corr.size == 0 or gpu_corr.size == 0:
+        return np.full(gpu_corr.size, -1, dtype=np.int64)
+    order = np.argsort(call_corr, kind="stable")
+    sorted_corr = call_corr[order]
+    pos = np.minimum(np.searchsorted(sorted_corr, gpu_corr), sorted_corr.size - 1)
+    hit = (sorted_corr[pos] == gpu_corr) & (gpu_corr >= 0)
+    return np.where(hit, order[pos], -1)
+
+
+def _step_number(name: str) -> int:
+    try:
+        return int(name[len(STEP_PREFIX):])
+    except ValueError:
+        return -1
+
+
+# ---------------------------------------------------------------- devices
+def _devices(properties: List[dict]) -> List[Device]:
+    devices = []
+    for p in properties:
+        if not isinstance(p, dict) or "id" not in p:
+            continue
+        name = str(p.get("name", ""))
+        amd = "AMD" in name or "Instinct" in name or "gcnArchName" in p or "Radeon" in name
+        major, minor = p.get("computeMajor"), p.get("computeMinor")
+        cc = f"{major}.{minor}" if major is not None and minor is not None else ""
+        devices.append(Device(id=int(p["id"]), name=name, vendor="AMD" if amd else "NVIDIA",
+                              architecture=str(p.get("gcnArchName") or (f"cc{cc}" if cc and not amd else "")),
+                              compute_capability="" if amd else cc,
+                              sm_count=int(p["numSms"]) if isinstance(p.get("numSms"), int) else None))
+    return devices
+
+
+# ---------------------------------------------------------------- kernels table
+def _kernels_table(torch: TorchTrace) -> pd.DataFrame:
+    k = torch.gpu[torch.gpu["kind"] == "kernel"].reset_index(drop=True)
+    ops = torch.ops
+    op = k["op"].to_numpy()
+    has_op = op >= 0
+    pick = lambda column: np.where(has_op, ops[column].to_numpy()[np.maximum(op, 0)] if len(ops) else "", "")
+    known_grid = k["grid_x"].to_numpy() >= 0
+    known_block = k["block_x"].to_numpy() >= 0
+    table = pd.DataFrame({
+        "launch_id": np.arange(len(k), dtype=np.int64), "range_id": np.zeros(len(k), dtype=np.int64),
+        "name": k["name"], "demangled_name": k["name"],
+        "device": k["device"].astype(float), "stream": k["stream"].astype(float),
+        "duration_ns": (k["end_ns"] - k["start_ns"]).astype(float),
+        "start_ns": k["start_ns"].astype(float), "end_ns": k["end_ns"].astype(float),
+        "correlation_id": k["corr"].where(k["corr"] >= 0).astype(float),
+        "grid": _dim3_text(k, "grid", known_grid), "block": _dim3_text(k, "block", known_block),
+        "grid_size": np.where(known_grid, k["grid_x"] * k["grid_y"] * k["grid_z"], np.nan),
+        "block_size": np.where(known_block, k["block_x"] * k["block_y"] * k["block_z"], np.nan),
+        "registers_per_thread": k["registers"].where(k["registers"] >= 0).astype(float),
+        "shared_mem_bytes": k["shared_mem"].where(k["shared_mem"] >= 0).astype(float),
+        # Kineto's estimates from the launch configuration: not a measured achieved occupancy.
+        "est_occupancy_pct": k["est_occupancy_pct"], "blocks_per_sm": k["blocks_per_sm"],
+        "warps_per_sm": k["warps_per_sm"],
+        "op": pick("name"), "op_input_dims": pick("input_dims"), "op_input_types": pick("input_types"),
+    })
+    return normalise_kernels(table, copy=False, sparse_absent=True)
+
+
+def _dim3_text(k: pd.DataFrame, prefix: str, known: np.ndarray) -> np.ndarray:
+    xs, ys, zs = (k[f"{prefix}_{a}"].to_numpy() for a in "xyz")
+    return np.array([f"({a}, {b}, {c})" if ok else "" for a, b, c, ok in zip(xs, ys, zs, known)], dtype=object)
+
+
+# ---------------------------------------------------------------- timeline
+def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Device]) -> Optional[Timeline]:
+    x = events.x
+    names = NameTable()
+    tracks: List[Track] = []
+    track_ids: Dict[tuple, int] = {}
+    device_names = {d.id: d.name for d in devices}
+    process_names, thread_names = _metadata_names(events)
+
+    def track(key, make) -> int:
+        if key not in track_ids:
+            track_ids[key] = len(tracks)
+            tracks.append(make())
+        return track_ids[key]
+
+    def cpu_track(pid: int, tid: int) -> int:
+        return track(("cpu", pid, tid), lambda: Track(
+            pid=pid, tid=tid & 0xFFFFFFFF, process=process_names.get(pid, f"process {pid}"),
+            thread=thread_names.get((pid, tid), f"thread {tid}"), kind="thread"))
+
+    def gpu_track(device: int, stream: int) -> int:
+        name = device_names.get(device)
+        return track(("gpu", device, stream), lambda: Track(
+            pid=GPU_PID_BASE + max(device, 0), tid=max(stream, 0), process=f"GPU {device}" + (f" ({name})" if name else ""),
+            thread=f"Stream {stream}", kind="stream", device=device))
+
+    parts = []
+
+    def add(rows: np.ndarray, cat: str, track_of, flow=None, nbytes=None):
+        if rows.size == 0:
+            return
+        codes, uniques = pd.factorize(x["name"][rows])
+        labels = events.text(np.asarray(uniques, dtype=np.int32))
+        parts.append({"start": x["ts_ns"][rows], "end": x["ts_ns"][rows] + x["dur_ns"][rows],
+                      "track": track_of(rows), "name": names.codes(list(labels), codes),
+                      "cat": np.full(rows.size, CAT[cat]), "flow": np.full(rows.size, -1) if flow is None else flow,
+                      "bytes": np.full(rows.size, -1) if nbytes is None else nbytes})
+
+    def cpu_tracks(rows):
+        keys = pd.MultiIndex.from_arrays([x["pid"][rows], x["tid"][rows]])
+        codes, uniques = pd.factorize(keys)
+        ids = np.array([cpu_track(int(p), int(t)) for p, t in uniques], dtype=np.int64)
+        return ids[codes]
+
+    gpu_rows = np.flatnonzero(roles["gpu"])
+    device = _gpu_ids(events, gpu_rows, "device", x["pid"])
+    stream = _gpu_ids(events, gpu_rows, "stream", x["tid"])
+
+    def gpu_tracks_of(dev, strm):
+        keys = pd.MultiIndex.from_arrays([dev, strm])
+        codes, uniques = pd.factorize(keys)
+        ids = np.array([gpu_track(int(d), int(s)) for d, s in uniques], dtype=np.int64)
+        return ids[codes]
+
+    for cat, role in (("cpu_op", "op"), ("nvtx", "step"), ("python", "python")):
+        add(np.flatnonzero(roles[role]), cat, cpu_tracks)
+    rt = np.flatnonzero(roles["runtime"])
+    add(rt, "cuda_api", cpu_tracks, flow=np.where(x["corr"][rt] >= 0, x["corr"][rt], -1))
+    for kind in ("kernel", "memcpy", "memset"):
+        sel = roles["gpu_kind"][gpu_rows] == kind
+        rows = gpu_rows[sel]
+        add(rows, kind, lambda r, d=device[sel], s=stream[sel]: gpu_tracks_of(d, s),
+            flow=np.where(x["corr"][rows] >= 0, x["corr"][rows], -1),
+            nbytes=_side(events, "x_gpu", rows, "bytes", -1) if kind != "kernel" else None)
+    ann = np.flatnonzero(roles["gpu_annotation"])
+    add(ann, "nvtx", lambda r: gpu_tracks_of(_gpu_ids(events, r, "device", x["pid"]), _gpu_ids(events, r, "stream", x["tid"])))
+    if not parts:
+        return None
+    slices = {c: np.concatenate([np.asarray(p[c]) for p in parts]).astype(t) for c, t in SLICE_COLUMNS.items()}
+    order = np.lexsort((-slices["end"], slices["start"]))
+    slices = {c: v[order] for c, v in slices.items()}
+    timeline = Timeline(tracks=tracks, names=names.names(), slices=slices)
+    # GPU annotations span kernels of their stream; operators overlap by rounding: lanes keep nesting.
+    cat = timeline.slices["cat"]
+    spread_over_lanes(timeline, np.flatnonzero(np.isin(cat, [CAT["kernel"], CAT["memcpy"], CAT["memset"]])), "overlap")
+    return timeline
+
+
+def _metadata_names(events: KinetoEvents):
+    processes, threads = {}, {}
+    for m in events.metadata:
+        args = m.get("args") or {}
+        pid, tid = m.get("pid"), m.get("tid")
+        if not isinstance(pid, int):
+            continue
+        if m.get("name") == "process_name" and isinstance(args.get("name"), str):
+            processes[pid] = args["name"]
+        elif m.get("name") == "process_labels" and isinstance(args.get("labels"), str) and pid not in processes:
+            processes[pid] = args["labels"]
+        elif m.get("name") == "thread_name" and isinstance(args.get("name"), str) and isinstance(tid, int):
+            threads[(pid, tid)] = args["name"]
+    return processes, threads
