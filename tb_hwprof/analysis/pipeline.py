@@ -27,6 +27,7 @@ from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables, label_phase
 from .roofline import apply_roofline, device_roofs, ridge_points
 from .summary import headline_scalars
 from .topdown import label_topdown_tables
+from .torch_tables import TABLES as TORCH_TABLES, torch_tables
 
 
 @dataclasses.dataclass
@@ -147,6 +148,7 @@ STEPS = (
     Step(topdown_labels),
     # Summary-table steps go here, before the figures and the advice that read the tables.
     Step(gpu_trace_tables, makes=GPU_TRACE_TABLES),
+    Step(torch_tables, makes=TORCH_TABLES),
     Step(headline_figures),
     Step(findings),
 )

@@ -25,6 +25,8 @@ from ...model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Profile, Prove
                       Track, normalise_kernels)
 from ..common import read_input_bytes, sha256_file
 from ..common.lanes import spread_over_lanes
+from ..amd.devices import datasheet_peaks as amd_datasheet_peaks
+from ..common.datasheets import nvidia_datasheet_peaks
 from ..common.nesting import Intervals, depths
 from ..common.timeline_builder import GPU_PID_BASE, NameTable
 from .decode import KinetoEvents, TraceError, decode_events
@@ -242,10 +244,12 @@ def _devices(properties: List[dict]) -> List[Device]:
         amd = "AMD" in name or "Instinct" in name or "gcnArchName" in p or "Radeon" in name
         major, minor = p.get("computeMajor"), p.get("computeMinor")
         cc = f"{major}.{minor}" if major is not None and minor is not None else ""
-        devices.append(Device(id=int(p["id"]), name=name, vendor="AMD" if amd else "NVIDIA",
+        sms = int(p["numSms"]) if isinstance(p.get("numSms"), int) else None
+        peaks = amd_datasheet_peaks(name, sms) if amd else nvidia_datasheet_peaks(name)
+        devices.append(Device(id=int(p["id"]), name=name, vendor="AMD" if amd else "NVIDIA", peaks=peaks,
                               architecture=str(p.get("gcnArchName") or (f"cc{cc}" if cc and not amd else "")),
                               compute_capability="" if amd else cc,
-                              sm_count=int(p["numSms"]) if isinstance(p.get("numSms"), int) else None))
+                              sm_count=sms))
     return devices
 
 
