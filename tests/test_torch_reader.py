@@ -1,0 +1,284 @@
+"""The PyTorch profiler (Kineto) trace reader against independent computations on every trace we
+hold: stdlib json for the events, a plain per-thread stack for the operator nesting and the
+launching operator, TraceLens's own ops_summary.csv for the per-operator GPU time."""
+import csv
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tb_hwprof
+from tb_hwprof.analysis.torch_ops import op_gpu_time
+from tb_hwprof.detect import sniff
+from tb_hwprof.errors import InputError
+from tb_hwprof.readers.common.nesting import Intervals
+
+TRACELENS = ["tracelens_h100_bert_small", "tracelens_h100_falconsai_vit", "tracelens_mi300x_bert_small",
+             "tracelens_mi300x_falconsai_vit"]
+KERNEL_CATS = {"kernel", "Kernel"}
+GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+OP_CATS = {"cpu_op", "Operator", "user_annotation"}
+RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
+
+
+def torch_samples(samples_dir):
+    folder = samples_dir / "torch"
+    files = sorted(p for p in folder.glob("*.json*") if p.is_file())
+    if not files:
+        pytest.skip("no PyTorch traces in the samples")
+    return files
+
+
+def load_json(path: Path) -> dict:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def complete_events(doc) -> list:
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    return [e for e in events if e.get("ph") == "X"]
+
+
+def arg(e, *keys, default=None):
+    args = e.get("args") or {}
+    for k in keys:
+        if k in args:
+            return args[k]
+    return default
+
+
+def test_every_sample_is_detected_and_read(samples_dir):
+    for path in torch_samples(samples_dir):
+        assert sniff(path) == "pytorch-trace", path.name
+        profile = tb_hwprof.read(path)
+        events = complete_events(load_json(path))
+        kernels = [e for e in events if e.get("cat") in KERNEL_CATS]
+        ops = [e for e in events if e.get("cat") in OP_CATS and not str(e.get("name")).startswith("ProfilerStep#")]
+        assert len(profile.kernels) == len(kernels), path.name
+        assert len(profile.torch.ops) == len(ops), path.name  # nested, never dropped
+        # Durations as the tool wrote them (µs) -> ns.
+        assert profile.kernels["duration_ns"].sum() == pytest.approx(sum(e["dur"] for e in kernels) * 1000, abs=len(kernels))
+        assert profile.timeline is not None and len(profile.timeline) > 0
+
+
+def _stack_parents(ops: list, tolerance_us: float) -> list:
+    """Innermost enclosing op of each op, by a per-thread stack (a different algorithm from the reader's)."""
+    order = sorted(range(len(ops)), key=lambda i: (ops[i]["pid"], ops[i]["tid"], ops[i]["ts"], -ops[i]["dur"]))
+    parent = [-1] * len(ops)
+    stack, thread = [], None
+    for i in order:
+        e = ops[i]
+        if (e["pid"], e["tid"]) != thread:
+            stack, thread = [], (e["pid"], e["tid"])
+        end = e["ts"] + e["dur"]
+        while stack and not (ops[stack[-1]]["ts"] + ops[stack[-1]]["dur"] >= end - tolerance_us
+                             and ops[stack[-1]]["ts"] + ops[stack[-1]]["dur"] > e["ts"]):
+            stack.pop()
+        parent[i] = stack[-1] if stack else -1
+        stack.append(i)
+    return parent
+
+
+@pytest.mark.parametrize("name", ["tracelens_h100_bert_small.json.gz", "hta_v100_resnet_rank0.json.gz",
+                                  "kineto_rn50_v100_jun2021.json.gz", "hta_mi250_rocm62_minitoy.json.gz"])
+def test_launching_operator_of_every_kernel(samples_dir, name):
+    """Kernel -> runtime call (correlation id) -> innermost operator around the call: recomputed with a stack."""
+    path = samples_dir / "torch" / name
+    if not path.is_file():
+        pytest.skip(name)
+    events = complete_events(load_json(path))
+    ops = [e for e in events if e.get("cat") in OP_CATS and not str(e.get("name")).startswith("ProfilerStep#")]
+    calls = [e for e in events if e.get("cat") in RUNTIME_CATS]
+    # Calls are queried like ops: put them on the stack pass with the ops, then read their parent.
+    merged = ops + calls
+    parent = _stack_parents(merged, tolerance_us=0.5)
+    call_op = {}
+    for k, call in enumerate(calls):
+        p = parent[len(ops) + k]
+        while p >= len(ops):  # a call is never an operator's parent in these traces, but be safe
+            p = parent[p]
+        call_op[arg(call, "correlation")] = ops[p]["name"] if p >= 0 else ""
+    expected = [call_op.get(arg(e, "correlation"), "") for e in sorted(
+        (e for e in events if e.get("cat") in KERNEL_CATS), key=lambda e: e["ts"])]
+    profile = tb_hwprof.read(path)
+    got = profile.kernels.sort_values("start_ns", kind="stable")["op"].tolist()
+    assert len(got) == len(expected)
+    mismatched = [(g, x) for g, x in zip(got, expected) if g != x]
+    assert not mismatched, mismatched[:5]
+    assert sum(1 for x in expected if x) > 0.9 * len(expected)
+
+
+def _ns(ts: float) -> int:
+    """The documented conversion of a double µs timestamp to ns (readers/torch/decode.py)."""
+    whole = int(ts // 1)
+    return whole * 1000 + round((ts - whole) * 1000)
+
+
+def test_operators_overhanging_their_parent_are_nested(samples_dir):
+    """hta_v100_resnet_rank0 has children ending up to ~0.15 µs after their parent (float rounding):
+    each gets the parent a per-thread stack with the same tolerance finds, and none is dropped."""
+    path = samples_dir / "torch" / "hta_v100_resnet_rank0.json.gz"
+    if not path.is_file():
+        pytest.skip("hta_v100_resnet_rank0.json.gz")
+    events = complete_events(load_json(path))
+    ops = [dict(e, ts=_ns(e["ts"]), dur=round(e["dur"] * 1000)) for e in events
+           if e.get("cat") in OP_CATS and not str(e.get("name")).startswith("ProfilerStep#")]
+    parent = _stack_parents(ops, tolerance_us=500)  # ns here
+    overhang = [i for i, p in enumerate(parent) if p >= 0 and ops[i]["ts"] + ops[i]["dur"] > ops[p]["ts"] + ops[p]["dur"]]
+    assert len(overhang) > 100
+    expected = sorted((o["ts"], o["name"], ops[p]["ts"] if p >= 0 else -1, ops[p]["name"] if p >= 0 else "")
+                      for o, p in zip(ops, parent))
+    t = tb_hwprof.read(path).torch.ops
+    par = t["parent"].to_numpy()
+    starts, names = t["start_ns"].to_numpy(), t["name"].to_numpy()
+    got = sorted((int(s), n, int(starts[p]) if p >= 0 else -1, names[p] if p >= 0 else "")
+                 for s, n, p in zip(starts, names, par))
+    assert got == expected
+
+
+def test_nesting_matches_a_brute_force_on_random_nested_intervals():
+    rng = np.random.default_rng(7)
+    start, end, group = [], [], []
+    for g in range(3):
+        t = 0
+        for _ in range(300):
+            s = t + int(rng.integers(0, 3))
+            e = s + int(rng.integers(1, 50))
+            start.append(s); end.append(e); group.append(g)
+            inner = s
+            while inner < e - 2 and rng.random() < 0.7:  # children of (s, e)
+                cs = inner + int(rng.integers(0, 2)); ce = min(e, cs + int(rng.integers(1, 10)))
+                start.append(cs); end.append(ce); group.append(g)
+                inner = ce
+            t = e
+    start, end, group = map(np.array, (start, end, group))
+    parents = Intervals(start, end, group).parents(0)
+    for i in range(0, start.size, 5):
+        cands = [j for j in range(start.size) if j != i and group[j] == group[i] and start[j] <= start[i]
+                 and end[j] >= end[i] and end[j] > start[i] and (start[j], -end[j], j) < (start[i], -end[i], i)]
+        want = max(cands, key=lambda j: (start[j], -end[j], j)) if cands else -1
+        assert parents[i] == want, i
+
+
+@pytest.mark.parametrize("trace", TRACELENS)
+def test_op_gpu_time_equals_tracelens_ops_summary(samples_dir, trace):
+    ref_path = samples_dir / "torch" / "tracelens_reference" / trace / "ops_summary.csv"
+    if not ref_path.is_file():
+        pytest.skip(trace)
+    profile = tb_hwprof.read(samples_dir / "torch" / f"{trace}.json.gz")
+    ours = op_gpu_time(profile.torch).set_index("op")
+    with open(ref_path, newline="") as f:
+        reference = list(csv.DictReader(f))
+    assert reference
+    for row in reference:
+        mine = ours.loc[row["name"]]
+        assert mine["calls"] == int(row["Count"]), row["name"]
+        # TraceLens sums end - start of float µs timestamps (~1 ns per kernel of rounding).
+        kernels = mine["kernels"]
+        assert mine["direct_gpu_ns"] == pytest.approx(float(row["total_direct_kernel_time_sum"]) * 1000, abs=2 * kernels)
+        assert mine["subtree_gpu_ns"] == pytest.approx(float(row["total_subtree_kernel_time_sum"]) * 1000, abs=2 * kernels)
+    # And no operator of ours launches GPU work directly that TraceLens does not list.
+    assert set(ours.index[ours["direct_gpu_ns"] > 0]) == {r["name"] for r in reference}
+
+
+def test_devices_from_device_properties(samples_dir):
+    path = samples_dir / "torch" / "tracelens_mi300x_bert_small.json.gz"
+    if not path.is_file():
+        pytest.skip("mi300x trace")
+    props = load_json(path)["deviceProperties"]
+    profile = tb_hwprof.read(path)
+    assert [d.name for d in profile.devices] == [p["name"] for p in props]
+    assert profile.devices[0].vendor == "AMD" and profile.devices[0].sm_count == props[0]["numSms"]
+    assert profile.devices[0].peaks["bytes_per_s_dram"].source == "datasheet"
+
+
+def test_gpu_activity_is_joined_by_correlation(samples_dir):
+    """Every GPU activity whose correlation id a runtime call carries is matched to that call."""
+    path = samples_dir / "torch" / "kineto_rn50_v100_jun2021.json.gz"
+    if not path.is_file():
+        pytest.skip("2021 trace")
+    events = complete_events(load_json(path))
+    call_names = {arg(e, "correlation"): e["name"] for e in events if e.get("cat") in RUNTIME_CATS}
+    gpu = [e for e in events if e.get("cat") in GPU_CATS]
+    profile = tb_hwprof.read(path)
+    t = profile.torch
+    launched_by = t.runtime["name"].to_numpy()[t.gpu["runtime"].to_numpy()]
+    expected = defaultdict(int)
+    for e in gpu:
+        expected[call_names.get(arg(e, "correlation"))] += 1
+    got = defaultdict(int)
+    for name in launched_by:
+        got[name] += 1
+    assert dict(got) == dict(expected)
+
+
+# ---------------------------------------------------------------- bad input
+def _write(tmp_path, name, data: bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+def test_truncated_gzip_is_an_error_naming_the_file(samples_dir, tmp_path):
+    src = (samples_dir / "torch" / "tracelens_h100_bert_small.json.gz").read_bytes()
+    bad = _write(tmp_path, "trace.pt.trace.json.gz", src[: len(src) // 2])
+    with pytest.raises(InputError) as err:
+        tb_hwprof.read(bad)
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_truncated_json_is_an_error(samples_dir, tmp_path):
+    text = gzip.decompress((samples_dir / "torch" / "tracelens_h100_bert_small.json.gz").read_bytes())
+    bad = _write(tmp_path, "trace.json", text[: len(text) * 2 // 3])
+    with pytest.raises(InputError) as err:
+        tb_hwprof.read(bad)
+    assert "trace.json" in str(err.value)
+
+
+def test_trace_with_no_events_is_an_error(samples_dir, tmp_path):
+    doc = load_json(samples_dir / "torch" / "kineto_h100_cuda129_small.json")
+    doc["traceEvents"] = []
+    bad = _write(tmp_path, "empty.pt.trace.json", json.dumps(doc).encode())
+    with pytest.raises(InputError) as err:
+        tb_hwprof.read(bad)
+    assert "no events" in str(err.value)
+
+
+def test_non_utf8_name_is_an_error(samples_dir, tmp_path):
+    text = (samples_dir / "torch" / "kineto_h100_cuda129_small.json").read_bytes()
+    bad = _write(tmp_path, "bad.json", text.replace(b'"cpu_op"', b'"cpu_\xff\xfeop"', 1))
+    with pytest.raises(InputError):
+        tb_hwprof.read(bad)
+
+
+def test_events_missing_fields_are_read_with_what_they_have(samples_dir, tmp_path):
+    """An operator without dur or args is still an operator (dur 0), not an error nor a crash."""
+    doc = load_json(samples_dir / "torch" / "kineto_h100_cuda129_small.json")
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    del ops[0]["dur"], ops[0]["args"]
+    path = _write(tmp_path, "partial.json", json.dumps(doc).encode())
+    profile = tb_hwprof.read(path)
+    assert len(profile.torch.ops) == len(ops)
+
+
+def test_cpu_only_trace_is_a_profile_with_a_note(tmp_path):
+    """A real trace torch writes for a CPU-only model (torch is an optional extra)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        model(torch.randn(8, 16)).sum().backward()
+    path = tmp_path / "cpu.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    events = complete_events(load_json(path))
+    profile_ = tb_hwprof.read(path)
+    assert len(profile_.kernels) == 0
+    assert any("CPU-only" in n for n in profile_.notes)
+    assert len(profile_.torch.ops) == sum(1 for e in events if e.get("cat") in OP_CATS
+                                          and not str(e.get("name")).startswith("ProfilerStep#"))
+    assert "aten::addmm" in set(profile_.torch.ops["name"])
