@@ -22,12 +22,17 @@ examples:
   tb-hwprof export workloads/vcopy/MI200 --logdir runs --run vcopy      # rocprof-compute workload folder
   tb-hwprof export results.csv kernel_trace.csv hotspots.csv --logdir runs   # rocprof v1/v3, VTune CSV
   tb-hwprof export v1.ncu-rep v2.ncu-rep --logdir runs --run series     # runs series/v1, series/v2
+  tb-hwprof export worker0.1623143089861.pt.trace.json.gz --logdir runs   # PyTorch profiler trace
+  tb-hwprof export runs/exp1                # tensorboard_trace_handler's folder: exported beside its trace
   tensorboard --logdir runs
 
 The format is detected from the file's content. Each report becomes one run:
 <logdir>/<run>/ with a TensorBoard event file (headline scalars) and the tables
 under plugins/tb_hwprof/ (see docs/FORMAT.md). With several files, --run NAME
-names a group and each file becomes NAME/<file stem>.
+names a group and each file becomes NAME/<file stem>. A PyTorch run folder inside
+the logdir (what torch.profiler.tensorboard_trace_handler writes) gets the run
+beside its trace, so TensorBoard shows one run with the PyTorch Profiler and
+tb-hwprof tabs; a folder of several traces gets a run per trace inside it.
 
 Writes are atomic: the run is built in a hidden folder and renamed into place,
 so a failed or killed export leaves the logdir as it was. An existing run is
@@ -79,12 +84,22 @@ def reuse_freed_memory() -> None:
 def cmd_export(args) -> int:
     from .analysis.pipeline import WindowOptions, export_reports
     reuse_freed_memory()
-    files = [Path(f) for f in args.files]
+    from .torch import export_folder, is_torch_run_folder
+    inputs = [Path(f) for f in args.files]
+    # PyTorch run folders (tensorboard_trace_handler's): their traces are exported beside them.
+    folders = [p for p in inputs if p.is_dir() and is_torch_run_folder(p)]
+    files = [p for p in inputs if p not in folders]
     window = WindowOptions(args.time_range, args.nvtx_range, args.nvtx_instances)
-    export_reports(files, args.logdir, run_names(files, args.run), overwrite=args.overwrite, step=args.step,
-                   window=window, trace=args.trace, progress=lambda line: _progress(args, line),
+    options = dict(step=args.step, window=window, trace=args.trace, progress=lambda line: _progress(args, line),
                    written=lambda run_dir: _report_timeline(run_dir, args.trace))
-    print(f"exported {len(files)} run(s) to {Path(args.logdir)}: tensorboard --logdir {Path(args.logdir)}")
+    count = 0
+    if files:
+        count += len(export_reports(files, args.logdir, run_names(files, args.run), overwrite=args.overwrite,
+                                    **options))
+    for folder in folders:
+        run = args.run if len(folders) == 1 and not files else None
+        count += len(export_folder(folder, args.logdir, run, overwrite=args.overwrite, **options))
+    print(f"exported {count} run(s) to {Path(args.logdir)}: tensorboard --logdir {Path(args.logdir)}")
     return 0
 
 
@@ -138,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="convert profiler reports into TensorBoard runs",
                             description="Convert profiler reports into TensorBoard runs.",
                             epilog=EXPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    export.add_argument("files", nargs="+", metavar="FILE", help="report file(s) or rocprof-compute workload folder(s)")
+    export.add_argument("files", nargs="+", metavar="FILE", help="report file(s), rocprof-compute workload folder(s) or PyTorch run folder(s)")
     export.add_argument("--logdir", default="runs", help="TensorBoard log folder (default: runs)")
     export.add_argument("--run", help="run name (default: the file name without extension)")
     export.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")

@@ -26,14 +26,14 @@ class CapturingLoader(hwprof_plugin.HwprofPluginLoader):
 class App:
     """A TensorBoard WSGI app as `tensorboard --load_fast=false` builds it, without a server."""
 
-    def __init__(self, logdir: Path):
+    def __init__(self, logdir: Path, extra_plugins=()):
         from tensorboard import program
         from tensorboard.backend import application
         from tensorboard.backend.event_processing.data_ingester import LocalDataIngester
         from tensorboard.plugins.core import core_plugin
         from werkzeug.test import Client
         self.loader = CapturingLoader()
-        loaders = [core_plugin.CorePluginLoader(), self.loader]
+        loaders = [core_plugin.CorePluginLoader(), self.loader, *extra_plugins]
         tb = program.TensorBoard(plugins=loaders)
         tb.configure(argv=["", f"--logdir={logdir}", "--load_fast=false", "--reload_interval=0",
                            "--reload_task=blocking"])

@@ -217,10 +217,11 @@ def trace_window(profile, path: Path, window: WindowOptions, progress: Callable[
 def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: bool = False, step: int = 0,
                    window: WindowOptions = WindowOptions(), trace: str = "auto",
                    progress: Callable[[str], None] = lambda line: None,
-                   written: Callable[[Path], None] = lambda run_dir: None) -> List[Path]:
+                   written: Callable[[Path], None] = lambda run_dir: None, beside: bool = False) -> List[Path]:
     """Export each of `paths` as the run of the same position in `runs` under `logdir`; returns the
     run folders.  Every input is read before any run is written; progress(line) tells the steps,
-    written(run_dir) is called as each run is in place."""
+    written(run_dir) is called as each run is in place.  beside: the run folders hold other files
+    that stay (PyTorch run folders: the traces torch-tb-profiler reads there)."""
     from ..errors import HwprofError
     from ..logdir.trace import TRACE_MODES
     from ..logdir.writer import run_folder
@@ -228,18 +229,18 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
         raise HwprofError(f"bad trace mode {trace!r}: use one of {', '.join(TRACE_MODES)}")
     logdir = Path(logdir)
     for name in runs:
-        run_folder(logdir, name, overwrite)  # before reading anything: a name in use fails at once
+        run_folder(logdir, name, overwrite, beside)  # before reading anything: a name in use fails at once
     reports = []
     for i, path in enumerate(paths, 1):
         started = time.perf_counter()
         reports.append(read_report(path, window, progress))
         progress(f"[{i}/{len(paths)}] read {path} ({len(reports[-1].profile.kernels)} launches, "
                  f"{time.perf_counter() - started:.2f} s)")
-    return _analyse_and_write(reports, logdir, runs, overwrite, step, trace, progress, written)
+    return _analyse_and_write(reports, logdir, runs, overwrite, step, trace, progress, written, beside)
 
 
 def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str], overwrite: bool, step: int,
-                       trace: str, progress, written) -> List[Path]:
+                       trace: str, progress, written, beside: bool = False) -> List[Path]:
     """Stage every run (its timeline files start on a background thread: they need no analysis), analyse
     every report, then put each run in place.  Anything failing before the first run is in place
     removes every staged folder: the logdir is as it was."""
@@ -249,7 +250,8 @@ def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str],
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline") as timeline_pool:
         try:
             for report, name in zip(reports, runs):
-                staged.append(StagedRun(report.profile, logdir, name, overwrite, report.window, trace, timeline_pool))
+                staged.append(StagedRun(report.profile, logdir, name, overwrite, report.window, trace, timeline_pool,
+                                        beside=beside))
             analyses = []
             for i, report in enumerate(reports, 1):
                 started = time.perf_counter()

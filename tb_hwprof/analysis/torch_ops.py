@@ -24,7 +24,7 @@ def gpu_ns_per_op_instance(torch: TorchTrace):
     op = gpu["op"].to_numpy()
     duration = (gpu["end_ns"] - gpu["start_ns"]).to_numpy().astype(np.float64)
     mine = op >= 0
-    direct = np.bincount(op[mine], weights=duration[mine], minlength=n)
+    direct = np.bincount(op[mine], weights=duration[mine], minlength=n).astype(np.float64)
     launches = np.bincount(op[mine], minlength=n)
     subtree = direct.copy()
     parent = torch.ops["parent"].to_numpy()
@@ -46,7 +46,7 @@ def cpu_self_ns(torch: TorchTrace) -> np.ndarray:
     duration = (ops["end_ns"] - ops["start_ns"]).to_numpy().astype(np.float64)
     parent = ops["parent"].to_numpy()
     child = parent >= 0
-    inner = np.bincount(parent[child], weights=duration[child], minlength=len(ops))
+    inner = np.bincount(parent[child], weights=duration[child], minlength=len(ops)).astype(np.float64)
     return np.maximum(duration - inner, 0.0)
 
 

@@ -34,10 +34,13 @@ def check_run_name(run: str) -> PurePosixPath:
     return PurePosixPath(run.replace(os.sep, "/"))
 
 
-def run_folder(logdir, run: str, overwrite: bool) -> Path:
-    """<logdir>/<run>, the name checked; RunExists when the run is there and overwrite is not asked."""
+def run_folder(logdir, run: str, overwrite: bool, beside: bool = False) -> Path:
+    """<logdir>/<run>, the name checked; RunExists when the run is there and overwrite is not asked.
+    beside: the run goes into a folder that holds other files (a PyTorch run folder with the traces
+    torch-tb-profiler reads): it is there when our asset folder is."""
     run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
-    if run_dir.exists() and not overwrite:
+    taken = run_dir.joinpath(*metadata.ASSET_DIR).exists() if beside else run_dir.exists()
+    if taken and not overwrite:
         raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
     return run_dir
 
@@ -173,11 +176,13 @@ class StagedRun:
     several staged runs (their timeline jobs then queue on it), else the run makes its own."""
 
     def __init__(self, profile, logdir, run: str, overwrite: bool = False, window=None, trace: str = "auto",
-                 timeline_pool=None):
+                 timeline_pool=None, beside: bool = False):
         self.profile = profile
+        self.beside = beside
         self.run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
-        recover_interrupted(self.run_dir)  # an interrupted --overwrite's run is put back before the check
-        run_folder(logdir, run, overwrite)
+        if not beside:
+            recover_interrupted(self.run_dir)  # an interrupted --overwrite's run is put back before the check
+        run_folder(logdir, run, overwrite, beside)
         self.created = [p for p in [self.run_dir.parent, *self.run_dir.parent.parents] if not p.exists()]
         self.run_dir.parent.mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}{STAGING_TAG}", dir=self.run_dir.parent))
@@ -212,7 +217,10 @@ class StagedRun:
                           self.launch_tables)
             _write_events(self.staging, analysis.scalars, manifest, step)
             self._close_pool()
-            _swap_in(self.staging, self.run_dir)
+            if self.beside:
+                _move_in_beside(self.staging, self.run_dir)
+            else:
+                _swap_in(self.staging, self.run_dir)
         except BaseException:
             self.abort()
             raise
@@ -244,11 +252,36 @@ class StagedRun:
 
 
 def write_run(profile, analysis, logdir, run: str, overwrite: bool = False, step: int = 0,
-              window=None, trace: str = "auto") -> Path:
+              window=None, trace: str = "auto", beside: bool = False) -> Path:
     """Write `profile` and its `analysis` (tb_hwprof.analysis.analyse) to <logdir>/<run>/ and return
     that folder.  window (tb_hwprof.model.Window): the part of a trace to keep (None: all);
-    trace: whether timeline.json.gz is written now (logdir/trace.py TRACE_MODES)."""
-    return StagedRun(profile, logdir, run, overwrite, window, trace).finish(analysis, step)
+    trace: whether timeline.json.gz is written now (logdir/trace.py TRACE_MODES); beside: into a
+    folder that holds other files, which stay (a PyTorch run folder)."""
+    return StagedRun(profile, logdir, run, overwrite, window, trace, beside=beside).finish(analysis, step)
+
+
+def _move_in_beside(staging: Path, run_dir: Path) -> None:
+    """Put a staged run's asset folder and events file into an existing folder whose other files
+    (the user's traces) stay untouched; our previous asset folder and events files are replaced."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = run_dir.joinpath(*metadata.ASSET_DIR)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.parent / f".{target.name}{OLD_TAG}{os.getpid()}"
+    if target.exists():
+        os.rename(target, old)
+    os.rename(staging.joinpath(*metadata.ASSET_DIR), target)
+    ours_before = [p for p in run_dir.iterdir() if p.name.startswith("events.out.tfevents.")
+                   and p.name.endswith(metadata.EVENTS_SUFFIX) and p.is_file()]
+    moved_in = set()
+    for events in staging.iterdir():
+        if events.is_file() and events.name.endswith(metadata.EVENTS_SUFFIX):
+            os.replace(events, run_dir / events.name)  # same name within a second: replaced
+            moved_in.add(events.name)
+    for p in ours_before:
+        if p.name not in moved_in:
+            p.unlink(missing_ok=True)
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _swap_in(staging: Path, run_dir: Path) -> None:
