@@ -129,15 +129,24 @@ def _version(top: dict) -> str:
 
 
 def _roles(events: KinetoEvents) -> Dict[str, np.ndarray]:
-    """Per complete event, masks by role (from its category, case-insensitive)."""
-    cat_names = np.array([s.lower() for s in events.strings] + [""], dtype=object)
-    cat = cat_names[np.where(events.x["cat"] < 0, len(events.strings), events.x["cat"])]
-    names = events.text(events.x["name"])
-    is_step = np.fromiter((n.startswith(STEP_PREFIX) for n in names), bool, names.size) if names.size else np.zeros(0, bool)
-    roles = {"op": np.isin(cat, list(OP_CATS)) & ~is_step, "step": is_step & np.isin(cat, list(OP_CATS)),
-             "runtime": np.isin(cat, list(RUNTIME_CATS)), "gpu_annotation": np.isin(cat, list(GPU_ANNOTATION_CATS)),
-             "python": np.isin(cat, list(PYTHON_CATS))}
-    roles["gpu_kind"] = np.array([GPU_KINDS.get(c, "") for c in cat], dtype=object) if cat.size else np.zeros(0, object)
+    """Per complete event, masks by role (from its category, case-insensitive), decided once per
+    distinct string and spread by code (no Python work per event)."""
+    x = events.x
+    table = events.strings
+
+    def per_code(values: Dict[str, object], default, column: np.ndarray, dtype=None) -> np.ndarray:
+        lookup = np.array([values.get(s.lower(), default) for s in table] + [default], dtype=dtype)
+        return lookup[np.where(column < 0, len(table), column)]
+
+    cat = x["cat"]
+    role_of_cat = {**{c: "op" for c in OP_CATS}, **{c: "runtime" for c in RUNTIME_CATS},
+                   **{c: "gpu_annotation" for c in GPU_ANNOTATION_CATS}, **{c: "python" for c in PYTHON_CATS}}
+    role = per_code(role_of_cat, "", cat, dtype=object)
+    step_name = np.array([s.startswith(STEP_PREFIX) for s in table] + [False], dtype=bool)
+    is_step = step_name[np.where(x["name"] < 0, len(table), x["name"])]
+    roles = {"op": (role == "op") & ~is_step, "step": is_step & (role == "op"), "runtime": role == "runtime",
+             "gpu_annotation": role == "gpu_annotation", "python": role == "python"}
+    roles["gpu_kind"] = per_code(GPU_KINDS, "", cat, dtype=object)
     roles["gpu"] = roles["gpu_kind"] != ""
     return roles
 
@@ -283,8 +292,15 @@ def _kernels_table(torch: TorchTrace) -> pd.DataFrame:
 
 
 def _dim3_text(k: pd.DataFrame, prefix: str, known: np.ndarray) -> np.ndarray:
-    xs, ys, zs = (k[f"{prefix}_{a}"].to_numpy() for a in "xyz")
-    return np.array([f"({a}, {b}, {c})" if ok else "" for a, b, c, ok in zip(xs, ys, zs, known)], dtype=object)
+    """"(x, y, z)" per launch, formatted once per distinct shape."""
+    xs, ys, zs = (k[f"{prefix}_{a}"].to_numpy().astype(np.int64) for a in "xyz")
+    if xs.size == 0:
+        return np.zeros(0, dtype=object)
+    codes, _ = pd.factorize((xs << 32) ^ ((ys & 0xFFFF) << 16) ^ (zs & 0xFFFF))
+    first = np.zeros(codes.max() + 1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(codes.size - 1, -1, -1)
+    texts = np.array([f"({xs[i]}, {ys[i]}, {zs[i]})" for i in first], dtype=object)
+    return np.where(known, texts[codes], "")
 
 
 # ---------------------------------------------------------------- timeline
@@ -326,20 +342,14 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
                       "bytes": np.full(rows.size, -1) if nbytes is None else nbytes})
 
     def cpu_tracks(rows):
-        keys = pd.MultiIndex.from_arrays([x["pid"][rows], x["tid"][rows]])
-        codes, uniques = pd.factorize(keys)
-        ids = np.array([cpu_track(int(p), int(t)) for p, t in uniques], dtype=np.int64)
-        return ids[codes]
+        return cpu_tracks_of(x["pid"][rows], x["tid"][rows])
 
     gpu_rows = np.flatnonzero(roles["gpu"])
     device = _gpu_ids(events, gpu_rows, "device", x["pid"])
     stream = _gpu_ids(events, gpu_rows, "stream", x["tid"])
 
     def gpu_tracks_of(dev, strm):
-        keys = pd.MultiIndex.from_arrays([dev, strm])
-        codes, uniques = pd.factorize(keys)
-        ids = np.array([gpu_track(int(d), int(s)) for d, s in uniques], dtype=np.int64)
-        return ids[codes]
+        return _pair_ids(dev, strm, gpu_track)
 
     def add_frame(frame: pd.DataFrame, cat: str, end: np.ndarray, flow=None):
         if frame.empty:
@@ -351,9 +361,7 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
                       "flow": np.full(len(frame), -1) if flow is None else flow, "bytes": np.full(len(frame), -1)})
 
     def cpu_tracks_of(pid, tid):
-        codes, uniques = pd.factorize(pd.MultiIndex.from_arrays([pid, tid]))
-        ids = np.array([cpu_track(int(p), int(t)) for p, t in uniques], dtype=np.int64)
-        return ids[codes]
+        return _pair_ids(pid, tid, cpu_track)
 
     # Operators and calls as nested: one that overhangs its parent by rounding ends with it here
     # (trace viewers drop a slice that is not nested); TorchTrace keeps the recorded times.
@@ -385,6 +393,19 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
     cat = timeline.slices["cat"]
     spread_over_lanes(timeline, np.flatnonzero(np.isin(cat, [CAT["kernel"], CAT["memcpy"], CAT["memset"]])), "overlap")
     return timeline
+
+
+def _pair_ids(a: np.ndarray, b: np.ndarray, make) -> np.ndarray:
+    """make(a, b) once per distinct pair, spread to every row.  Pairs are pids / tids / device and
+    stream ids (OS ids < 2**22, string ids small negatives): one int64 key each, hashed by pandas."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    codes, keys = pd.factorize((a << 32) ^ (b & 0xFFFFFFFF))
+    first = np.zeros(keys.size, dtype=np.int64)
+    first[codes[::-1]] = np.arange(codes.size - 1, -1, -1)
+    ids = np.array([make(int(a[i]), int(b[i])) for i in first], dtype=np.int64)
+    return ids[codes]
 
 
 def _clipped_ends(end: np.ndarray, parent: np.ndarray) -> np.ndarray:
