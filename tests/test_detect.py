@@ -14,7 +14,8 @@ from tb_hwprof.errors import InputError
 
 # A sample's folder and suffix -> the format its module must claim (independent of the registry's order).
 EXPECTED = [("ncu", ".ncu-rep", "ncu-rep"), ("nsys", ".sqlite", "nsys-sqlite"), ("vtune", ".csv", "vtune-csv"),
-            ("nsys", ".csv", "nsys-stats-csv"), ("ncu", ".csv", "ncu-csv")]
+            ("nsys", ".csv", "nsys-stats-csv"), ("ncu", ".csv", "ncu-csv"), ("torch", ".json.gz", "pytorch-trace"),
+            ("torch", ".json", "pytorch-trace")]
 
 
 def test_every_format_is_read_by_exactly_one_registered_module():
@@ -55,12 +56,10 @@ def test_bare_carriage_return_is_unrecognised_text(tmp_path):
 
 
 def test_gzipped_json_is_unrecognised_gzip(tmp_path, samples_dir):
-    """PyTorch traces (no reader yet: issue 11) and a gzip of any JSON."""
+    """A gzip of JSON that is no PyTorch trace (no Kineto key nor category) is not claimed."""
     path = tmp_path / "trace.json.gz"
     path.write_bytes(gzip.compress(json.dumps({"traceEvents": []}).encode()))
     _refused_as_unrecognised(path, "gzip-compressed data")
-    for trace in sorted((samples_dir / "torch").glob("*.json.gz")):
-        _refused_as_unrecognised(trace, "gzip-compressed data")
 
 
 def test_binary_noise_is_unrecognised_random_bytes(tmp_path):
