@@ -29,9 +29,7 @@ def op_shapes(torch: TorchTrace, devices: List[Device], source: str = "<trace>")
     ops = torch.ops
     if ops.empty or torch.gpu.empty:
         return pd.DataFrame(columns=OP_SHAPES_COLUMNS)
-    groups = ops[GROUP[1:]].copy()
-    groups.insert(0, "op", ops["name"].to_numpy())
-    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(groups))
+    codes, uniques = _shape_groups(ops)
     costs = [op_cost(name, dims or None, types or None, concrete or None, source) for name, dims, types, concrete in uniques]
     owner = np.array([c is not None and not c.repeated for c in costs], dtype=bool)[codes]
     anchor = _anchors(ops["parent"].to_numpy(), owner)
@@ -50,6 +48,23 @@ def op_shapes(torch: TorchTrace, devices: List[Device], source: str = "<trace>")
         rows.append(_row(name, dims, types, concrete, int(calls), float(gpu_ns), costs[group], device))
     out = pd.DataFrame(rows, columns=OP_SHAPES_COLUMNS)
     return out.sort_values("gpu_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _shape_groups(ops: pd.DataFrame):
+    """(group code per op instance, [(name, dims, types, concrete)] per group): each text column
+    factorised alone (hashing repeated strings), the codes combined into one integer key."""
+    columns = [ops["name"]] + [ops[c] for c in GROUP[1:]]
+    key = np.zeros(len(ops), dtype=np.int64)
+    values = []
+    for column in columns:
+        c, u = pd.factorize(column)
+        key = pd.factorize(key * (len(u) + 1) + c)[0].astype(np.int64)  # kept < rows: never overflows
+        values.append((c, u))
+    codes, _ = pd.factorize(key)
+    first = np.zeros(codes.max() + 1 if codes.size else 0, dtype=np.int64)
+    first[codes[::-1]] = np.arange(codes.size - 1, -1, -1)
+    uniques = [tuple(u[c[i]] for c, u in values) for i in first.tolist()]
+    return codes, uniques
 
 
 def _anchors(parent: np.ndarray, owner: np.ndarray) -> np.ndarray:
