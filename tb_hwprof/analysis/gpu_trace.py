@@ -117,6 +117,7 @@ class GapContext:
         self.api_calls = of_category(timeline, "cuda_api")
         self.ranges = of_category(timeline, "nvtx")
         self.os_calls = of_category(timeline, "osrt")
+        self.ops = of_category(timeline, "cpu_op")  # framework operators (PyTorch traces)
         self.sync = _named(timeline, self.api_calls, tl.SYNC_API)
         self.activities = {"data loading (NVTX ranges)": _named(timeline, self.ranges, tl.DATA_LOADING_NVTX),
                            "file/socket reads (OS runtime)": _named(timeline, self.os_calls, tl.OS_READS),
@@ -151,7 +152,7 @@ class GapContext:
         nvtx = self._covering(top, self.ranges)
         api = self._covering(top, self.api_calls)
         osrt = self._covering(top, self._api_threads_os_calls())
-        return pd.DataFrame({
+        table = pd.DataFrame({
             "device": np.full(top[0].size, dev, np.int64), "rank": np.arange(1, top[0].size + 1, dtype=np.int64),
             "start_ns": top[0], "end_ns": top[1], "duration_ns": top[1] - top[0],
             "nvtx_range": [n for n, _, _ in nvtx], "nvtx_thread": [t for _, t, _ in nvtx],
@@ -160,6 +161,14 @@ class GapContext:
             "cuda_api_overlap_ns": np.array([o for _, _, o in api], np.int64),
             "osrt_call": [n for n, _, _ in osrt], "osrt_overlap_ns": np.array([o for _, _, o in osrt], np.int64),
             "starts_in_sync": tl.starts_inside(top[0], self.sync)})
+        if self.ops.size:  # only traces that record operators: the op the CPU was in (e.g. a DataLoader's __next__)
+            ops = self._covering(top, self.ops)
+            at = table.columns.get_loc("nvtx_overlap_ns") + 1
+            for offset, (column, values) in enumerate((("cpu_op", [n for n, _, _ in ops]),
+                                                       ("cpu_op_thread", [t for _, t, _ in ops]),
+                                                       ("cpu_op_overlap_ns", np.array([o for _, _, o in ops], np.int64)))):
+                table.insert(at + offset, column, values)
+        return table
 
     def attribution(self, dev: int, gaps: tl.Intervals, span, islands: tl.Intervals) -> pd.DataFrame:
         idle = int((gaps[1] - gaps[0]).sum())
