@@ -16,7 +16,7 @@ import pandas as pd
 from ..context import capture_context
 from ..findings import SEVERITIES, Finding
 
-DOMAINS = ("cpu", "gpu_timeline", "kernels")  # modules of this package, asked in this order
+DOMAINS = ("cpu", "gpu_timeline", "kernels", "torch")  # modules of this package, asked in this order
 
 
 def advise(profile, summaries: Optional[Dict[str, pd.DataFrame]] = None) -> List[Finding]:

@@ -1,0 +1,495 @@
+"""Advice for PyTorch profiler (Kineto) traces, from their operator level (Profile.torch,
+model.TorchTrace: ops -> runtime calls -> GPU work, every time in ns on the trace's clock).
+
+Every rule weighs its time against the profiled steps (the ProfilerStep#N ranges; without any,
+the capture span from the first to the last recorded event) and fires only above a named share:
+  torch.dataloader_bound  the training thread waits in `enumerate(DataLoader)...__next__`
+  torch.host_sync         the host blocks on the GPU inside the step (.item(), synchronize, pageable copies)
+  torch.launch_bound      tiny kernels, launch calls as long as the GPU work, and an idle GPU
+  torch.fp32_gemm         FP32 matrix multiplies / convolutions on a GPU with tensor (matrix) cores
+  torch.pageable_copies   host <-> device copies from / to pageable memory
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Dict, List, Optional, Set, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..context import CaptureContext
+from ..findings import Finding, by_severity, finding
+from ..summary import interval_union_ns, merge
+from ..timeline import SYNC_API, overlap_ns
+from .gpu_timeline import LAUNCH_API
+
+# DataLoader: a tenth of the step spent waiting for the next batch is time a worker pool or a
+# prefetch would hand back; from 30% the GPU starves for most of the step.
+DATALOADER_SHARE_PCT, DATALOADER_HIGH_PCT = 10.0, 30.0
+# Host syncs: the training thread blocked on the GPU for a tenth of the step cannot queue work
+# ahead in that time (the GPU runs dry behind it); from 30% it sets the step's pace.
+HOST_SYNC_SHARE_PCT, HOST_SYNC_HIGH_PCT = 10.0, 30.0
+# Launch-bound: a launch costs ~3-5 us of host time, so kernels under ~10 us (median) cannot hide
+# it; the GPU waits on the launch rate when the launch calls add up to half its busy time or more
+# while it idles for 30% of the step.
+TINY_KERNEL_NS = 10_000
+LAUNCH_TO_BUSY_PCT = 50.0
+LAUNCH_IDLE_PCT, LAUNCH_IDLE_HIGH_PCT = 30.0, 60.0
+# Fewer kernels per step than this leave too little launch overhead to win back with graphs.
+MIN_KERNELS_PER_STEP = 50
+# FP32 GEMMs / convolutions: from a fifth of kernel time, tensor cores (several times the FP32
+# rate) change the step time visibly; from half they are the first lever.
+FP32_GEMM_SHARE_PCT, FP32_GEMM_HIGH_PCT = 20.0, 50.0
+# Pageable copies: below 1% of GPU busy time (and of step time on the host) pinning cannot win 1%
+# back; from 10% it is a first lever (as gpu.pageable_copies).
+PAGEABLE_SHARE_PCT, PAGEABLE_HIGH_PCT = 1.0, 10.0
+TOP = 3  # callers / ops named in the text
+
+DATALOADER_PREFIX = "enumerate(DataLoader)"
+SINGLE_PROCESS_ITER = "_SingleProcessDataLoaderIter"
+# .item() / bool(tensor) / print(tensor) on a GPU tensor: a device-to-host copy and a sync.
+ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
+# Matrix multiplies and convolutions, forward and backward, as ATen names them.
+GEMM_OPS = re.compile(r"^aten::(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|conv[123]d|convolution|_convolution|"
+                      r"cudnn_convolution\w*|miopen_convolution\w*|convolution_backward\w*|"
+                      r"_convolution_double_backward)$")
+# Kernel names that show tensor (matrix) cores at work: cuBLAS / cuDNN / CUTLASS tile names (h884,
+# s1688, 16816 ...; torch-tb-profiler's list after NVIDIA PyProf), reduced precisions and TF32,
+# WMMA / HMMA / tensorop, Hopper+ cuBLAS (nvjet) and AMD MFMA kernels.
+TENSOR_CORE_KERNEL = re.compile(r"h884|s884|h1688|s1688|hmma|i8816|16816|c1688|tf32|bf16|f16|fp16|half|wmma|"
+                                r"tensorop|xmma|nvjet|mfma|sm90_|sm100_", re.I)
+# ... except cuBLAS's xmma / sm80+ GEMMs on FP32 inputs and outputs without TF32
+# (sm80_xmma_gemm_f32f32_f32f32_f32_...): FP32 units.
+FP32_ONLY_GEMM_KERNEL = re.compile(r"f32f32_f32f32_f32")
+# AMD parts with matrix cores (CDNA: MI100 gfx908, MI200 gfx90a, MI300 gfx94x, MI350 gfx95x).
+AMD_MATRIX_CORES = re.compile(r"\bMI(?:1\d\d|2\d\d|3\d\d)|gfx9(?:08|0a|4\d|5\d)", re.I)
+
+
+# ---------------------------------------------------------------- what the rules weigh against
+@dataclasses.dataclass
+class Steps:
+    """The time the rules weigh against: the profiled steps (merged), or the capture span."""
+
+    intervals: Tuple[np.ndarray, np.ndarray]
+    count: int  # ProfilerStep#N ranges; 0 when weighed against the capture span
+    threads: Set[Tuple[int, int]]  # (pid, tid) of the steps: the training loop's thread(s)
+
+    @property
+    def total_ns(self) -> int:
+        return int((self.intervals[1] - self.intervals[0]).sum())
+
+    @property
+    def label(self) -> str:
+        return f"{self.count} profiled step{'s' if self.count != 1 else ''}" if self.count else "the capture span"
+
+    @property
+    def whole(self) -> str:
+        """What a share is of, in a title: "the step time" or "the capture span"."""
+        return "the step time" if self.count else "the capture span"
+
+    def per_step(self, ns: float) -> str:
+        return f", {ns / self.count / 1e6:.3g} ms per step" if self.count else ""
+
+
+def steps_of(torch) -> Optional[Steps]:
+    steps = torch.steps
+    if len(steps):
+        intervals = merge(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy())
+        return Steps(intervals, len(steps), set(zip(steps["pid"].tolist(), steps["tid"].tolist())))
+    starts = [t["start_ns"].to_numpy() for t in (torch.ops, torch.runtime, torch.gpu) if len(t)]
+    ends = [t["end_ns"].to_numpy() for t in (torch.ops, torch.runtime, torch.gpu) if len(t)]
+    if not starts:
+        return None
+    span = (np.array([min(int(s.min()) for s in starts)]), np.array([max(int(e.max()) for e in ends)]))
+    return Steps(span, 0, set()) if span[1][0] > span[0][0] else None
+
+
+def _intervals(rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
+    return rows["start_ns"].to_numpy(np.int64), rows["end_ns"].to_numpy(np.int64)
+
+
+def _inside(rows: pd.DataFrame, steps: Steps) -> np.ndarray:
+    """Per row: does it start inside the steps."""
+    s, e = steps.intervals
+    start = rows["start_ns"].to_numpy(np.int64)
+    i = np.searchsorted(s, start, side="right") - 1
+    return (i >= 0) & (start < e[np.maximum(i, 0)])
+
+
+def _in_steps_ns(intervals, steps: Steps) -> int:
+    """Length of union(intervals) within the steps."""
+    return overlap_ns(intervals, steps.intervals) if intervals[0].size else 0
+
+
+def _on_threads(rows: pd.DataFrame, threads: Set[Tuple[int, int]]) -> pd.DataFrame:
+    if not threads:
+        return rows
+    keys = pd.MultiIndex.from_arrays([rows["pid"], rows["tid"]])
+    return rows[keys.isin(list(threads))]
+
+
+def _pct(part, whole) -> float:
+    return 100.0 * float(part) / float(whole) if whole else float("nan")
+
+
+def _ms(ns) -> str:
+    ns = float(ns)
+    return f"{ns / 1e9:.3g} s" if ns >= 1e9 else f"{ns / 1e6:.3g} ms"
+
+
+def _bytes(n) -> str:
+    n = float(n)
+    return f"{n / 1e9:.3g} GB" if n >= 1e9 else f"{n / 1e6:.3g} MB" if n >= 1e6 else f"{n / 1e3:.3g} kB"
+
+
+def _finding(rule: str, severity: str, title: str, text: str, remedy: str, figures: Dict[str, tuple]) -> Finding:
+    return finding(f"torch.{rule}", severity, title, text, remedy, figures)
+
+
+def op_chain(ops: pd.DataFrame, row: int, keep: int = 4) -> str:
+    """The innermost `keep` operators enclosing op `row`, outermost first ("a > b > c")."""
+    names, parent = ops["name"].to_numpy(), ops["parent"].to_numpy()
+    chain = []
+    while row >= 0:
+        chain.append(str(names[row]))
+        row = int(parent[row])
+    shown = chain[:keep][::-1]
+    return (" > ".join(shown) if len(chain) <= keep else "... > " + " > ".join(shown)) or "(no operator)"
+
+
+# ---------------------------------------------------------------- 1. DataLoader
+def dataloader_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
+    ops = _on_threads(torch.ops, steps.threads)
+    loader = ops[ops["name"].astype(str).str.startswith(DATALOADER_PREFIX)]
+    if loader.empty:
+        return None
+    waited = _in_steps_ns(_intervals(loader), steps)
+    share = _pct(waited, steps.total_ns)
+    if not share >= DATALOADER_SHARE_PCT:
+        return None
+    iterators = sorted(set(loader["name"].astype(str)))
+    single = any(SINGLE_PROCESS_ITER in n for n in iterators)
+    pageable = _pageable_host_to_device(torch)
+    return _finding(
+        "dataloader_bound", "high" if share >= DATALOADER_HIGH_PCT else "medium",
+        f"The training loop waits for data {share:.0f}% of {steps.whole}",
+        f"{len(loader)} calls of {iterators[0]}{' and others' if len(iterators) > 1 else ''} took {_ms(waited)} "
+        f"of the {_ms(steps.total_ns)} in {steps.label} ({share:.1f}%, threshold {DATALOADER_SHARE_PCT:.0f}%"
+        f"{steps.per_step(waited)}): the GPU gets no new batch while the loop waits"
+        + (f"; the iterator is {SINGLE_PROCESS_ITER}, so the DataLoader runs with num_workers=0 and loads "
+           f"every batch in the training process" if single else ""),
+        _dataloader_remedy(single, pageable),
+        {"loader_ns": (float(waited), "ns"), "step_ns": (float(steps.total_ns), "ns"), "share_pct": (share, "%"),
+         "steps": (steps.count, "count"), "calls": (len(loader), "count"), "iterator": (iterators[0], ""),
+         "num_workers_zero": (single, ""), "pageable_host_to_device_copies": (pageable, "count"),
+         "threshold_pct": (DATALOADER_SHARE_PCT, "%")})
+
+
+def _pageable_host_to_device(torch) -> int:
+    gpu = torch.gpu
+    names = gpu["name"].astype(str)
+    return int(((gpu["kind"] == "memcpy") & names.str.contains("HtoD", regex=False)
+                & names.str.contains("Pageable", regex=False)).sum())
+
+
+def _dataloader_remedy(single: bool, pageable: int) -> str:
+    workers = ("Set DataLoader(num_workers=N) with N up to the CPU cores per GPU (this trace shows num_workers=0), "
+               "with persistent_workers=True so the workers survive between epochs and prefetch_factor=2-4"
+               if single else
+               "Give the loader more throughput: raise num_workers (up to the CPU cores per GPU) and prefetch_factor, "
+               "keep persistent_workers=True so workers are not restarted every epoch, and move decoding / "
+               "augmentation out of __getitem__ (pre-process once, cache, or augment on the GPU)")
+    pin = (f"; pin_memory=True (the trace's {pageable} host-to-device copies come from pageable memory) with "
+           f"tensor.to(device, non_blocking=True)" if pageable else "")
+    return workers + pin
+
+
+# ---------------------------------------------------------------- 2. host syncs
+def host_sync(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
+    calls = blocking_calls(torch)
+    items = item_ops_on_gpu(torch)
+    calls, items = calls[_inside(calls, steps)], items[_inside(items, steps)]
+    if not steps.count:  # a bare torch.cuda.synchronize() brackets the measured region of a script without steps
+        calls = calls[calls["op"] >= 0]
+    if calls.empty and items.empty:
+        return None
+    starts = np.concatenate([_intervals(calls)[0], _intervals(items)[0]])
+    ends = np.concatenate([_intervals(calls)[1], _intervals(items)[1]])
+    blocked = _in_steps_ns((starts, ends), steps)
+    share = _pct(blocked, steps.total_ns)
+    if not share >= HOST_SYNC_SHARE_PCT:
+        return None
+    syncs = int(merge(starts, ends)[0].size)  # a .item() (copy + wait) is one sync
+    callers = sync_callers(torch, calls)
+    named = "; ".join(f"{c['caller']} > {c['call']} x{c['calls']} ({_ms(c['blocked_ns'])})" for c in callers)
+    per_step = f" ({syncs / steps.count:.3g} per step)" if steps.count else ""
+    return _finding(
+        "host_sync", "high" if share >= HOST_SYNC_HIGH_PCT else "medium",
+        f"The host blocks on the GPU {share:.0f}% of {steps.whole}",
+        f"{syncs} host syncs{per_step} blocked the CPU for {_ms(blocked)} of the {_ms(steps.total_ns)} in "
+        f"{steps.label} ({share:.1f}%, threshold {HOST_SYNC_SHARE_PCT:.0f}%): synchronize calls, copies to or "
+        f"from pageable memory" + (f" and {len(items)} .item() reads of GPU tensors (aten::item / "
+                                   f"_local_scalar_dense)" if len(items) else "")
+        + f"; the callers holding the most: {named}",
+        "Keep the step free of host syncs: no .item() / .cpu() / .tolist() / print / Python if on GPU tensors "
+        "per step (accumulate metrics on the GPU and read them every N steps), no torch.cuda.synchronize() "
+        "outside timing code; host-to-device copies from pinned memory (DataLoader(pin_memory=True)) with "
+        "non_blocking=True, device-to-host copies into pinned tensors with non_blocking=True read after an event; "
+        "torch.cuda.set_sync_debug_mode('warn') reports every sync with its Python line",
+        {"blocked_ns": (float(blocked), "ns"), "step_ns": (float(steps.total_ns), "ns"), "share_pct": (share, "%"),
+         "syncs": (syncs, "count"), "steps": (steps.count, "count"), "item_ops": (len(items), "count"),
+         "callers": (callers, ""), "threshold_pct": (HOST_SYNC_SHARE_PCT, "%")})
+
+
+def blocking_calls(torch) -> pd.DataFrame:
+    """Runtime calls that block the host until the GPU catches up: synchronize calls, copies
+    without Async, and (Async) copies from or to pageable memory (staged, so synchronous)."""
+    runtime = torch.runtime
+    sync = np.array(runtime["name"].astype(str).str.match(SYNC_API), dtype=bool)
+    gpu = torch.gpu
+    pageable = gpu[(gpu["kind"] == "memcpy") & gpu["name"].astype(str).str.contains("Pageable", regex=False)
+                   & (gpu["runtime"] >= 0)]
+    sync[pageable["runtime"].to_numpy()] = True
+    return runtime[sync]
+
+
+def item_ops_on_gpu(torch) -> pd.DataFrame:
+    """aten::item / _local_scalar_dense instances that called the GPU runtime (GPU tensors; on a
+    CPU tensor .item() is a plain read)."""
+    ops, runtime = torch.ops, torch.runtime
+    called = np.zeros(len(ops), dtype=bool)
+    row = runtime["op"].to_numpy()
+    parent = ops["parent"].to_numpy()
+    row = row[row >= 0]
+    while row.size:  # mark every op enclosing a runtime call
+        called[row] = True
+        row = parent[row]
+        row = row[row >= 0]
+        row = row[~called[row]]
+    return ops[called & ops["name"].isin(ITEM_OPS).to_numpy()]
+
+
+def sync_callers(torch, calls: pd.DataFrame) -> List[dict]:
+    """The TOP operator chains by time blocked in their calls: caller, call, calls, blocked_ns."""
+    if calls.empty:
+        return []
+    frame = pd.DataFrame({"caller": [op_chain(torch.ops, int(r)) for r in calls["op"]],
+                          "call": calls["name"].astype(str).to_numpy(),
+                          "blocked_ns": (calls["end_ns"] - calls["start_ns"]).to_numpy(np.float64)})
+    grouped = frame.groupby(["caller", "call"], sort=False)["blocked_ns"].agg(["size", "sum"]).reset_index()
+    best = grouped.sort_values("sum", ascending=False, kind="stable").head(TOP)
+    return [{"caller": c, "call": n, "calls": int(k), "blocked_ns": float(t)}
+            for c, n, k, t in zip(best["caller"], best["call"], best["size"], best["sum"])]
+
+
+# ---------------------------------------------------------------- 3. launch-bound
+def launch_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
+    gpu = torch.gpu[_inside(torch.gpu, steps)]
+    kernels = gpu[gpu["kind"] == "kernel"]
+    per_step = len(kernels) / max(steps.count, 1)
+    if kernels.empty or per_step < MIN_KERNELS_PER_STEP:
+        return None
+    median = float((kernels["end_ns"] - kernels["start_ns"]).median())
+    busy = _in_steps_ns(_intervals(gpu), steps)
+    idle = _pct(steps.total_ns - busy, steps.total_ns)
+    runtime = torch.runtime[_inside(torch.runtime, steps)]
+    launches = runtime[runtime["name"].astype(str).str.match(LAUNCH_API)]
+    launch_ns = float((launches["end_ns"] - launches["start_ns"]).sum())
+    launch_to_busy = _pct(launch_ns, busy)
+    if not (median < TINY_KERNEL_NS and launch_to_busy >= LAUNCH_TO_BUSY_PCT and idle >= LAUNCH_IDLE_PCT):
+        return None
+    graphs = "HIP graphs" if context.gpu_api == "HIP" else "CUDA graphs"
+    return _finding(
+        "launch_bound", "high" if idle >= LAUNCH_IDLE_HIGH_PCT else "medium",
+        f"Launch-bound: {len(kernels)} kernels with a median of {median / 1e3:.1f} us, GPU idle {idle:.0f}%",
+        f"{len(kernels)} kernels in {steps.label} ran a median {median / 1e3:.2f} us (threshold "
+        f"{TINY_KERNEL_NS / 1e3:.0f} us); the CPU spent {_ms(launch_ns)} in {len(launches)} launch calls, "
+        f"{launch_to_busy:.0f}% of the GPU's {_ms(busy)} busy time (threshold {LAUNCH_TO_BUSY_PCT:.0f}%), and the GPU "
+        f"idled {idle:.1f}% of the {_ms(steps.total_ns)} (threshold {LAUNCH_IDLE_PCT:.0f}%): it waits for launches",
+        f"Launch fewer, larger kernels: torch.compile(model) fuses element-wise chains, "
+        f"torch.compile(mode=\"reduce-overhead\") (or capturing the static step with torch.cuda.graph) "
+        f"replays the whole step as {graphs} with one launch; use fused optimizers (foreach=True / fused=True) and "
+        f"larger batches",
+        {"kernels": (len(kernels), "count"), "median_kernel_ns": (median, "ns"),
+         "launch_calls": (len(launches), "count"), "launch_ns": (launch_ns, "ns"), "busy_ns": (float(busy), "ns"),
+         "launch_to_busy_pct": (launch_to_busy, "%"), "step_ns": (float(steps.total_ns), "ns"),
+         "gpu_idle_pct": (idle, "%"), "steps": (steps.count, "count")})
+
+
+# ---------------------------------------------------------------- 4. FP32 GEMMs
+def fp32_gemm(torch, steps: Steps, devices, context: CaptureContext) -> Optional[Finding]:
+    device = _kernel_device(torch, devices)
+    cores = matrix_cores(device)
+    gpu = torch.gpu[_inside(torch.gpu, steps)]
+    kernels = gpu[gpu["kind"] == "kernel"]
+    if cores is None or kernels.empty:
+        return None
+    gemm_op = fp32_gemm_op_of_kernels(torch, kernels["op"].to_numpy())
+    picked = (gemm_op >= 0) & ~_names_matching(kernels["name"].to_numpy(), uses_tensor_cores, gemm_op >= 0)
+    duration = (kernels["end_ns"] - kernels["start_ns"]).to_numpy(np.float64)
+    total, fp32 = float(duration.sum()), float(duration[picked].sum())
+    share = _pct(fp32, total)
+    if not picked.any() or not share >= FP32_GEMM_SHARE_PCT:
+        return None
+    ops = _time_by(duration[picked], torch.ops["name"].to_numpy()[gemm_op[picked]])
+    top_kernels = _time_by(duration[picked], kernels["name"].astype(str).to_numpy()[picked])
+    return _finding(
+        "fp32_gemm", "high" if share >= FP32_GEMM_HIGH_PCT else "medium",
+        f"FP32 matrix multiplies / convolutions take {share:.0f}% of GPU kernel time",
+        f"{int(picked.sum())} kernels of FP32 {', '.join(o['name'] for o in ops)} ran {_ms(fp32)} of {_ms(total)} "
+        f"kernel time in {steps.label} ({share:.1f}%, threshold {FP32_GEMM_SHARE_PCT:.0f}%) on FP32 units, none a "
+        f"tensor-core kernel (the longest: {top_kernels[0]['name'][:100]}); the {device.name} has {CORES_TEXT[cores]}",
+        FP32_REMEDIES[cores],
+        {"fp32_gemm_ns": (fp32, "ns"), "kernel_ns": (total, "ns"), "share_pct": (share, "%"),
+         "kernels": (int(picked.sum()), "count"), "ops": (ops, ""), "top_kernels": (top_kernels, ""),
+         "device": (device.name, ""), "compute_capability": (device.compute_capability, ""),
+         "matrix_cores": (cores, ""), "threshold_pct": (FP32_GEMM_SHARE_PCT, "%")})
+
+
+def uses_tensor_cores(kernel: str) -> bool:
+    """Whether a kernel's name shows tensor (matrix) cores at work."""
+    if FP32_ONLY_GEMM_KERNEL.search(kernel) and "tf32" not in kernel.lower():
+        return False
+    return TENSOR_CORE_KERNEL.search(kernel) is not None
+
+
+def _names_matching(names: np.ndarray, test, rows: np.ndarray) -> np.ndarray:
+    """Per name: test(name), asked once per distinct name among `rows` (False elsewhere)."""
+    codes, uniques = pd.factorize(names[rows])
+    hit = np.zeros(names.size, dtype=bool)
+    hit[rows] = np.array([bool(test(str(u))) for u in uniques], dtype=bool)[codes]
+    return hit
+
+
+def _time_by(duration: np.ndarray, names: np.ndarray) -> List[dict]:
+    """The TOP names by summed duration: name, gpu_ns."""
+    sums = pd.Series(duration).groupby(names).sum().sort_values(ascending=False, kind="stable").head(TOP)
+    return [{"name": str(n), "gpu_ns": float(t)} for n, t in sums.items()]
+
+
+# What the device's matrix units take (matrix_cores) and the remedy for each.
+CORES_TEXT = {
+    "nvidia_tf32": "tensor cores for bf16, fp16 and TF32 (compute capability 8.0+)",
+    "nvidia_fp16": "tensor cores for fp16 only (compute capability 7.x: no bf16, no TF32)",
+    "amd_cdna": "matrix cores (MFMA) whose bf16 / fp16 rate is several times their fp32 rate",
+}
+_AUTOCAST = "Run the forward pass and the loss under torch.autocast(device_type=\"cuda\", dtype=torch.{dtype})"
+FP32_REMEDIES = {
+    "nvidia_tf32": _AUTOCAST.format(dtype="bfloat16") + " so matmuls and convolutions run on tensor cores; or, "
+                   "keeping FP32 tensors, allow TF32: torch.set_float32_matmul_precision(\"high\") (sets "
+                   "torch.backends.cuda.matmul.allow_tf32) and torch.backends.cudnn.allow_tf32 = True",
+    "nvidia_fp16": _AUTOCAST.format(dtype="float16") + " with torch.amp.GradScaler(\"cuda\") for the loss scaling "
+                   "fp16 training needs (this GPU has no bf16 or TF32 tensor cores); channels_last memory format "
+                   "(model.to(memory_format=torch.channels_last)) helps convolutions reach the tensor-core kernels",
+    "amd_cdna": _AUTOCAST.format(dtype="bfloat16") + " (ROCm keeps the \"cuda\" device type) so matmuls and "
+                "convolutions run on the matrix cores at their bf16 rate",
+}
+
+
+def fp32_gemm_op_of_kernels(torch, kernel_op: np.ndarray) -> np.ndarray:
+    """Per kernel (by its launching op): the innermost enclosing GEMM / convolution op whose inputs
+    are FP32, -1 for none.  An op is FP32 when its first input is "float" (input_types)."""
+    ops = torch.ops
+    gemm = np.flatnonzero(_names_matching(ops["name"].to_numpy(), GEMM_OPS.match, np.ones(len(ops), dtype=bool)))
+    types = ops["input_types"].to_numpy()[gemm]
+    fp32_gemm_ops = gemm[np.array([_first_input_is_fp32(t) for t in types], dtype=bool)] if gemm.size else gemm
+    is_gemm = np.zeros(len(ops) + 1, dtype=bool)
+    is_gemm[fp32_gemm_ops] = True
+    parent = np.append(ops["parent"].to_numpy(), -1)
+    found = np.full(kernel_op.size, -1, dtype=np.int64)
+    row = np.where(kernel_op >= 0, kernel_op, len(ops))  # len(ops): no op
+    open_ = row < len(ops)
+    while open_.any():
+        hit = open_ & is_gemm[row]
+        found[hit] = row[hit]
+        open_ &= ~hit
+        row = np.where(open_, parent[row], len(ops))
+        row = np.where(row >= 0, row, len(ops))
+        open_ &= row < len(ops)
+    return found
+
+
+def _first_input_is_fp32(types: str) -> bool:
+    if not types:
+        return False
+    try:
+        parsed = json.loads(types)
+    except ValueError:
+        return False
+    return bool(parsed) and parsed[0] == "float"
+
+
+def _kernel_device(torch, devices):
+    """The device that ran the most kernel time (a rank's trace lists every GPU of the node)."""
+    kernels = torch.gpu[torch.gpu["kind"] == "kernel"]
+    if kernels.empty or not devices:
+        return None
+    busiest = int((kernels["end_ns"] - kernels["start_ns"]).groupby(kernels["device"]).sum().idxmax())
+    return next((d for d in devices if d.id == busiest), None)
+
+
+def matrix_cores(device) -> Optional[str]:
+    """A key of CORES_TEXT for the device's tensor / matrix cores; None without them or unknown
+    (an AMD device named only "AMD Radeon Graphics" may be a Vega without matrix cores)."""
+    if device is None:
+        return None
+    if device.vendor == "AMD":
+        return "amd_cdna" if AMD_MATRIX_CORES.search(f"{device.name} {device.architecture}") else None
+    try:
+        major = int(str(device.compute_capability).split(".")[0])
+    except ValueError:
+        return None
+    return "nvidia_tf32" if major >= 8 else "nvidia_fp16" if major >= 7 else None
+
+
+# ---------------------------------------------------------------- 5. pageable copies
+def pageable_copies(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
+    gpu = torch.gpu[_inside(torch.gpu, steps)]
+    copies = gpu[(gpu["kind"] == "memcpy") & gpu["name"].astype(str).str.contains("Pageable", regex=False)]
+    if copies.empty:
+        return None
+    copy_ns = float((copies["end_ns"] - copies["start_ns"]).sum())
+    busy = _in_steps_ns(_intervals(gpu), steps)
+    launched = copies[copies["runtime"] >= 0]
+    calls = torch.runtime.iloc[launched["runtime"].to_numpy()]
+    # Host time: the host-to-device calls, which stage the data through a pinned buffer on the CPU
+    # (a device-to-host call's time is mostly the wait for the queue: torch.host_sync counts it).
+    to_device = calls[launched["name"].astype(str).str.contains("HtoD", regex=False).to_numpy()]
+    host_ns = float(interval_union_ns(*_intervals(to_device)))
+    gpu_share, host_share = _pct(copy_ns, busy), _pct(host_ns, steps.total_ns)
+    if not (gpu_share >= PAGEABLE_SHARE_PCT or host_share >= PAGEABLE_SHARE_PCT):  # NaN: nothing to weigh against
+        return None
+    share = max(x for x in (gpu_share, host_share) if x >= 0)
+    nbytes = float(copies["bytes"].where(copies["bytes"] >= 0).sum())
+    kinds = copies["name"].astype(str).value_counts()
+    callers = sorted({op_chain(torch.ops, int(r)) for r in calls["op"]})[:TOP]
+    return _finding(
+        "pageable_copies", "high" if share >= PAGEABLE_HIGH_PCT else "medium",
+        f"{len(copies)} copies to or from pageable host memory",
+        f"{len(copies)} copies ({', '.join(f'{n} x{c}' for n, c in kinds.items())}) moved {_bytes(nbytes)} in "
+        f"{_ms(copy_ns)} of GPU time, {gpu_share:.1f}% of the GPU's {_ms(busy)} busy time in {steps.label}, and held "
+        f"the host {_ms(host_ns)} in their host-to-device calls, {host_share:.1f}% of {steps.whole} (threshold "
+        f"{PAGEABLE_SHARE_PCT:.0f}% of either); pageable memory is staged through a pinned buffer, so these copies "
+        f"run slower and block the host; called from {'; '.join(callers)}",
+        "Pin the host side: DataLoader(pin_memory=True) for batches, torch.empty(..., pin_memory=True) or "
+        "tensor.pin_memory() for buffers you reuse, then tensor.to(device, non_blocking=True) (and for results, copy "
+        "into a pinned tensor with non_blocking=True before reading it after an event)",
+        {"copies": (len(copies), "count"), "bytes": (nbytes, "bytes"), "copy_ns": (copy_ns, "ns"),
+         "busy_ns": (float(busy), "ns"), "share_of_busy_pct": (gpu_share, "%"), "host_ns": (host_ns, "ns"),
+         "share_of_step_pct": (host_share, "%"), "step_ns": (float(steps.total_ns), "ns"),
+         "threshold_pct": (PAGEABLE_SHARE_PCT, "%")})
+
+
+# ---------------------------------------------------------------- the domain
+def advise(profile, summaries: Dict[str, pd.DataFrame], context: CaptureContext) -> List[Finding]:
+    """PyTorch findings, most severe first, for a profile read from a PyTorch profiler trace; [] otherwise."""
+    torch = getattr(profile, "torch", None)
+    steps = steps_of(torch) if torch is not None else None
+    if steps is None or not steps.total_ns:
+        return []
+    found = [dataloader_bound(torch, steps, context), host_sync(torch, steps, context),
+             launch_bound(torch, steps, context), fp32_gemm(torch, steps, profile.devices, context),
+             pageable_copies(torch, steps, context)]
+    return by_severity(f for f in found if f)
