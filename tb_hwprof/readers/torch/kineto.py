@@ -44,6 +44,7 @@ STEP_PREFIX = "ProfilerStep#"
 NESTING_TOLERANCE_NS = 500
 FIX = "pass the .pt.trace.json[.gz] file torch.profiler wrote (tensorboard_trace_handler or export_chrome_trace)"
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
+STRING_TID_TOP = (1 << 31) - 1  # string tids count down from here (lane tracks from 2**32 - 1)
 
 
 # ---------------------------------------------------------------- detection
@@ -319,9 +320,15 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
         return track_ids[key]
 
     def cpu_track(pid: int, tid: int) -> int:
+        # A string tid (2021 traces: "thread 1 (python)") is its own name, under a number of its own.
+        named = events.strings[-tid - 1] if tid < 0 else None
+        if named is not None and named.isdigit():  # "25738": an OS thread id written as text
+            number, named = int(named), None
+        else:
+            number = (STRING_TID_TOP + tid + 1) if named is not None else tid
         return track(("cpu", pid, tid), lambda: Track(
-            pid=pid, tid=tid & 0xFFFFFFFF, process=process_names.get(pid, f"process {pid}"),
-            thread=thread_names.get((pid, tid), f"thread {tid}"), kind="thread"))
+            pid=pid, tid=number, process=process_names.get(pid, f"process {pid}"),
+            thread=named if named is not None else thread_names.get((pid, number), f"thread {number}"), kind="thread"))
 
     def gpu_track(device: int, stream: int) -> int:
         name = device_names.get(device)
