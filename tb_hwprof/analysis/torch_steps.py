@@ -1,0 +1,316 @@
+"""PyTorch step time breakdown and GPU summary, as torch-tb-profiler 0.4.3 computes its Overview.
+
+Input: a `TorchTrace` (tb_hwprof/model.py, `profile.torch`), every time int64 ns.  The rules are
+torch-tb-profiler's (site-packages/torch_tb_profiler/profiler/), reproduced without its objects:
+
+- steps (event_parser.StepParser): each ProfilerStep#N range, extended to the GPU work it launched:
+  a runtime call lying wholly inside a host step launches that step's kernels / copies / sets
+  (matched by correlation id); the step then runs from max(its host start, the previous step's end)
+  to max(its host end, its last device end).  The first step also starts no earlier than the end
+  of device work launched outside every step that ended before the first step's device work.  The
+  trailing steps that launched nothing are dropped, and so is the last launching one when it
+  launched under 80% of the one before it (the profiler may have missed its kernels).
+  Without any ProfilerStep#N the whole CPU span is one step (numbered -1 here; '0' there).
+- categories (overall_parser.OverallParser): each instant of a step goes to the first of kernel,
+  memcpy, memset, communication, runtime, dataloader, cpu_exec that covers it, else to other.
+  Communication: ops named in NCCL_OPS / GLOO_OPS and the kernels sharing their External id.
+  DataLoader: 'enumerate(DataLoader)#...__next__' and 'enumerate(DataPipe)#...' ops.
+- GPU metrics (gpu_metrics_parser.GPUMetricsParser), over first step start .. last step end:
+  utilisation = union of a device's kernels / span; est. SM efficiency = time integral of
+  min(sum of concurrent kernels' blocks per SM, 1) / span; est. achieved occupancy = kernels'
+  occupancy weighted by their time inside the span.
+
+Where we part from tb-profiler 0.4.3 (it was written for 2021 traces; its 2021 samples give the
+same numbers either way since they hold none of these categories):
+- it maps only the category 'Runtime'/'runtime', so current traces' 'cuda_runtime' /
+  'cuda_driver' calls are dropped there: no Runtime time and no step extended to its GPU work.
+  Here every row of `runtime` counts (the reader gives cuda_runtime, cuda_driver and Runtime).
+- it drops every 'user_annotation' range but ProfilerStep#N and nccl / gloo ones (trace.py
+  create_trace_event) although StepParser counts them as DataLoader / CPU Exec; here they are
+  operators like any other (also in the whole-trace span of a trace without ProfilerStep#N).
+- 'gpu_user_annotation' ProfilerStep#N ranges (GPU-side copies of the steps) become steps
+  there, doubling them; here steps are the reader's `steps` (host ranges).
+- a comm op without External id would make every kernel without one a communication kernel
+  there; here External id -1 matches nothing.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from .. import columnar
+from .summary import merge
+
+# Priority order of torch-tb-profiler's ProfileRole (event_parser.py), "other" last.
+CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
+BREAKDOWN_COLUMNS = ["step"] + [f"{c}_ns" for c in CATEGORIES] + ["other_ns", "total_ns"]
+
+# torch_tb_profiler/profiler/trace.py NcclOpNameSet / GlooOpNameSet (exact op names).
+NCCL_OPS = frozenset({"nccl:broadcast", "nccl:reduce", "nccl:all_reduce", "nccl:all_gather", "nccl:reduce_scatter"})
+GLOO_OPS = frozenset({"gloo:broadcast", "gloo:reduce", "gloo:all_reduce", "gloo:all_gather", "gloo:reduce_scatter"})
+
+# torch_tb_profiler/profiler/tensor_core.py TC_Allowlist (after NVIDIA PyProf's prof/tc.py): a
+# kernel uses Tensor Cores when its name contains any of these.
+TENSOR_CORE_PATTERNS = ("h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816",
+                        "dgrad_1x1_stride_2x2", "first_layer_wgrad_kernel", "conv1x1",
+                        "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
+                        "xmma_sparse_conv", "xmma_warp_specialized_implicit_gemm",
+                        "xmma_gemm", "xmma_sparse_gemm", "c1688")
+# Collective kernels of NCCL and AMD's RCCL (ncclKernel_..., ncclDevKernel_..., rcclGenericKernel...).
+COMMUNICATION_KERNEL_PREFIXES = ("nccl", "rccl")
+
+# tb-profiler's tail rule: a last launching step with under this share of the launches of the step
+# before it is taken as cut short by the end of the capture, and dropped.
+TAIL_STEP_SHARE = 0.8
+
+Intervals = Tuple[np.ndarray, np.ndarray]
+
+
+# ---------------------------------------------------------------- steps
+def step_spans(torch_trace) -> pd.DataFrame:
+    """The steps tb-profiler's Overview reports: step, start_ns, end_ns (extended to their device
+    work), launches (kernels / copies / sets whose launching call lies inside the host step)."""
+    steps = torch_trace.steps
+    if len(steps):
+        number = steps["step"].to_numpy(np.int64)
+        start, end = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+    else:
+        number, start, end = _whole_cpu_span(torch_trace.ops)
+    if number.size == 0:
+        return pd.DataFrame({"step": number, "start_ns": start, "end_ns": end, "launches": number})
+    launched_in = _launch_step_of_device_rows(start, end, torch_trace.runtime, torch_trace.gpu)
+    launches = np.bincount(launched_in[launched_in >= 0], minlength=number.size)
+    if launches.sum() > 0:  # tb-profiler's is_use_gpu
+        start, end = _extend_to_device_work(start, end, launched_in, torch_trace.gpu)
+        keep = _steps_kept(launches)
+        number, start, end, launches = number[:keep], start[:keep], end[:keep], launches[:keep]
+    return pd.DataFrame({"step": number, "start_ns": start, "end_ns": end, "launches": launches})
+
+
+def _whole_cpu_span(ops: pd.DataFrame):
+    """StepParser's single step of a trace without ProfilerStep#N: first op start to last op end."""
+    if ops.empty:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    return (np.array([-1], np.int64), np.array([ops["start_ns"].min()], np.int64),
+            np.array([ops["end_ns"].max()], np.int64))
+
+
+def _launch_step_of_device_rows(start: np.ndarray, end: np.ndarray, runtime: pd.DataFrame,
+                                gpu: pd.DataFrame) -> np.ndarray:
+    """Per gpu row: the host step its launching call lies wholly inside, else -1.
+
+    tb-profiler walks calls (by start) and steps together: a call is weighed against the first step
+    not ended by the call's start (the first with end > call start, i.e. on the running max of
+    ends) and belongs to it only when it starts at or after the step's start and ends by its end."""
+    call = gpu["runtime"].to_numpy(np.int64)
+    if len(runtime) == 0:
+        return np.full(call.size, -1, np.int64)
+    rt_start = runtime["start_ns"].to_numpy(np.int64)
+    rt_end = runtime["end_ns"].to_numpy(np.int64)
+    candidate = np.searchsorted(np.maximum.accumulate(end), rt_start, side="right")
+    valid = candidate < start.size
+    at = np.minimum(candidate, start.size - 1)
+    inside = valid & (rt_start >= start[at]) & (rt_end <= end[at])
+    step_of_call = np.where(inside, at, -1)
+    return np.where(call >= 0, step_of_call[np.maximum(call, 0)], -1)
+
+
+def _extend_to_device_work(start: np.ndarray, end: np.ndarray, launched_in: np.ndarray,
+                           gpu: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
+    """StepParser._update_steps_duration: steps end at their last device end, start at the
+    previous step's end; the first step after untracked device work that ended before its own."""
+    dev_start, dev_end = gpu["start_ns"].to_numpy(np.int64), gpu["end_ns"].to_numpy(np.int64)
+    n = start.size
+    matched = launched_in >= 0
+    first_dev = np.full(n, np.iinfo(np.int64).max)
+    last_dev = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(first_dev, launched_in[matched], dev_start[matched])
+    np.maximum.at(last_dev, launched_in[matched], dev_end[matched])
+    has_device = np.zeros(n, bool)
+    has_device[launched_in[matched]] = True
+
+    previous_end = int(start[0])
+    if has_device[0]:
+        before = ~matched & (dev_end < first_dev[0])
+        if before.any():
+            previous_end = max(previous_end, int(dev_end[before].max()))
+    new_start, new_end = start.copy(), end.copy()
+    for i in range(n):  # steps are few; each depends on the one before
+        s = max(previous_end, int(start[i]))
+        e = max(int(end[i]), int(last_dev[i])) if has_device[i] else int(end[i])
+        e = max(e, s)  # tb-profiler clamps an 'abnormal' end to the start
+        new_start[i], new_end[i] = s, e
+        previous_end = e
+    return new_start, new_end
+
+
+def _steps_kept(launches: np.ndarray) -> int:
+    """How many leading steps tb-profiler keeps (it drops tail steps it thinks were cut short)."""
+    if launches.size <= 1:
+        return launches.size
+    last = int(np.flatnonzero(launches > 0)[-1])
+    if last > 0 and launches[last - 1] * TAIL_STEP_SHARE > launches[last]:
+        return last
+    return last + 1
+
+
+# ---------------------------------------------------------------- categories
+def category_intervals(torch_trace) -> Dict[str, Intervals]:
+    """Each category's time as merged [start, end) islands (ns), before priorities apply."""
+    ops, runtime, gpu = torch_trace.ops, torch_trace.runtime, torch_trace.gpu
+    is_dataloader, is_comm_op = names_where(ops["name"], is_dataloader_op, is_collective_op)
+    comm_ext = ops["ext"].to_numpy(np.int64)[is_comm_op]
+    kind = gpu["kind"].to_numpy()
+    is_comm_kernel = (kind == "kernel") & np.isin(gpu["ext"].to_numpy(np.int64), comm_ext[comm_ext >= 0])
+
+    def rows(frame, mask):
+        return frame["start_ns"].to_numpy(np.int64)[mask], frame["end_ns"].to_numpy(np.int64)[mask]
+
+    comm_ops, comm_kernels = rows(ops, is_comm_op), rows(gpu, is_comm_kernel)
+    parts = {
+        "kernel": rows(gpu, (kind == "kernel") & ~is_comm_kernel),
+        "memcpy": rows(gpu, kind == "memcpy"),
+        "memset": rows(gpu, kind == "memset"),
+        "communication": tuple(np.concatenate([a, b]) for a, b in zip(comm_ops, comm_kernels)),
+        "runtime": rows(runtime, np.ones(len(runtime), bool)),
+        "dataloader": rows(ops, is_dataloader),
+        "cpu_exec": rows(ops, ~is_dataloader & ~is_comm_op),
+    }
+    return {name: merge(*parts[name]) for name in CATEGORIES}
+
+
+def is_collective_op(name: str) -> bool:
+    return name in NCCL_OPS or name in GLOO_OPS
+
+
+def is_dataloader_op(name: str) -> bool:
+    """StepParser's DataLoader ranges: a DataLoader iterator's __next__, or any DataPipe range."""
+    return ((name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__"))
+            or name.startswith("enumerate(DataPipe)#"))
+
+
+def names_where(names: pd.Series, *predicates) -> List[np.ndarray]:
+    """Per predicate, predicate(name) per row, evaluated once per distinct name (a trace repeats a
+    few thousand names over millions of rows)."""
+    values = names.to_numpy(object)
+    if values.size == 0:
+        return [np.zeros(0, bool) for _ in predicates]
+    codes = columnar.object_codes(values)
+    first = np.empty(int(codes.max()) + 1, np.int64)
+    first[codes[::-1]] = np.arange(values.size - 1, -1, -1)  # the last write per code is its first row
+    distinct = [str(name) for name in values[first]]
+    return [np.fromiter(map(predicate, distinct), bool, len(distinct))[codes] for predicate in predicates]
+
+
+def step_time_breakdown(torch_trace) -> pd.DataFrame:
+    """One row per step (BREAKDOWN_COLUMNS, int64 ns): each instant of the step in the first
+    category covering it, the rest in other_ns; the categories and other_ns sum to total_ns."""
+    spans = step_spans(torch_trace)
+    start, end = spans["start_ns"].to_numpy(np.int64), spans["end_ns"].to_numpy(np.int64)
+    islands = category_intervals(torch_trace)
+    bounds, owner = _elementary_segments(islands, start, end)
+    length = np.diff(bounds)
+    lo = np.searchsorted(bounds, start)  # step boundaries are among the bounds
+    hi = np.searchsorted(bounds, end)
+    out = {"step": spans["step"].to_numpy(np.int64)}
+    for code, name in enumerate(CATEGORIES):
+        running = np.concatenate([[0], np.cumsum(np.where(owner == code, length, 0))])
+        out[f"{name}_ns"] = running[hi] - running[lo]
+    out["total_ns"] = end - start
+    out["other_ns"] = out["total_ns"] - sum(out[f"{name}_ns"] for name in CATEGORIES)
+    return pd.DataFrame(out, columns=BREAKDOWN_COLUMNS).astype(np.int64)
+
+
+def _elementary_segments(islands: Dict[str, Intervals], start: np.ndarray, end: np.ndarray):
+    """Every boundary of every category and step, sorted; per segment between two neighbours, the
+    code of the first category covering it (len(CATEGORIES) where none does)."""
+    # Sorted, repeats kept: a repeated bound makes an empty segment, which weighs nothing.
+    bounds = np.sort(np.concatenate([start, end] + [np.concatenate(islands[name]) for name in CATEGORIES]))
+    left = bounds[:-1]
+    owner = np.full(left.size, len(CATEGORIES), np.int64)
+    for code in range(len(CATEGORIES) - 1, -1, -1):  # the highest priority is written last
+        owner[_covered(left, islands[CATEGORIES[code]])] = code
+    return bounds, owner
+
+
+def _covered(points: np.ndarray, islands: Intervals) -> np.ndarray:
+    """Whether each point lies in one of the sorted disjoint [start, end) islands."""
+    starts, ends = islands
+    at = np.searchsorted(starts, points, side="right") - 1
+    return (at >= 0) & (points < ends[np.maximum(at, 0)]) if starts.size else np.zeros(points.size, bool)
+
+
+# ---------------------------------------------------------------- GPU summary
+def gpu_summary(torch_trace) -> dict:
+    """tb-profiler's GPU summary over the steps (first start .. last end), per device of a kernel:
+    gpu_utilization and est_sm_efficiency (fractions), est_achieved_occupancy_pct (percent; None
+    when no kernel carries it, as is est_sm_efficiency without blocks per SM), kernel_ns (all its
+    kernels, in steps or not), tensor_core_kernel_share and communication_kernel_share of that."""
+    spans = step_spans(torch_trace)
+    if spans.empty:
+        return {"span_start_ns": None, "span_end_ns": None, "devices": {}}
+    span = (int(spans["start_ns"].iloc[0]), int(spans["end_ns"].iloc[-1]))
+    gpu = torch_trace.gpu
+    kernels = gpu[(gpu["kind"] == "kernel") & (gpu["device"] >= 0)]
+    devices = {}
+    for device, on_device in kernels.groupby("device", sort=True):
+        devices[int(device)] = _device_summary(on_device, span)
+    return {"span_start_ns": span[0], "span_end_ns": span[1], "devices": devices}
+
+
+def _device_summary(kernels: pd.DataFrame, span: Tuple[int, int]) -> dict:
+    start, end = kernels["start_ns"].to_numpy(np.int64), kernels["end_ns"].to_numpy(np.int64)
+    span_ns = span[1] - span[0]
+    s, e = merge(start, end)
+    busy = np.clip(np.minimum(e, span[1]) - np.maximum(s, span[0]), 0, None).sum()
+    duration = (end - start).astype(np.float64)
+    kernel_ns = duration.sum()
+    tensor_core, collective = names_where(kernels["name"], uses_tensor_cores, is_collective_kernel)
+    return {
+        "gpu_utilization": float(busy / span_ns) if span_ns > 0 else None,
+        "est_sm_efficiency": _sm_efficiency(start, end, kernels["blocks_per_sm"].to_numpy(np.float64), span),
+        "est_achieved_occupancy_pct": _occupancy(start, end, kernels["est_occupancy_pct"].to_numpy(np.float64), span),
+        "kernel_ns": int(kernel_ns),
+        "tensor_core_kernel_share": float(duration[tensor_core].sum() / kernel_ns) if kernel_ns > 0 else 0.0,
+        "communication_kernel_share": float(duration[collective].sum() / kernel_ns) if kernel_ns > 0 else 0.0,
+    }
+
+
+def uses_tensor_cores(kernel_name: str) -> bool:
+    return any(pattern in kernel_name for pattern in TENSOR_CORE_PATTERNS)
+
+
+def is_collective_kernel(kernel_name: str) -> bool:
+    return kernel_name.lower().startswith(COMMUNICATION_KERNEL_PREFIXES)
+
+
+def _sm_efficiency(start, end, blocks_per_sm, span) -> Optional[float]:
+    """The time integral over the span of min(sum of the running kernels' blocks per SM, 1),
+    divided by the span (gpu_metrics_parser.calculate_approximated_sm_efficiency; kernels without
+    a positive value take no part)."""
+    use = blocks_per_sm > 0  # NaN compares False
+    if not use.any():
+        return None
+    times = np.concatenate([start[use], end[use]])
+    delta = np.concatenate([blocks_per_sm[use], -blocks_per_sm[use]])
+    order = np.argsort(times, kind="stable")
+    times, level = times[order], np.cumsum(delta[order])
+    seg_start = np.maximum(times[:-1], span[0])
+    seg_end = np.minimum(times[1:], span[1])
+    width = np.clip(seg_end - seg_start, 0, None)
+    value = np.where(level[:-1] > 0, np.minimum(level[:-1], 1.0), 0.0)
+    if not ((width > 0) & (value > 0)).any():
+        return None
+    return float((value * width).sum() / (span[1] - span[0]))
+
+
+def _occupancy(start, end, occupancy_pct, span) -> Optional[float]:
+    """Occupancy weighted by each kernel's time inside the span (calculate_occupancy)."""
+    use = occupancy_pct >= 0  # NaN compares False
+    width = np.clip(np.minimum(end, span[1]) - np.maximum(start, span[0]), 0, None)[use]
+    if width.sum() <= 0:
+        return None
+    return float((occupancy_pct[use] * width).sum() / width.sum())
