@@ -91,3 +91,11 @@ def object_codes(values) -> np.ndarray:
     first = np.empty(len(distinct), dtype=np.int64)
     first[by_object[::-1]] = np.arange(len(values) - 1, -1, -1)  # the last write per code is its first row
     return pd.factorize(values[first])[0][by_object]
+
+
+def text_mask(values, predicate) -> np.ndarray:
+    """predicate(text) per row, asked once per distinct text (a million operator names are a few
+    hundred distinct ones; pandas' .str methods work row by row)."""
+    row_codes, uniques = pd.factorize(pd.Series(values, copy=False))
+    answers = np.fromiter((bool(predicate(str(u))) for u in uniques), dtype=bool, count=len(uniques))
+    return np.append(answers, False)[row_codes] if len(row_codes) else np.zeros(0, dtype=bool)

@@ -22,6 +22,7 @@ import pandas as pd
 from ..context import CaptureContext
 from ..findings import Finding, by_severity, finding
 from ..summary import interval_union_ns, merge
+from ...columnar import text_mask
 from ..timeline import SYNC_API, overlap_ns
 from .gpu_timeline import LAUNCH_API
 
@@ -162,7 +163,7 @@ def op_chain(ops: pd.DataFrame, row: int, keep: int = 4) -> str:
 # ---------------------------------------------------------------- 1. DataLoader
 def dataloader_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
     ops = _on_threads(torch.ops, steps.threads)
-    loader = ops[ops["name"].astype(str).str.startswith(DATALOADER_PREFIX)]
+    loader = ops[text_mask(ops["name"], lambda n: n.startswith(DATALOADER_PREFIX))]
     if loader.empty:
         return None
     waited = _in_steps_ns(_intervals(loader), steps)
@@ -190,8 +191,7 @@ def dataloader_bound(torch, steps: Steps, context: CaptureContext) -> Optional[F
 def _pageable_host_to_device(torch) -> int:
     gpu = torch.gpu
     names = gpu["name"].astype(str)
-    return int(((gpu["kind"] == "memcpy") & names.str.contains("HtoD", regex=False)
-                & names.str.contains("Pageable", regex=False)).sum())
+    return int(((gpu["kind"] == "memcpy").to_numpy() & text_mask(names, lambda n: "HtoD" in n and "Pageable" in n)).sum())
 
 
 def _dataloader_remedy(single: bool, pageable: int) -> str:
@@ -247,9 +247,9 @@ def blocking_calls(torch) -> pd.DataFrame:
     """Runtime calls that block the host until the GPU catches up: synchronize calls, copies
     without Async, and (Async) copies from or to pageable memory (staged, so synchronous)."""
     runtime = torch.runtime
-    sync = np.array(runtime["name"].astype(str).str.match(SYNC_API), dtype=bool)
+    sync = text_mask(runtime["name"], lambda n: SYNC_API.match(n) is not None)
     gpu = torch.gpu
-    pageable = gpu[(gpu["kind"] == "memcpy") & gpu["name"].astype(str).str.contains("Pageable", regex=False)
+    pageable = gpu[(gpu["kind"] == "memcpy") & text_mask(gpu["name"], lambda n: "Pageable" in n)
                    & (gpu["runtime"] >= 0)]
     sync[pageable["runtime"].to_numpy()] = True
     return runtime[sync]
@@ -295,7 +295,7 @@ def launch_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Findi
     busy = _in_steps_ns(_intervals(gpu), steps)
     idle = _pct(steps.total_ns - busy, steps.total_ns)
     runtime = torch.runtime[_inside(torch.runtime, steps)]
-    launches = runtime[runtime["name"].astype(str).str.match(LAUNCH_API)]
+    launches = runtime[text_mask(runtime["name"], lambda n: re.match(LAUNCH_API, n) is not None)]
     launch_ns = float((launches["end_ns"] - launches["start_ns"]).sum())
     launch_to_busy = _pct(launch_ns, busy)
     if not (median < TINY_KERNEL_NS and launch_to_busy >= LAUNCH_TO_BUSY_PCT and idle >= LAUNCH_IDLE_PCT):
@@ -447,7 +447,7 @@ def matrix_cores(device) -> Optional[str]:
 # ---------------------------------------------------------------- 5. pageable copies
 def pageable_copies(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
     gpu = torch.gpu[_inside(torch.gpu, steps)]
-    copies = gpu[(gpu["kind"] == "memcpy") & gpu["name"].astype(str).str.contains("Pageable", regex=False)]
+    copies = gpu[(gpu["kind"] == "memcpy") & text_mask(gpu["name"], lambda n: "Pageable" in n)]
     if copies.empty:
         return None
     copy_ns = float((copies["end_ns"] - copies["start_ns"]).sum())
@@ -456,7 +456,7 @@ def pageable_copies(torch, steps: Steps, context: CaptureContext) -> Optional[Fi
     calls = torch.runtime.iloc[launched["runtime"].to_numpy()]
     # Host time: the host-to-device calls, which stage the data through a pinned buffer on the CPU
     # (a device-to-host call's time is mostly the wait for the queue: torch.host_sync counts it).
-    to_device = calls[launched["name"].astype(str).str.contains("HtoD", regex=False).to_numpy()]
+    to_device = calls[text_mask(launched["name"], lambda n: "HtoD" in n)]
     host_ns = float(interval_union_ns(*_intervals(to_device)))
     gpu_share, host_share = _pct(copy_ns, busy), _pct(host_ns, steps.total_ns)
     if not (gpu_share >= PAGEABLE_SHARE_PCT or host_share >= PAGEABLE_SHARE_PCT):  # NaN: nothing to weigh against

@@ -14,7 +14,8 @@ Column conventions (both decoders below give the same values):
 - strings (cat, name, and text-valued args) are int32 codes into `strings`; -1 where absent;
 - ints are int64, -1 where absent or not an integer (a float is truncated, a string is absent);
   an id above 2**63 keeps its low 64 bits (it still tells ids apart);
-- pid / tid: an integer as is; a string (e.g. "Spans", 2021's "stream 7") as -(1 + its code);
+- pid / tid: an integer as is (negative ones occur: int32-wrapped pthread ids); a string (e.g.
+  "Spans", 2021's "stream 7") as STRING_ID_BASE - its code (string_id_code() undoes it);
 - ts_ns: the double `ts` (µs) to ns as floor(ts)*1000 + round(frac*1000): every tool reads `ts`
   as a double, and a double at today's epoch µs resolves 0.25 µs, so ts*1000 would lose up to
   256 ns; dur_ns = round(dur*1000);
@@ -68,6 +69,12 @@ X_OP_COLUMNS = ["row"] + list(OP_INT_ARGS) + list(OP_TEXT_ARGS)
 FLOW_COLUMNS = ["ph", "cat", "name", "id", "pid", "tid", "ts_ns", "bp_enclosing"]
 INSTANT_COLUMNS = ["cat", "name", "pid", "tid", "ts_ns"]
 FLOW_PH = {"s": 0, "f": 1, "t": 2}
+STRING_ID_BASE = -(1 << 62)  # pid / tid given as a string: STRING_ID_BASE - its code
+
+
+def string_id_code(value: int) -> int:
+    """The string code of a pid / tid given as a string, -1 for one given as a number."""
+    return STRING_ID_BASE - value if value <= STRING_ID_BASE else -1
 STRING_COLUMNS = {"cat", "name"} | set(TEXT_ARGS)
 FLOAT_COLUMNS = set(FLOAT_ARGS)
 GPU_KEYS = {k for keys in list(GPU_INT_ARGS.values()) + list(GPU_FLOAT_ARGS.values()) + list(GPU_TEXT_ARGS.values())
@@ -112,9 +119,27 @@ def decode_events(data: bytes) -> KinetoEvents:
 
 
 def _from_native(result) -> KinetoEvents:
+    """KinetoEvents of _kineto_scan.scan's result: its column buffers as arrays (no copy), the few
+    metadata events and top-level values (JSON text) decoded here as the msgspec path decodes them."""
+    import msgspec
+
     strings, x, x_gpu, x_op, flows, instants, metadata, top, other = result
-    return KinetoEvents(strings=list(strings), x=x, x_gpu=x_gpu, x_op=x_op, flows=flows, instants=instants, metadata=metadata,
+    try:
+        raws = dict(top)  # a repeated key: the last value, at the first place (as the reference's dict)
+        top = {key: msgspec.json.decode(raw) for key, raw in raws.items()}
+    except msgspec.DecodeError as e:
+        raise TraceError(f"not valid JSON ({e})") from None
+    return KinetoEvents(strings=strings, x=_arrays(x), x_gpu=_arrays(x_gpu), x_op=_arrays(x_op), flows=_arrays(flows),
+                        instants=_arrays(instants), metadata=[_metadata_event(msgspec.json.decode(raw)) for raw in metadata],
                         top=top, other_events=other)
+
+
+def _arrays(columns: dict) -> Dict[str, np.ndarray]:
+    return {column: np.asarray(values) for column, values in columns.items()}  # dtype from the buffer's format
+
+
+def _metadata_event(full: dict) -> dict:
+    return {"name": full.get("name"), "pid": full.get("pid"), "tid": full.get("tid"), "args": full.get("args") or {}}
 
 
 # ---------------------------------------------------------------- the msgspec path
@@ -199,7 +224,7 @@ def _ts_ns(ts) -> int:
 
 def _track_id(value, strings: _Interner) -> int:
     if isinstance(value, str):
-        return -(1 + strings.code(value))
+        return STRING_ID_BASE - strings.code(value)
     return _int_or_absent(value) if value is not None else 0
 
 

@@ -29,7 +29,7 @@ from ..amd.devices import datasheet_peaks as amd_datasheet_peaks
 from ..common.datasheets import nvidia_datasheet_peaks
 from ..common.nesting import Intervals, depths
 from ..common.timeline_builder import GPU_PID_BASE, NameTable
-from .decode import KinetoEvents, TraceError, decode_events
+from .decode import KinetoEvents, TraceError, decode_events, string_id_code
 
 FORMATS = ("pytorch-trace",)
 # Kineto categories, every generation, by the role they play.
@@ -321,11 +321,12 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
 
     def cpu_track(pid: int, tid: int) -> int:
         # A string tid (2021 traces: "thread 1 (python)") is its own name, under a number of its own.
-        named = events.strings[-tid - 1] if tid < 0 else None
+        code = string_id_code(tid)
+        named = events.strings[code] if code >= 0 else None
         if named is not None and named.isdigit():  # "25738": an OS thread id written as text
             number, named = int(named), None
-        else:
-            number = (STRING_TID_TOP + tid + 1) if named is not None else tid
+        else:  # a negative tid is an int32-wrapped pthread id
+            number = (STRING_TID_TOP - code) if named is not None else tid & 0xFFFFFFFF
         return track(("cpu", pid, tid), lambda: Track(
             pid=pid, tid=number, process=process_names.get(pid, f"process {pid}"),
             thread=named if named is not None else thread_names.get((pid, number), f"thread {number}"), kind="thread"))
