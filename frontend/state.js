@@ -3,7 +3,7 @@
 // (without our hash) when the tab is re-opened or the page reloads.
 
 const STORAGE_KEY = "tb_hwprof.state.v1";
-const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level", "start", "end"];
+const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level", "start", "end", "op"];
 
 export function parse(hash) {
   const params = new URLSearchParams(String(hash || "").replace(/^#/, ""));

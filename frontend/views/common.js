@@ -7,12 +7,19 @@ import {h, replace, errorBox, loading} from "../dom.js";
 /** Header of a per-run view: title + the run's identity. */
 export function runHeader(title, ctx) {
   const info = ctx.runInfo(ctx.state.run);
-  const dev = info && Array.isArray(info.devices) ? info.devices.map((d) => d.name).filter(Boolean).join(", ") : "";
+  const dev = info && Array.isArray(info.devices) ? deviceList(info.devices.map((d) => d.name).filter(Boolean)) : "";
   return h("div", {class: "view-head"},
     h("h2", null, title),
     h("span", {class: "mono run-name"}, ctx.state.run || ""),
     dev ? h("span", {class: "muted"}, ` · ${dev}`) : null,
     info && info.tool ? h("span", {class: "muted"}, ` · ${info.tool} ${info.tool_version || ""}`) : null);
+}
+
+/** "A, B × 8": each device name once, with its count (a PyTorch trace lists every GPU of the node). */
+function deviceList(names) {
+  const counts = new Map();
+  for (const name of names) counts.set(name, (counts.get(name) || 0) + 1);
+  return [...counts].map(([name, n]) => (n > 1 ? `${name} × ${n}` : name)).join(", ");
 }
 
 /** One headline figure: label, shown value, and the raw number (data-value) for tests and tools. */

@@ -1,4 +1,7 @@
 // Roofline: inline SVG, log-log (arithmetic intensity FLOP/byte vs FLOP/s).
+// Kernel points (circle.point, data-launch-id) where the launches have FLOP/s and an intensity;
+// for PyTorch runs, one point per operator input shape (circle.op-point, data-op; op_points of
+// /roofline): area by GPU time, colour by category; a click opens the operator.
 // The <svg> carries its scale so tests (and people) can check placement:
 // data-x-min/x-max/y-min/y-max are the log10 domain, data-plot-left/right/top/bottom
 // the plot box in SVG user units; a circle sits at
@@ -17,6 +20,9 @@ const PREC_LABEL = {fp64: "FP64", fp32: "FP32", fp16: "FP16", tensor: "Tensor"};
 const PREC_DASH = {fp64: "7 4", fp32: null, fp16: "2 3", tensor: "9 3 2 3"};
 const LEVEL_DASH = {dram: null, l2: "6 3", l1: "2 3"};
 const R_MIN = 3, R_MAX = 16;
+const CATEGORY_COLOURS = {GEMM: "#d9480f", SDPA: "#ae3ec9", CONV: "#1c7ed6", elementwise: "#0ca678",
+  reduction: "#f59f00", normalisation: "#15aabf", communication: "#e64980", other: "#868e96"};
+const categoryColour = (c) => CATEGORY_COLOURS[c] || CATEGORY_COLOURS.other;
 
 const log10 = Math.log10;
 
@@ -63,12 +69,13 @@ function draw(doc, ctx) {
 
   const drawable = points.filter((p) => p[`ai_${level}`] > 0 && p.flop_per_s > 0);
   const skipped = points.length - drawable.length;
+  const opPoints = (Array.isArray(doc.op_points) ? doc.op_points : []).filter((p) => p.intensity > 0 && p.flop_per_s > 0);
 
   const picker = levels.length > 1 ? h("label", null, "Intensity against ",
     h("select", {"data-role": "level", onchange: (e) => ctx.navigate({level: e.target.value})},
       levels.map((l) => h("option", {value: l, selected: l === level}, LEVEL_LABEL[l] || l)))) : null;
 
-  if (!drawable.length && !compute.length) {
+  if (!drawable.length && !opPoints.length && !compute.length) {
     return h("p", {class: "muted", "data-role": "roofline-empty"},
       "No launch of this run has both FLOP/s and an arithmetic intensity, and the report holds no peaks: " +
       "profile its kernels with Nsight Compute's roofline sections (--section SpeedOfLight_RooflineChart, or --set full) " +
@@ -78,9 +85,9 @@ function draw(doc, ctx) {
   // Log domain from the points, ridge points and roofs.
   const ridgeXs = [];
   for (const dev of devices) for (const byLevel of Object.values(dev.ridge_points || {})) for (const x of Object.values(byLevel || {})) ridgeXs.push(x);
-  const xs = drawable.map((p) => p[`ai_${level}`]).concat(ridgeXs);
+  const xs = drawable.map((p) => p[`ai_${level}`]).concat(opPoints.map((p) => p.intensity), ridgeXs);
   const xd = domain(xs.length ? xs : [0.1, 100], 0.3);
-  const ys = drawable.map((p) => p.flop_per_s).concat(compute.map((c) => c.value));
+  const ys = drawable.map((p) => p.flop_per_s).concat(opPoints.map((p) => p.flop_per_s), compute.map((c) => c.value));
   const yd = domain(ys, 0.3);
   const [xMin, xMax] = xd, [yMin, yMax] = yd;
   const X = (v) => BOX.left + (log10(v) - xMin) / (xMax - xMin) * (BOX.right - BOX.left);
@@ -112,7 +119,8 @@ function draw(doc, ctx) {
   svg.append(grid,
     s("rect", {class: "frame", x: BOX.left, y: BOX.top, width: BOX.right - BOX.left, height: BOX.bottom - BOX.top}),
     s("text", {class: "axis-label", x: (BOX.left + BOX.right) / 2, y: H - 10, "text-anchor": "middle"},
-      `Arithmetic intensity (FLOP/byte, ${LEVEL_LABEL[level] || level})`),
+      opPoints.length && !drawable.length ? "Arithmetic intensity (FLOP/byte: an operator's FLOPs over the bytes of its inputs and outputs)"
+        : `Arithmetic intensity (FLOP/byte, ${LEVEL_LABEL[level] || level})`),
     s("text", {class: "axis-label", x: 14, y: (BOX.top + BOX.bottom) / 2, "text-anchor": "middle",
       transform: `rotate(-90 14 ${(BOX.top + BOX.bottom) / 2})`}, "Performance (FLOP/s)"));
 
@@ -134,7 +142,7 @@ function draw(doc, ctx) {
       // On log-log axes the line rises one decade per decade: rotate the label to match.
       const angle = Math.atan2(Y(ly * 10) - Y(ly), X(lx * 10) - X(lx)) * 180 / Math.PI;
       labels.appendChild(s("text", {class: "roof-label", x: X(lx), y: Y(ly) - 5, transform: `rotate(${angle} ${X(lx)} ${Y(ly)})`},
-        `${devPrefix(m.device)}${LEVEL_LABEL[m.level] || m.level} ${fmt.human(m.value, "byte/s")}`));
+        `${devPrefix(m.device)}${LEVEL_LABEL[m.level] || m.level} ${fmt.human(m.value, "byte/s")}${sourceTag(m)}`));
     }
   }
   for (const c of compute) {
@@ -143,7 +151,7 @@ function draw(doc, ctx) {
     roofs.appendChild(s("line", {class: `roof compute-roof prec-${c.prec}`, "data-roof": c.key, "data-source": c.source,
       x1: X(xStart), y1: Y(c.value), x2: X(xHi), y2: Y(c.value), "stroke-dasharray": PREC_DASH[c.prec] || null}));
     labels.appendChild(s("text", {class: "roof-label", x: BOX.right - 4, y: Y(c.value) - 5, "text-anchor": "end"},
-      `${devPrefix(c.device)}${PREC_LABEL[c.prec] || c.prec} ${fmt.flops(c.value)}`));
+      `${devPrefix(c.device)}${PREC_LABEL[c.prec] || c.prec} ${fmt.flops(c.value)}${sourceTag(c)}`));
   }
   // Ridge points: where a memory roof meets a compute roof.
   for (const dev of devices) {
@@ -187,13 +195,59 @@ function draw(doc, ctx) {
     pointsG.appendChild(circle);
   }
   svg.appendChild(pointsG);
+  if (opPoints.length) svg.appendChild(opPointsGroup(opPoints, X, Y, {tooltip, wrap, ctx}));
   wrap.append(svg, tooltip);
 
   const notes = [];
   if (skipped) notes.push(`${skipped} launch(es) without a positive ${LEVEL_LABEL[level] || level} intensity or FLOP/s are not drawn (log axes).`);
-  if (!drawable.length) notes.push("No launch has both FLOP/s and an arithmetic intensity; only the roofs are drawn.");
-  return [h("div", {class: "toolbar"}, picker, h("span", {class: "muted"}, `${drawable.length} kernel point(s); circle area ∝ duration; click a point for details.`)),
-    wrap, notes.map((n) => h("p", {class: "muted note"}, n)), legend(compute, memory, drawable, devices.length > 1)];
+  const unplacedShapes = (doc.op_shapes ?? 0) - opPoints.length;
+  if (opPoints.length && unplacedShapes > 0) notes.push(`${unplacedShapes} operator shape(s) without a FLOP count or intensity are not drawn.`);
+  if (!drawable.length && !opPoints.length) notes.push("No launch has both FLOP/s and an arithmetic intensity; only the roofs are drawn.");
+  const counts = [drawable.length || !opPoints.length ? `${drawable.length} kernel point(s)` : null,
+    opPoints.length ? `${opPoints.length} operator shape point(s)` : null].filter(Boolean).join(", ");
+  return [h("div", {class: "toolbar"}, picker, h("span", {class: "muted", "data-role": "point-counts"},
+    `${counts}; circle area ∝ GPU time; click a point for details.`)),
+    wrap, notes.map((n) => h("p", {class: "muted note"}, n)), legend(compute, memory, drawable, devices.length > 1, opPoints)];
+}
+
+function sourceTag(roof) {
+  return roof.source === "datasheet" ? " (datasheet)" : "";
+}
+
+/** One circle per operator shape: area by GPU time, colour by category; a click opens the operator. */
+function opPointsGroup(opPoints, X, Y, {tooltip, wrap, ctx}) {
+  const maxNs = Math.max(...opPoints.map((p) => p.gpu_ns || 0), 0);
+  const radius = (ns) => (maxNs > 0 && ns > 0 ? R_MIN + (R_MAX - R_MIN) * Math.sqrt(ns / maxNs) : R_MIN);
+  const g = s("g", {class: "op-points"});
+  const open = (p) => ctx.navigate({view: "operators", op: p.op, sort: null, q: null, page: null});
+  for (const p of opPoints.slice().sort((a, b) => (b.gpu_ns || 0) - (a.gpu_ns || 0))) {
+    g.appendChild(s("circle", {
+      cx: X(p.intensity), cy: Y(p.flop_per_s), r: radius(p.gpu_ns), fill: categoryColour(p.category),
+      class: "point op-point", "data-op": p.op, "data-category": p.category || null, "data-ai": p.intensity,
+      "data-flops": p.flop_per_s, "data-duration": p.gpu_ns ?? null, "data-bound": p.bound || null, tabindex: 0,
+      onmouseenter: (e) => showLines(tooltip, wrap, e, opTipLines(p)),
+      onmousemove: (e) => placeTip(tooltip, wrap, e),
+      onmouseleave: () => { tooltip.hidden = true; },
+      onfocus: (e) => showLines(tooltip, wrap, e, opTipLines(p)),
+      onblur: () => { tooltip.hidden = true; },
+      onclick: () => open(p),
+      onkeydown: (e) => { if (e.key === "Enter") open(p); },
+    }));
+  }
+  return g;
+}
+
+function opTipLines(p) {
+  return [
+    ["", p.op || "(unnamed)"],
+    ["inputs", `${p.input_dims || fmt.MISSING} ${p.input_types || ""}`],
+    ["category", p.category || fmt.MISSING],
+    ["calls", fmt.int(p.calls)],
+    ["GPU time", fmt.duration(p.gpu_ns)],
+    ["intensity", `${fmt.num(p.intensity)} FLOP/byte`],
+    ["performance", fmt.flops(p.flop_per_s)],
+    ["bound", p.bound ? `${p.bound}${p.bound_reason ? `: ${p.bound_reason}` : ""}` : fmt.MISSING],
+  ];
 }
 
 function tipLines(p, ai) {
@@ -207,7 +261,11 @@ function tipLines(p, ai) {
 }
 
 function showTip(tooltip, wrap, e, p, ai) {
-  replace(tooltip, tipLines(p, ai).map(([k, v]) =>
+  showLines(tooltip, wrap, e, tipLines(p, ai));
+}
+
+function showLines(tooltip, wrap, e, lines) {
+  replace(tooltip, lines.map(([k, v]) =>
     h("div", {class: k ? "tip-row" : "tip-name mono"}, k ? h("span", {class: "muted"}, `${k}: `) : null, v)));
   tooltip.hidden = false;
   placeTip(tooltip, wrap, e);
@@ -224,7 +282,7 @@ function placeTip(tooltip, wrap, e) {
   tooltip.style.top = `${y - box.top + 12}px`;
 }
 
-function legend(compute, memory, points, multiDevice) {
+function legend(compute, memory, points, multiDevice, opPoints) {
   const swatch = (dash) => s("svg", {width: 28, height: 10, class: "swatch"},
     s("line", {x1: 0, x2: 28, y1: 5, y2: 5, "stroke-dasharray": dash || null}));
   const roofItem = (r, label, value, dash) => h("li", {"data-roof": r.key, "data-source": r.source},
@@ -236,6 +294,9 @@ function legend(compute, memory, points, multiDevice) {
       compute.map((c) => roofItem(c, `${PREC_LABEL[c.prec] || c.prec} peak`, fmt.flops(c.value), PREC_DASH[c.prec])),
       memory.map((m) => roofItem(m, `${LEVEL_LABEL[m.level] || m.level} bandwidth`, fmt.human(m.value, "byte/s"), LEVEL_DASH[m.level]))),
       h("p", {class: "muted small"}, "measured: from the tool's own peak metrics and clocks; datasheet: vendor figures. Hover a tag for the formula.")),
-    h("div", null, h("h4", null, "Bound label"), h("ul", {class: "legend-list"},
-      bounds.map((b) => h("li", null, h("span", {class: "dot", style: {"--bound": fmt.boundColour(b)}}), ` ${b}`)))));
+    points.length || !opPoints.length ? h("div", null, h("h4", null, "Bound label"), h("ul", {class: "legend-list"},
+      bounds.map((b) => h("li", null, h("span", {class: "dot", style: {"--bound": fmt.boundColour(b)}}), ` ${b}`)))) : null,
+    opPoints.length ? h("div", null, h("h4", null, "Operator category"), h("ul", {class: "legend-list", "data-role": "category-legend"},
+      [...new Set(opPoints.map((p) => p.category || "other"))].map((c) =>
+        h("li", {"data-category": c}, h("span", {class: "dot", style: {"--bound": categoryColour(c)}}), ` ${c}`)))) : null);
 }

@@ -14,10 +14,12 @@ const ROW_H = 16;
 const LANE_PAD = 4;
 const LANE_MIN_H = 30;  // room for the two-line label (thread, process)
 const MIN_SPAN_NS = 1000;  // zoom stops at 1 µs across the canvas
-const COLOURS = {kernel: "#f08c00", memcpy: "#1c7ed6", memset: "#0ca678", cuda_api: "#868e96", osrt: "#c2255c", nvtx: "#7048e8"};
-// cuda_api holds the GPU runtime's calls whatever the vendor (CUDA, HIP, HSA).
+const COLOURS = {kernel: "#f08c00", memcpy: "#1c7ed6", memset: "#0ca678", cuda_api: "#868e96", osrt: "#c2255c", nvtx: "#7048e8",
+  cpu_op: "#2f9e44", python: "#748ffc"};
+// cuda_api holds the GPU runtime's calls whatever the vendor (CUDA, HIP, HSA); cpu_op and python
+// are a PyTorch trace's operators and Python frames.
 const CAT_LABELS = {kernel: "kernel", memcpy: "memcpy", memset: "memset", cuda_api: "GPU API call (CUDA / HIP)",
-  osrt: "OS runtime call", nvtx: "NVTX range"};
+  osrt: "OS runtime call", nvtx: "NVTX range", cpu_op: "PyTorch operator", python: "Python function"};
 
 /** A window edge in whole ns (the route takes integers); null / undefined: the capture's edge. */
 function whole(ns) {
@@ -56,15 +58,15 @@ class TimelineView {
       h("a", {href: traceLink(this.run), download: "", class: "button-link", "data-role": "download-trace",
         title: "timeline.json.gz: Chrome trace-event JSON"}, "Download trace"),
       h("span", {class: "muted small"}, "opens in ui.perfetto.dev or chrome://tracing"));
-    const legend = h("div", {class: "legend timeline-legend"}, Object.entries(COLOURS).map(([cat, colour]) =>
-      h("span", {class: "legend-item"}, h("span", {class: "swatch-box", style: {background: colour}}), ` ${CAT_LABELS[cat]}`)),
+    this.legend = h("div", {class: "legend timeline-legend", "data-role": "timeline-legend"}, Object.entries(COLOURS).map(([cat, colour]) =>
+      h("span", {class: "legend-item", "data-cat": cat}, h("span", {class: "swatch-box", style: {background: colour}}), ` ${CAT_LABELS[cat]}`)),
       h("span", {class: "muted"}, " · wheel or +/- to zoom, drag to pan, hover for details"));
     this.labels = h("div", {class: "timeline-labels", "data-role": "timeline-lanes"});
     this.canvas = h("canvas", {class: "timeline-canvas", "data-role": "timeline"});
     this.tooltip = h("div", {class: "tooltip", "data-role": "tooltip", hidden: true});
     this.frame = h("div", {class: "timeline-frame"}, this.labels, h("div", {class: "timeline-plot"}, this.canvas, this.tooltip));
     this.slot = h("div", null, loading(`timeline of ${this.run}`));
-    container.append(runHeader(ctx.view.title, ctx), toolbar, legend, this.slot);
+    container.append(runHeader(ctx.view.title, ctx), toolbar, this.legend, this.slot);
     this.scheduleFetch = debounce(() => this.fetch(), 120);
     this.bindEvents();
   }
@@ -94,10 +96,19 @@ class TimelineView {
     const first = this.data === null;
     this.data = doc;
     if (this.t0 === null || this.t1 === null) [this.t0, this.t1] = [doc.start_ns, doc.end_ns];
-    if (first) replace(this.slot, this.frame);
+    if (first) {
+      replace(this.slot, this.frame);
+      this.showLegendOf(doc);
+    }
     this.layout();
     this.draw();
     this.ctx.update({start: String(Math.round(this.t0)), end: String(Math.round(this.t1))});
+  }
+
+  /** Legend entries for the categories the first window holds only (an nsys run has no PyTorch operators). */
+  showLegendOf(doc) {
+    const present = new Set(Array.from(doc.events.cat, (code) => doc.categories[code]));
+    for (const item of this.legend.querySelectorAll(".legend-item[data-cat]")) item.hidden = !present.has(item.dataset.cat);
   }
 
   lanes() {

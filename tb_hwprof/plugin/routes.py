@@ -57,6 +57,8 @@ PHASE_TABLES = ("nvtx_phases", "nvtx_sum")
 # In nav order.
 VIEWS = (
     View("runs", "Runs", "/runs", _always, per_run=False),
+    View("operators", "Operators", "/operators", _has_summary("op_gpu_time")),
+    View("steps", "Steps", "/steps", _has_summary("step_time_breakdown")),
     View("kernels", "Kernels", "/kernels", _has_kernels),
     View("roofline", "Roofline", "/roofline", _has_kernels),
     View("bottlenecks", "Bottlenecks", "/bottlenecks", _has_kernels),
@@ -69,7 +71,8 @@ VIEWS = (
 
 # Routes that serve one run's JSON document, built by views.<name>(entry) and kept until the
 # run's files change.
-RUN_DOCUMENTS = ("/kernel_groups", "/roofline", "/bottlenecks", "/cpu_hotspots", "/overview", "/phases")
+RUN_DOCUMENTS = ("/kernel_groups", "/roofline", "/bottlenecks", "/cpu_hotspots", "/overview", "/phases",
+                 "/operators", "/steps")
 # Routes with a handler of their own in service.Service (the method named after the route).
 HANDLED = ("/runs", "/kernels", "/kernel", "/compare", "/summary", "/timeline", "/trace", "/static/*")
 ROUTES = RUN_DOCUMENTS + HANDLED

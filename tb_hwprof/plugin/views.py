@@ -9,7 +9,7 @@ from typing import Optional
 from ..analysis import compare, groups
 from ..analysis.findings import Finding
 from ..logdir import metadata
-from . import routes
+from . import routes, torch_views
 from .store import HttpError, RunEntry, read_asset
 
 RUN_FIELDS = ("tool", "tool_version", "source_path", "source_format", "export_time")
@@ -75,13 +75,34 @@ def _roofs(device: dict, manifest: dict) -> dict:
     return out
 
 
+def _devices_that_ran(entry: RunEntry) -> list:
+    """The manifest's devices, less those no kernel ran on when the kernels name theirs (a PyTorch
+    trace lists every GPU of the node: 8 identical roof sets would hide the one that ran)."""
+    devices = entry.manifest.get("devices") or []
+    kernels = entry.kernels()
+    ran = set(kernels["device"].dropna().astype(int)) if "device" in kernels.columns else set()
+    used = [d for d in devices if d.get("id") in ran]
+    return used or devices
+
+
 def roofline(entry: RunEntry) -> dict:
+    """/roofline: the devices' roofs, the kernels that can be placed and, for PyTorch runs with an
+    op_shapes table, one point per op shape (op_points)."""
     manifest = entry.manifest
     roof_data = manifest.get("roofline") or {}
     devices = [{"id": d.get("id"), "name": d.get("name", ""), "roofs": _roofs(d, manifest),
                 "ridge_points": (roof_data.get(str(d.get("id"))) or {}).get("ridge_points") or {}}
-               for d in manifest.get("devices") or []]
-    return {"run": entry.run, "devices": devices, "points": groups.roofline_points(entry.kernels())}
+               for d in _devices_that_ran(entry)]
+    return {"run": entry.run, "devices": devices, "points": groups.roofline_points(entry.kernels()),
+            "op_points": torch_views.op_points(entry), "op_shapes": torch_views.op_shape_count(entry)}
+
+
+def operators(entry: RunEntry) -> dict:
+    return torch_views.operators(entry)
+
+
+def steps(entry: RunEntry) -> dict:
+    return torch_views.steps(entry)
 
 
 def _launch_index(value: Optional[str], rows: int) -> int:

@@ -1,0 +1,141 @@
+"""The JSON documents of the PyTorch views (docs/http_api.md: /operators, /steps, the op points of
+/roofline), built from a run's summary tables op_gpu_time, op_shapes and step_time_breakdown and its
+kernels table (whose `op` column names each kernel's launching operator).
+
+op_shapes and step_time_breakdown are optional: runs exported before they existed still get an
+Operators view (without FLOPs), and no Steps view.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Optional
+
+import pandas as pd
+
+from .store import HttpError, RunEntry
+
+OP_TABLE = "op_gpu_time"
+SHAPES_TABLE = "op_shapes"
+STEPS_TABLE = "step_time_breakdown"
+
+# The shape columns sent per op (those the table has; older exports may lack some).
+SHAPE_FIELDS = ("input_dims", "input_types", "concrete_inputs", "category", "calls", "gpu_ns",
+                "flops_per_call", "bytes_per_call", "flop_per_s", "bytes_per_s", "intensity",
+                "peak_flop_per_s", "peak_bytes_per_s", "peak_source", "roof", "bound", "bound_reason")
+# A roofline point per shape: where it sits, how big and which colour.
+OP_POINT_FIELDS = ("op", "input_dims", "input_types", "category", "calls", "gpu_ns", "flop_per_s",
+                   "bytes_per_s", "intensity", "peak_flop_per_s", "peak_bytes_per_s", "peak_source", "roof",
+                   "bound", "bound_reason")
+
+
+def _table(entry: RunEntry, name: str) -> Optional[pd.DataFrame]:
+    return entry.summary(name) if name in entry.summary_names() else None
+
+
+def _records(frame: pd.DataFrame) -> List[dict]:
+    """Rows as dicts, NaN as None (JSON null: missing, never 0)."""
+    return frame.astype(object).where(frame.notna(), None).to_dict("records")
+
+
+def _present(frame: pd.DataFrame, fields) -> List[str]:
+    return [f for f in fields if f in frame.columns]
+
+
+# -- /operators ---------------------------------------------------------------------------------
+def operators(entry: RunEntry) -> dict:
+    """/operators: one row per operator (op_gpu_time, with FLOPs and bound from op_shapes where the
+    run has it), each op's shapes, and its kernels grouped by name."""
+    ops = _table(entry, OP_TABLE)
+    if ops is None:
+        raise HttpError(404, f"run {entry.run!r} has no operator table (export a PyTorch profiler trace: "
+                             f"torch.profiler's export_chrome_trace / tensorboard_trace_handler output)")
+    shapes = _table(entry, SHAPES_TABLE)
+    rows = ops.copy()
+    total = float(rows["direct_gpu_ns"].sum())
+    rows["pct_gpu"] = 100.0 * rows["direct_gpu_ns"] / total if total > 0 else math.nan
+    if shapes is not None and len(shapes):
+        rows = rows.merge(op_figures(shapes), on="op", how="left")
+    rows = rows.sort_values(["direct_gpu_ns", "subtree_gpu_ns", "cpu_total_ns"], ascending=False, kind="stable")
+    return {"run": entry.run, "has_shapes": shapes is not None, "total_gpu_ns": total,
+            "ops": _records(rows), "shapes": shapes_by_op(shapes), "kernels": kernels_by_op(entry.kernels())}
+
+
+def op_figures(shapes: pd.DataFrame) -> pd.DataFrame:
+    """Per op from its shapes: FLOPs and bytes over all calls, FLOP/s and byte/s over the GPU time of
+    the shapes that have them, and the category and bound of its longest-running shape."""
+    calls = shapes["calls"].astype(float)
+    time = shapes["gpu_ns"].astype(float)
+    per = pd.DataFrame({"op": shapes["op"], "flops": shapes["flops_per_call"] * calls,
+                        "bytes": shapes["bytes_per_call"] * calls})
+    # Only time spent in shapes with a FLOP (byte) count divides that count.
+    per["flops_time"] = time.where(per["flops"].notna())
+    per["bytes_time"] = time.where(per["bytes"].notna())
+    agg = per.groupby("op", sort=False).sum(min_count=1)
+    agg["flop_per_s"] = agg["flops"] / agg["flops_time"] * 1e9
+    agg["bytes_per_s"] = agg["bytes"] / agg["bytes_time"] * 1e9
+    agg["intensity"] = agg["flops"] / agg["bytes"]
+    agg = agg.drop(columns=["flops_time", "bytes_time"])
+    longest = shapes.assign(_t=time).sort_values("_t", ascending=False, kind="stable")
+    agg["category"] = longest.drop_duplicates("op").set_index("op")["category"]
+    labelled = longest[longest["bound"].fillna("") != ""].drop_duplicates("op").set_index("op")
+    agg["bound"] = labelled["bound"]
+    # The reason's figures are that shape's, not the op's totals: say so.
+    agg["bound_reason"] = "longest-running shape " + labelled["input_dims"].astype(str) + ": " + labelled["bound_reason"].astype(str)
+    return agg.replace([math.inf, -math.inf], math.nan).reset_index()
+
+
+def shapes_by_op(shapes: Optional[pd.DataFrame]) -> dict:
+    """{op: [shape rows, longest GPU time first]}; {} without the table."""
+    if shapes is None or shapes.empty:
+        return {}
+    ordered = shapes.sort_values("gpu_ns", ascending=False, kind="stable")
+    fields = _present(ordered, SHAPE_FIELDS)
+    return {op: _records(group[fields]) for op, group in ordered.groupby("op", sort=False)}
+
+
+def kernels_by_op(kernels: pd.DataFrame) -> dict:
+    """{op: [{name, demangled_name, count, total_ns, mean_ns, min_ns, max_ns, longest_launch}]}: each
+    op's kernels grouped by name, most time first; longest_launch opens the kernel drawer."""
+    if kernels.empty or "op" not in kernels.columns:
+        return {}
+    frame = kernels[["op", "name", "demangled_name", "duration_ns", "launch_id"]].copy()
+    frame["op"] = frame["op"].fillna("")
+    keys = ["op", "name"]
+    g = frame.groupby(keys, sort=False)["duration_ns"]
+    out = pd.DataFrame({"demangled_name": frame.groupby(keys, sort=False)["demangled_name"].first(),
+                        "count": g.size(), "total_ns": g.sum(min_count=1), "mean_ns": g.mean(),
+                        "min_ns": g.min(), "max_ns": g.max()})
+    longest = frame.sort_values("duration_ns", ascending=False, kind="stable").drop_duplicates(keys)
+    out["longest_launch"] = longest.set_index(keys)["launch_id"].astype("int64")
+    out = out.reset_index().sort_values(["op", "total_ns"], ascending=[True, False], kind="stable")
+    fields = ["name", "demangled_name", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "longest_launch"]
+    return {op: _records(group[fields]) for op, group in out.groupby("op", sort=False)}
+
+
+# -- /steps -------------------------------------------------------------------------------------
+def steps(entry: RunEntry) -> dict:
+    """/steps: time per category per ProfilerStep (torch-tb-profiler's step time breakdown) and the
+    average step."""
+    table = _table(entry, STEPS_TABLE)
+    if table is None:
+        raise HttpError(404, f"run {entry.run!r} has no step time breakdown (export a PyTorch profiler trace "
+                             f"of a loop that calls prof.step(): ProfilerStep#N ranges)")
+    categories = [c for c in table.columns if c.endswith("_ns") and c != "total_ns"]
+    average = {c: float(table[c].mean()) if len(table) else None for c in categories + ["total_ns"]}
+    return {"run": entry.run, "categories": [c[:-len("_ns")] for c in categories],
+            "steps": _records(table[["step"] + categories + ["total_ns"]]), "average": average}
+
+
+# -- /roofline: op points -----------------------------------------------------------------------
+def op_points(entry: RunEntry) -> List[dict]:
+    """One point per op shape with a positive intensity and FLOP/s (log axes)."""
+    shapes = _table(entry, SHAPES_TABLE)
+    if shapes is None or shapes.empty:
+        return []
+    placed = shapes[(shapes["intensity"] > 0) & (shapes["flop_per_s"] > 0)]
+    return _records(placed[_present(placed, OP_POINT_FIELDS)])
+
+
+def op_shape_count(entry: RunEntry) -> Optional[int]:
+    shapes = _table(entry, SHAPES_TABLE)
+    return None if shapes is None else len(shapes)
