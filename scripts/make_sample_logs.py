@@ -41,6 +41,12 @@ RUNS = {
     # Nsight Systems SQLite exports: timeline, NVTX phases (DLProf, PyTorch ranges), idle gaps, advice.
     "nsys_rtx2070s_dlprof_nvtx": "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite",
     "nsys_gtx1050_bitonic_sort": "nsys/annikola_gtx1050_2024.5.1.sqlite",
+    # PyTorch profiler traces: Operators, Steps, op-level roofline. The ResNet-50 pair is
+    # torch-tb-profiler's own before / after (DataLoader num_workers 0 -> 4): Compare them.
+    "torch_v100_resnet50_workers0": "torch/kineto_rn50_v100_jun2021.json.gz",
+    "torch_v100_resnet50_workers4": "torch/kineto_rn50_v100_workers4_jun2021.json.gz",
+    "torch_h100_vit": "torch/tracelens_h100_falconsai_vit.json.gz",
+    "torch_mi300x_bert": "torch/tracelens_mi300x_bert_small.json.gz",
 }
 
 

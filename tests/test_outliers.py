@@ -31,12 +31,16 @@ def raw_dispatches(folder):
 
 def plain_outliers(keys, durations, ratio):
     """{position: (sibling median, siblings)} of launches > ratio x the median of the other launches
-    with the same key, one launch at a time."""
+    with the same key and at least MIN_EXCESS_NS above it, one launch at a time."""
     out = {}
     for i, (key, d) in enumerate(zip(keys, durations)):
         others = [e for j, (k, e) in enumerate(zip(keys, durations)) if j != i and k == key and not math.isnan(e)]
-        if not math.isnan(d) and len(others) >= rule.MIN_SIBLINGS and d > ratio * statistics.median(others):
-            out[i] = (statistics.median(others), len(others))
+        if math.isnan(d) or len(others) < rule.MIN_SIBLINGS:
+            continue
+        median = statistics.median(others)
+        # ... by more than the timestamps resolve (whole-µs traces: a 0 median is no baseline).
+        if d > ratio * median and median > 0 and d - median >= rule.MIN_EXCESS_NS:
+            out[i] = (median, len(others))
     return out
 
 

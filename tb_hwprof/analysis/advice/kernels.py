@@ -25,6 +25,9 @@ from ..findings import Finding, finding
 OUTLIER_RATIO = 10.0
 # Fewer siblings give no steady state to compare with (one other launch could be the odd one).
 MIN_SIBLINGS = 2
+# A launch is an outlier only by more than the coarsest timestamps we read can tell: PyTorch traces
+# of 2021 have whole-µs durations (a 0 µs median and a 1 µs launch are one tick apart, not 10x).
+MIN_EXCESS_NS = 2_000
 # The outliers' excess over their siblings' median, as a share of all kernel time: below 5% the
 # headline figures barely move with or without them.
 MATERIAL_SHARE_PCT = 5.0
@@ -112,7 +115,8 @@ def outliers(kernels: pd.DataFrame, raw_metrics: List[Dict[str, list]], ratio: f
     durations = kernels["duration_ns"].to_numpy(dtype=float)
     medians, counts = median_of_siblings(durations, sibling_groups(kernels, raw_metrics), ratio)
     with np.errstate(invalid="ignore"):
-        slow = np.flatnonzero((counts >= MIN_SIBLINGS) & (durations > ratio * medians))
+        slow = np.flatnonzero((counts >= MIN_SIBLINGS) & (durations > ratio * medians) & (medians > 0)
+                              & (durations - medians >= MIN_EXCESS_NS))
     return pd.DataFrame({"launch_id": kernels["launch_id"].to_numpy()[slow], "name": kernels["name"].to_numpy()[slow],
                          "duration_ns": durations[slow], "sibling_median_ns": medians[slow],
                          "siblings": counts[slow], "ratio": durations[slow] / medians[slow]}, index=rows[slow])

@@ -44,6 +44,7 @@ STEP_PREFIX = "ProfilerStep#"
 NESTING_TOLERANCE_NS = 500
 FIX = "pass the .pt.trace.json[.gz] file torch.profiler wrote (tensorboard_trace_handler or export_chrome_trace)"
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
+ESTIMATE_COLUMNS = ("est_occupancy_pct", "blocks_per_sm", "warps_per_sm")
 STRING_TID_TOP = (1 << 31) - 1  # string tids count down from here (lane tracks from 2**32 - 1)
 
 
@@ -289,6 +290,8 @@ def _kernels_table(torch: TorchTrace) -> pd.DataFrame:
         "warps_per_sm": k["warps_per_sm"],
         "op": pick("name"), "op_input_dims": pick("input_dims"), "op_input_types": pick("input_types"),
     })
+    # Kineto's estimates exist for CUDA only (ROCm traces have none): no all-empty columns.
+    table = table.drop(columns=[c for c in ESTIMATE_COLUMNS if not table[c].notna().any()])
     return normalise_kernels(table, copy=False, sparse_absent=True)
 
 
