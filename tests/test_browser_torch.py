@@ -24,9 +24,10 @@ from conftest import get_json, sample
 
 BERT = "torch/tracelens_h100_bert_small.json.gz"
 RESNET = "torch/hta_v100_resnet_rank0.json.gz"  # 5 ProfilerStep ranges, V100
+RN50_LOADER_BOUND = "torch/kineto_rn50_v100_jun2021.json.gz"  # torch-tb-profiler's sample: DataLoader-bound steps
 BERT_REFERENCE = "torch/tracelens_reference/tracelens_h100_bert_small"
 XSS_OP = "aten::gelu<img src=x onerror=alert(1)>&</script>"
-EXPECTED_RUNS = {"bert", "resnet", "bert_old", "bert_xss"}
+EXPECTED_RUNS = {"bert", "resnet", "bert_old", "bert_xss", "rn50"}
 
 OP_CATEGORIES = {"cpu_op", "operator"}
 RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "runtime"}
@@ -117,7 +118,7 @@ def sources(samples_dir, tmp_path_factory):
     bert, resnet = sample(samples_dir, BERT), sample(samples_dir, RESNET)
     xss = tmp_path_factory.mktemp("torch-sources") / "bert_xss.json.gz"
     renamed_op_copy(bert, xss, "aten::gelu", XSS_OP)
-    return {"bert": bert, "resnet": resnet, "bert_old": bert, "bert_xss": xss}
+    return {"bert": bert, "resnet": resnet, "bert_old": bert, "bert_xss": xss, "rn50": sample(samples_dir, RN50_LOADER_BOUND)}
 
 
 @pytest.fixture(scope="module")
@@ -358,22 +359,34 @@ def test_overview_timeline_and_compare_of_torch_runs(session, traces, console_er
         assert total == pytest.approx(sum(e["dur"] for e in kernels[run]) * 1e3, rel=1e-6)
 
 
-def test_nav_of_a_torch_run(session, logdir):
-    """Operators first for a PyTorch run; the views its manifest has data for, in the server's order."""
+def test_nav_of_a_torch_run(session, logdir, traces):
+    """Operators first for a PyTorch run; the views its manifest has data for, in the server's order.
+    The Roofline's roofs are those of the GPUs the kernels ran on, not every GPU the trace lists."""
     session.open()
     offered = [name for name, _ in nav_of_run(session, "bert")]
     assert offered[:2] == ["runs", "operators"]
     assert {"kernels", "roofline", "overview", "timeline", "compare"} <= set(offered)
     assert ("steps" in offered) == ("summary_step_time_breakdown" in manifest_of(logdir, "bert")["files"])
     assert get_json(f"{session.base}/data/plugin/tb_hwprof/operators?run=bert")["ops"][0]["op"] == "aten::addmm"
+    ran_on = {e["args"]["device"] for e in complete_events(traces["resnet"]) if category(e) == "kernel"}
+    roofline = get_json(f"{session.base}/data/plugin/tb_hwprof/roofline?run=resnet")
+    assert [d["id"] for d in roofline["devices"]] == sorted(ran_on) and len(manifest_of(logdir, "resnet")["devices"]) == 8
 
 
 def test_screenshots_for_the_readme(session, logdir):
-    """Operators (with an operator opened) and Steps, as the README shows them."""
-    frame = open_view(session, "operators", "resnet", "&op=aten::cudnn_convolution")
+    """Operators (an operator opened: its shapes and kernels) and Steps, as the README shows them:
+    the plugin's page only, test-artifacts/screenshots/readme-*.png (docs/img/ holds them quantised)."""
+    session.page.set_viewport_size({"width": 1400, "height": 1800})
+    frame = open_view(session, "operators", "bert", "&op=aten::addmm")
     frame.locator("table[data-role=op-kernels] tbody tr[data-row-id]").first.wait_for()
-    session.shot("readme-operators")
-    if "summary_step_time_breakdown" in manifest_of(logdir, "resnet")["files"]:
-        frame = session.go("#view=steps&run=resnet")
-        frame.locator("svg[data-role=steps-chart]").wait_for()
-        session.shot("readme-steps")
+    plugin_shot(frame, "readme-operators")
+    needs_table(logdir, "rn50", "step_time_breakdown")
+    frame = session.go("#view=steps&run=rn50")
+    frame.locator("svg[data-role=steps-chart]").wait_for()
+    plugin_shot(frame, "readme-steps")
+
+
+def plugin_shot(frame, name: str) -> None:
+    from browser_support import SHOTS
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    frame.locator("main#view").screenshot(path=str(SHOTS / f"{name}.png"))

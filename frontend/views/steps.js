@@ -10,7 +10,7 @@ import {runView, stat} from "./common.js";
 const LABELS = {kernel: "Kernel", memcpy: "Memcpy", memset: "Memset", communication: "Communication",
   runtime: "Runtime", dataloader: "DataLoader", cpu_exec: "CPU Exec", other: "Other"};
 const COLOURS = {kernel: "#f08c00", memcpy: "#1c7ed6", memset: "#0ca678", communication: "#e64980",
-  runtime: "#868e96", dataloader: "#fab005", cpu_exec: "#7048e8", other: "#ced4da"};
+  runtime: "#868e96", dataloader: "#82c91e", cpu_exec: "#7048e8", other: "#ced4da"};
 const W = 880, H = 340;
 const BOX = {left: 72, right: W - 16, top: 16, bottom: H - 44};
 
