@@ -203,6 +203,7 @@ function draw(doc, ctx) {
   const unplacedShapes = (doc.op_shapes ?? 0) - opPoints.length;
   if (opPoints.length && unplacedShapes > 0) notes.push(`${unplacedShapes} operator shape(s) without a FLOP count or intensity are not drawn.`);
   if (!drawable.length && !opPoints.length) notes.push("No launch has both FLOP/s and an arithmetic intensity; only the roofs are drawn.");
+  if (!compute.length && !memory.length) notes.push("No roofs: the run holds no peak FLOP/s or bandwidth for its GPU (a trace that names no GPU tb-hwprof has a datasheet for); the points are drawn alone.");
   const counts = [drawable.length || !opPoints.length ? `${drawable.length} kernel point(s)` : null,
     opPoints.length ? `${opPoints.length} operator shape point(s)` : null].filter(Boolean).join(", ");
   return [h("div", {class: "toolbar"}, picker, h("span", {class: "muted", "data-role": "point-counts"},

@@ -31,7 +31,7 @@ function draw(doc) {
 }
 
 function headline(cats, steps, avg) {
-  const busiest = cats.filter((c) => c !== "other").sort((a, b) => (avg[`${b}_ns`] || 0) - (avg[`${a}_ns`] || 0))[0];
+  const busiest = cats.slice().sort((a, b) => (avg[`${b}_ns`] || 0) - (avg[`${a}_ns`] || 0))[0];
   const share = (c) => (avg.total_ns > 0 ? 100 * (avg[`${c}_ns`] || 0) / avg.total_ns : null);
   return h("div", {class: "totals", "data-role": "headline"},
     stat("Steps", fmt.int(steps.length), "step-count", steps.length),

@@ -20,6 +20,8 @@ const COLOURS = {kernel: "#f08c00", memcpy: "#1c7ed6", memset: "#0ca678", cuda_a
 // are a PyTorch trace's operators and Python frames.
 const CAT_LABELS = {kernel: "kernel", memcpy: "memcpy", memset: "memset", cuda_api: "GPU API call (CUDA / HIP)",
   osrt: "OS runtime call", nvtx: "NVTX range", cpu_op: "PyTorch operator", python: "Python function"};
+// Categories only PyTorch traces have: in the legend once a window holds one.
+const TRACE_SPECIFIC = new Set(["cpu_op", "python"]);
 
 /** A window edge in whole ns (the route takes integers); null / undefined: the capture's edge. */
 function whole(ns) {
@@ -59,7 +61,8 @@ class TimelineView {
         title: "timeline.json.gz: Chrome trace-event JSON"}, "Download trace"),
       h("span", {class: "muted small"}, "opens in ui.perfetto.dev or chrome://tracing"));
     this.legend = h("div", {class: "legend timeline-legend", "data-role": "timeline-legend"}, Object.entries(COLOURS).map(([cat, colour]) =>
-      h("span", {class: "legend-item", "data-cat": cat}, h("span", {class: "swatch-box", style: {background: colour}}), ` ${CAT_LABELS[cat]}`)),
+      h("span", {class: "legend-item", "data-cat": cat, hidden: TRACE_SPECIFIC.has(cat)},
+        h("span", {class: "swatch-box", style: {background: colour}}), ` ${CAT_LABELS[cat]}`)),
       h("span", {class: "muted"}, " · wheel or +/- to zoom, drag to pan, hover for details"));
     this.labels = h("div", {class: "timeline-labels", "data-role": "timeline-lanes"});
     this.canvas = h("canvas", {class: "timeline-canvas", "data-role": "timeline"});
@@ -96,19 +99,19 @@ class TimelineView {
     const first = this.data === null;
     this.data = doc;
     if (this.t0 === null || this.t1 === null) [this.t0, this.t1] = [doc.start_ns, doc.end_ns];
-    if (first) {
-      replace(this.slot, this.frame);
-      this.showLegendOf(doc);
-    }
+    if (first) replace(this.slot, this.frame);
+    this.showLegendOf(doc);
     this.layout();
     this.draw();
     this.ctx.update({start: String(Math.round(this.t0)), end: String(Math.round(this.t1))});
   }
 
-  /** Legend entries for the categories the first window holds only (an nsys run has no PyTorch operators). */
+  /** Show the PyTorch-only legend entries whose category this window holds (an nsys run has none). */
   showLegendOf(doc) {
     const present = new Set(Array.from(doc.events.cat, (code) => doc.categories[code]));
-    for (const item of this.legend.querySelectorAll(".legend-item[data-cat]")) item.hidden = !present.has(item.dataset.cat);
+    for (const item of this.legend.querySelectorAll(".legend-item[data-cat]")) {
+      if (present.has(item.dataset.cat)) item.hidden = false;
+    }
   }
 
   lanes() {
