@@ -266,7 +266,19 @@ def test_run_exported_before_op_shapes_and_steps(session, tensorboard, console_e
     assert answer.value.code == 404 and "no step time breakdown" in json.loads(answer.value.read())["error"]
 
 
-def test_operator_names_are_text(session):
+def test_a_link_to_an_operator_opens_its_page(session, console_errors):
+    """An operator past the first page (a link, or a Roofline point) opens on its page, selected."""
+    ops = [r["op"] for r in get_json(f"{session.base}/data/plugin/tb_hwprof/operators?run=bert")["ops"]]
+    assert len(ops) > 20
+    frame = open_view(session, "operators", "bert", f"&op={ops[-1]}")
+    selected = frame.locator("table[data-role=operators] tr.selected")
+    selected.wait_for()
+    assert selected.get_attribute("data-op") == ops[-1]
+    assert frame.locator("[data-role=page-no]").first.inner_text().strip() == f"page {(len(ops) - 1) // 20 + 1} / {(len(ops) + 19) // 20}"
+    assert frame.locator("[data-role=op-name]").inner_text() == ops[-1]
+
+
+def test_operator_names_are_text(session, console_errors):
     frame = open_view(session, "operators", "bert_xss")
     frame.fill("input[data-role=filter]", "onerror")
     row = wait_rows(frame, "operators", 1)
@@ -359,7 +371,7 @@ def test_overview_timeline_and_compare_of_torch_runs(session, traces, console_er
         assert total == pytest.approx(sum(e["dur"] for e in kernels[run]) * 1e3, rel=1e-6)
 
 
-def test_nav_of_a_torch_run(session, logdir, traces):
+def test_nav_of_a_torch_run(session, logdir, traces, console_errors):
     """Operators first for a PyTorch run; the views its manifest has data for, in the server's order.
     The Roofline's roofs are those of the GPUs the kernels ran on, not every GPU the trace lists."""
     session.open()
@@ -373,7 +385,7 @@ def test_nav_of_a_torch_run(session, logdir, traces):
     assert [d["id"] for d in roofline["devices"]] == sorted(ran_on) and len(manifest_of(logdir, "resnet")["devices"]) == 8
 
 
-def test_screenshots_for_the_readme(session, logdir):
+def test_screenshots_for_the_readme(session, logdir, console_errors):
     """Operators (an operator opened: its shapes and kernels) and Steps, as the README shows them:
     the plugin's page only, test-artifacts/screenshots/readme-*.png (docs/img/ holds them quantised)."""
     session.page.set_viewport_size({"width": 1400, "height": 1800})

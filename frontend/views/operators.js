@@ -88,7 +88,7 @@ function draw(doc, ctx, view) {
   const get = (key, i) => ops[i][key] ?? null;
   view.opTable = new DataTable({
     columns: bind(columns, get), rows: ops.length, get, noun: "operators", role: "operators",
-    state: ctx.state, defaultSort: "", selected: null, pageSize: OPS_PER_PAGE,
+    state: {...ctx.state, page: pageOf(ops, ctx.state)}, defaultSort: "", selected: null, pageSize: OPS_PER_PAGE,
     filterText: (i) => ops[i].op || "", fullName: (i) => ops[i].op, rowId: (i) => ops[i].op,
     rowAttrs: (i) => ({"data-op": ops[i].op}),
     onRowClick: (i) => { ctx.update({op: ops[i].op}); show(ops[i].op); },
@@ -102,6 +102,13 @@ function draw(doc, ctx, view) {
   h("p", {class: "legend muted"}, "GPU self: kernels, copies and sets the operator launched itself; GPU total adds the " +
     "operators it called. Click an operator for its shapes and kernels, a kernel for its longest launch."),
   view.opTable.element, detail];
+}
+
+/** The page to open: the state's, else (server order, no filter: a link from the Roofline) the opened operator's. */
+function pageOf(ops, state) {
+  if (state.page !== undefined || state.sort || state.q || !state.op) return state.page;
+  const index = ops.findIndex((r) => r.op === state.op);
+  return index > 0 ? String(Math.floor(index / OPS_PER_PAGE)) : undefined;
 }
 
 function headline(doc, ops) {
