@@ -493,6 +493,7 @@ def views_from_files(run_dir: Path) -> set:
     table = lambda name: (assets / f"summary_{name}.json.gz").is_file()  # noqa: E731
     has = {"cpu": table("cpu_hotspots"), "timeline": (assets / metadata.TIMELINE_INDEX).is_file(),
            "phases": table("nvtx_phases") or table("nvtx_sum"),
+           "operators": table("op_gpu_time"), "steps": table("step_time_breakdown"),
            "overview": bool(manifest.get("summary")) or "advice" in manifest or table("gpu_activity"),
            **{name: launches > 0 for name in KERNEL_VIEWS}}
     return {name for name, yes in has.items() if yes}
