@@ -39,7 +39,11 @@ setup(
     extras_require={
         # NVIDIA's own reader of .ncu-rep (proprietary licence): optional, never vendored.
         "ncu": ["ncu-report"],
-        "test": ["pytest>=7", "ncu-report", "playwright>=1.40"],
+        # PyTorch's own profiler, for tb_hwprof.torch.trace_handler (reading traces needs no torch).
+        # CI pins the local CPU build (torch==2.13.0); a range here lets users keep theirs.
+        "torch": ["torch>=1.10"],
+        # torch-tb-profiler 0.4.3: the oracle of the step breakdown tests.
+        "test": ["pytest>=7", "ncu-report", "playwright>=1.40", "hypothesis>=6", "torch-tb-profiler==0.4.3"],
     },
     entry_points={
         "console_scripts": ["tb-hwprof=tb_hwprof.cli:main"],
