@@ -93,9 +93,22 @@ def object_codes(values) -> np.ndarray:
     return pd.factorize(values[first])[0][by_object]
 
 
+def object_factorize(values) -> Tuple[np.ndarray, np.ndarray]:
+    """(code per row, distinct values in order of first appearance) of an object array, by the
+    pointer trick of object_codes (no hashing of a million long names)."""
+    values = np.ascontiguousarray(values, dtype=object)
+    row_codes = object_codes(values)
+    if row_codes.size == 0:
+        return row_codes.astype(np.int64), values[:0]
+    first = np.empty(int(row_codes.max()) + 1, dtype=np.int64)
+    first[row_codes[::-1]] = np.arange(row_codes.size - 1, -1, -1)
+    return row_codes.astype(np.int64), values[first]
+
+
 def text_mask(values, predicate) -> np.ndarray:
     """predicate(text) per row, asked once per distinct text (a million operator names are a few
-    hundred distinct ones; pandas' .str methods work row by row)."""
-    row_codes, uniques = pd.factorize(pd.Series(values, copy=False))
-    answers = np.fromiter((bool(predicate(str(u))) for u in uniques), dtype=bool, count=len(uniques))
-    return np.append(answers, False)[row_codes] if len(row_codes) else np.zeros(0, dtype=bool)
+    hundred distinct ones; pandas' .str methods work row by row).  Missing values (not str): False."""
+    row_codes, uniques = object_factorize(np.asarray(values, dtype=object))
+    answers = np.fromiter((isinstance(u, str) and bool(predicate(u)) for u in uniques), dtype=bool,
+                          count=len(uniques))
+    return answers[row_codes] if row_codes.size else np.zeros(0, dtype=bool)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..columnar import object_factorize
 from ..model import TorchTrace
 
 OP_GPU_TIME_COLUMNS = ["op", "calls", "instances", "direct_gpu_ns", "subtree_gpu_ns", "cpu_self_ns", "cpu_total_ns",
@@ -56,12 +57,14 @@ def op_gpu_time(torch: TorchTrace) -> pd.DataFrame:
     if ops.empty:
         return pd.DataFrame(columns=OP_GPU_TIME_COLUMNS)
     direct, subtree, launches = gpu_ns_per_op_instance(torch)
-    frame = pd.DataFrame({"op": ops["name"].to_numpy(), "calls": (launches > 0).astype(np.int64),
-                          "instances": 1, "direct_gpu_ns": direct, "subtree_gpu_ns": subtree,
-                          "cpu_self_ns": cpu_self_ns(torch),
-                          "cpu_total_ns": (ops["end_ns"] - ops["start_ns"]).to_numpy().astype(np.float64),
-                          "kernels": launches})
-    table = frame.groupby("op", sort=False).sum().reset_index()
+    codes, names = object_factorize(ops["name"].to_numpy())
+    per_name = lambda values: np.bincount(codes, weights=values, minlength=len(names))
+    table = pd.DataFrame({
+        "op": pd.Series(names, dtype=object), "calls": per_name((launches > 0).astype(np.float64)).astype(np.int64),
+        "instances": np.bincount(codes, minlength=len(names)).astype(np.int64),
+        "direct_gpu_ns": per_name(direct), "subtree_gpu_ns": per_name(subtree), "cpu_self_ns": per_name(cpu_self_ns(torch)),
+        "cpu_total_ns": per_name((ops["end_ns"] - ops["start_ns"]).to_numpy().astype(np.float64)),
+        "kernels": per_name(launches.astype(np.float64)).astype(np.int64)})
     top = _top_kernel_per_op(torch)
     table = table.merge(top, on="op", how="left")
     table["top_kernel"] = table["top_kernel"].fillna("")

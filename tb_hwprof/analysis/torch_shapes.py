@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import Device, TorchTrace
+from ..columnar import object_factorize
 from ..readers.common.nesting import depths
 from .op_perf_models import element_bytes, op_category, op_cost
 
@@ -57,7 +58,7 @@ def _shape_groups(ops: pd.DataFrame):
     key = np.zeros(len(ops), dtype=np.int64)
     values = []
     for column in columns:
-        c, u = pd.factorize(column)
+        c, u = object_factorize(column.to_numpy())
         key = pd.factorize(key * (len(u) + 1) + c)[0].astype(np.int64)  # kept < rows: never overflows
         values.append((c, u))
     codes, _ = pd.factorize(key)
