@@ -266,6 +266,8 @@ static inline void reserve(scanner *s, buf_t *b, size_t extra) {
 }
 
 static inline void append(scanner *s, buf_t *b, const void *data, size_t n) {
+    if (n == 0) /* b->data may still be NULL, and memcpy must not see it */
+        return;
     reserve(s, b, n);
     memcpy(b->data + b->len, data, n);
     b->len += n;
