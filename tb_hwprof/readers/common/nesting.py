@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
+try:  # the same answers in one pass (readers/common/_nesting.c), where setup.py could build it
+    from . import _nesting
+except ImportError:
+    _nesting = None
+
 
 class Intervals:
     """Intervals sorted by (group, start, end descending), ready to answer enclosing queries."""
@@ -29,7 +34,13 @@ class Intervals:
         self.span = top - self.base + 2
         self.start_key = self._key(start, group_rank)[self.order]
         self.end_key = self._key(end, group_rank)[self.order]
-        self.levels = _running_maxima(self.end_key)
+        self._levels = None  # the numpy path's sparse table, built on first use
+
+    @property
+    def levels(self) -> list:
+        if self._levels is None:
+            self._levels = _running_maxima(self.end_key)
+        return self._levels
 
     def _key(self, t: np.ndarray, rank: np.ndarray) -> np.ndarray:
         return (t - self.base) + rank.astype(np.int64) * self.span
@@ -42,6 +53,34 @@ class Intervals:
         return np.where(found & (self.groups[pos] == group) if found else False, pos, -1)
 
     def enclosing(self, start, end, group, tolerance_ns: int = 0, before=None) -> np.ndarray:
+        if _nesting is not None and before is None:
+            return self._enclosing_native(start, end, group, tolerance_ns)
+        return self._enclosing_numpy(start, end, group, tolerance_ns, before)
+
+    def _enclosing_native(self, start, end, group, tolerance_ns: int) -> np.ndarray:
+        start, end, group = (np.asarray(a, dtype=np.int64) for a in (start, end, group))
+        result = np.full(start.size, -1, dtype=np.int64)
+        if self.end_key.size == 0 or start.size == 0:
+            return result
+        rank = self._rank_of(group)
+        known = np.flatnonzero(rank >= 0)
+        band = rank[known] * self.span
+        # Keys of the queries on their group's band; the stack compares only keys of one group, so a
+        # query reaching past the band's last end finds none, as in the numpy path.
+        q_start = start[known] - self.base + band
+        q_end = end[known] - self.base + band
+        order = np.lexsort((q_start, rank[known]))
+        found = np.frombuffer(_nesting.enclosing(
+            self.start_key, self.end_key, self.start_key // self.span,
+            np.ascontiguousarray(q_start[order]), np.ascontiguousarray(q_end[order]),
+            np.ascontiguousarray(rank[known][order]), int(tolerance_ns)), dtype=np.int64)
+        hit = found >= 0
+        out = np.full(known.size, -1, dtype=np.int64)
+        out[order[hit]] = self.order[found[hit]]
+        result[known] = out
+        return result
+
+    def _enclosing_numpy(self, start, end, group, tolerance_ns: int = 0, before=None) -> np.ndarray:
         """Per query (start, end, group): the index (in the caller's original order) of the innermost
         interval that starts at or before it, ends after its start and reaches its end less
         `tolerance_ns`; -1 for none.  `before`: per query, the last sorted position it may take (an
@@ -77,14 +116,24 @@ class Intervals:
         n = self.order.size
         if n == 0:
             return np.zeros(0, dtype=np.int64)
+        if _nesting is not None:
+            found = np.frombuffer(_nesting.parents(self.start_key, self.end_key, self.start_key // self.span,
+                                                   int(tolerance_ns)), dtype=np.int64)
+            out = np.empty(n, dtype=np.int64)
+            out[self.order] = np.where(found >= 0, self.order[np.maximum(found, 0)], -1)
+            return out
+        return self._parents_numpy(tolerance_ns)
+
+    def _parents_numpy(self, tolerance_ns: int = 0) -> np.ndarray:
+        n = self.order.size
         inverse = np.empty(n, dtype=np.int64)
         inverse[self.order] = np.arange(n)
         rank = self.start_key // self.span
         start_sorted = self.start_key - rank * self.span + self.base
         end_sorted = self.end_key - rank * self.span + self.base
         group_sorted = self.groups[rank]
-        found = self.enclosing(start_sorted, end_sorted, group_sorted, tolerance_ns,
-                               before=np.arange(n, dtype=np.int64) - 1)
+        found = self._enclosing_numpy(start_sorted, end_sorted, group_sorted, tolerance_ns,
+                                      before=np.arange(n, dtype=np.int64) - 1)
         out = np.empty(n, dtype=np.int64)
         out[self.order] = found
         return out

@@ -162,16 +162,29 @@ def _roles(events: KinetoEvents) -> Dict[str, np.ndarray]:
     return roles
 
 
+class _Side:
+    """Columns of a side table (x_gpu / x_op) for some complete-event rows: the rows are looked up
+    once, every column then gathered."""
+
+    def __init__(self, events: KinetoEvents, table: str, rows: np.ndarray):
+        self.side = getattr(events, table)
+        side_rows = self.side["row"]
+        if side_rows.size and rows.size:
+            self.pos = np.minimum(np.searchsorted(side_rows, rows), side_rows.size - 1)
+            self.hit = side_rows[self.pos] == rows
+        else:
+            self.pos, self.hit = np.zeros(rows.size, dtype=np.int64), np.zeros(rows.size, dtype=bool)
+
+    def get(self, column: str, fill) -> np.ndarray:
+        values = self.side[column]
+        out = np.full(self.pos.size, fill, dtype=values.dtype)
+        out[self.hit] = values[self.pos[self.hit]]
+        return out
+
+
 def _side(events: KinetoEvents, table: str, rows: np.ndarray, column: str, fill):
-    """Values of a side-table column (x_gpu / x_op) for the given complete-event rows."""
-    side = getattr(events, table)
-    out = np.full(rows.size, fill, dtype=side[column].dtype)
-    if side["row"].size and rows.size:
-        pos = np.searchsorted(side["row"], rows)
-        pos = np.minimum(pos, side["row"].size - 1)
-        hit = side["row"][pos] == rows
-        out[hit] = side[column][pos[hit]]
-    return out
+    """Values of one side-table column for the given complete-event rows."""
+    return _Side(events, table, rows).get(column, fill)
 
 
 def _thread_group(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -185,14 +198,15 @@ def _torch_trace(events: KinetoEvents, roles) -> TorchTrace:
     op_rows = op_rows[np.lexsort((-end[op_rows], x["ts_ns"][op_rows]))]
     groups = _thread_group(x["pid"], x["tid"])
     op_iv = Intervals(x["ts_ns"][op_rows], end[op_rows], groups[op_rows])
+    op_side = _Side(events, "x_op", op_rows)
     parent = op_iv.parents(NESTING_TOLERANCE_NS)
     ops = pd.DataFrame({
         "name": events.text(x["name"][op_rows]), "cat": events.text(x["cat"][op_rows]),
         "start_ns": x["ts_ns"][op_rows], "end_ns": end[op_rows], "pid": x["pid"][op_rows], "tid": x["tid"][op_rows],
         "parent": parent, "depth": depths(parent), "ext": x["ext"][op_rows],
-        "seq": _side(events, "x_op", op_rows, "seq", -1), "fwd_tid": _side(events, "x_op", op_rows, "fwd_tid", -1)})
+        "seq": op_side.get("seq", -1), "fwd_tid": op_side.get("fwd_tid", -1)})
     for column in ("input_dims", "input_types", "concrete_inputs"):
-        ops[column] = events.text(_side(events, "x_op", op_rows, column, -1))
+        ops[column] = events.text(op_side.get(column, -1))
 
     rt_rows = np.flatnonzero(roles["runtime"])
     rt_rows = rt_rows[np.argsort(x["ts_ns"][rt_rows], kind="stable")]
@@ -203,15 +217,16 @@ def _torch_trace(events: KinetoEvents, roles) -> TorchTrace:
 
     gpu_rows = np.flatnonzero(roles["gpu"])
     gpu_rows = gpu_rows[np.argsort(x["ts_ns"][gpu_rows], kind="stable")]
+    gpu_side = _Side(events, "x_gpu", gpu_rows)
     gpu = pd.DataFrame({
         "kind": roles["gpu_kind"][gpu_rows], "name": events.text(x["name"][gpu_rows]),
         "start_ns": x["ts_ns"][gpu_rows], "end_ns": end[gpu_rows],
-        "device": _gpu_ids(events, gpu_rows, "device", x["pid"]), "stream": _gpu_ids(events, gpu_rows, "stream", x["tid"]),
-        "corr": x["corr"][gpu_rows], "ext": x["ext"][gpu_rows], "bytes": _side(events, "x_gpu", gpu_rows, "bytes", -1)})
+        "device": _gpu_ids(gpu_side, gpu_rows, "device", x["pid"]), "stream": _gpu_ids(gpu_side, gpu_rows, "stream", x["tid"]),
+        "corr": x["corr"][gpu_rows], "ext": x["ext"][gpu_rows], "bytes": gpu_side.get("bytes", -1)})
     for column in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem"):
-        gpu[column] = _side(events, "x_gpu", gpu_rows, column, -1)
+        gpu[column] = gpu_side.get(column, -1)
     for column in ("blocks_per_sm", "warps_per_sm", "est_occupancy_pct"):
-        gpu[column] = _side(events, "x_gpu", gpu_rows, column, np.nan)
+        gpu[column] = gpu_side.get(column, np.nan)
     gpu["runtime"] = _launching_call(runtime["corr"].to_numpy(), gpu["corr"].to_numpy())
     launched = gpu["runtime"].to_numpy()
     gpu["op"] = np.where(launched >= 0, runtime["op"].to_numpy()[np.maximum(launched, 0)] if len(runtime) else -1, -1)
@@ -227,10 +242,10 @@ def _torch_trace(events: KinetoEvents, roles) -> TorchTrace:
                       distributed=events.top.get("distributedInfo"))
 
 
-def _gpu_ids(events: KinetoEvents, rows: np.ndarray, column: str, fallback: np.ndarray) -> np.ndarray:
+def _gpu_ids(side: "_Side", rows: np.ndarray, column: str, fallback: np.ndarray) -> np.ndarray:
     """device / stream from the args; else the event's pid / tid (Kineto puts GPU events on pid =
     device, tid = stream; 2021 traces write tid "stream 7")."""
-    values = _side(events, "x_gpu", rows, column, -1)
+    values = side.get(column, -1)
     missing = values < 0
     values[missing] = np.maximum(fallback[rows][missing], -1)
     return values
@@ -365,8 +380,9 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
         return cpu_tracks_of(x["pid"][rows], x["tid"][rows])
 
     gpu_rows = np.flatnonzero(roles["gpu"])
-    device = _gpu_ids(events, gpu_rows, "device", x["pid"])
-    stream = _gpu_ids(events, gpu_rows, "stream", x["tid"])
+    gpu_side = _Side(events, "x_gpu", gpu_rows)
+    device = _gpu_ids(gpu_side, gpu_rows, "device", x["pid"])
+    stream = _gpu_ids(gpu_side, gpu_rows, "stream", x["tid"])
 
     def gpu_tracks_of(dev, strm):
         return _pair_ids(dev, strm, gpu_track)
@@ -402,7 +418,8 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
             flow=np.where(x["corr"][rows] >= 0, x["corr"][rows], -1),
             nbytes=_side(events, "x_gpu", rows, "bytes", -1) if kind != "kernel" else None)
     ann = np.flatnonzero(roles["gpu_annotation"])
-    add(ann, "nvtx", lambda r: gpu_tracks_of(_gpu_ids(events, r, "device", x["pid"]), _gpu_ids(events, r, "stream", x["tid"])))
+    ann_side = _Side(events, "x_gpu", ann)
+    add(ann, "nvtx", lambda r: gpu_tracks_of(_gpu_ids(ann_side, r, "device", x["pid"]), _gpu_ids(ann_side, r, "stream", x["tid"])))
     if not parts:
         return None
     slices = {c: np.concatenate([np.asarray(p[c]) for p in parts]).astype(t) for c, t in SLICE_COLUMNS.items()}
