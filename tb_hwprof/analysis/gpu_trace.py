@@ -201,11 +201,10 @@ def launches(timeline: Timeline) -> Tuple[np.ndarray, np.ndarray]:
     calls = np.flatnonzero((s["cat"] == CAT["cuda_api"]) & (s["flow"] >= 0))
     if kernels.size == 0 or calls.size == 0:
         return kernels[:0], calls[:0]
-    call_of_flow = np.full(int(s["flow"].max()) + 1, -1, np.int64)
-    call_of_flow[s["flow"][calls]] = calls
-    launcher = call_of_flow[s["flow"][kernels]]
+    # A join on the ids (not an array as long as the largest: PyTorch's correlation ids reach 10^8).
+    launcher = columnar.launching_call(s["flow"][calls], s["flow"][kernels])
     found = launcher >= 0
-    return kernels[found], launcher[found]
+    return kernels[found], calls[launcher[found]]
 
 
 def projected(timeline: Timeline, ranges: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:

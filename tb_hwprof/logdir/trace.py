@@ -44,15 +44,20 @@ def kept_mask(timeline: Timeline, window: Optional[Window]) -> np.ndarray:
 
 
 def _flow_pairs(timeline: Timeline, keep: np.ndarray) -> np.ndarray:
-    """Per flow id: are its launching call and its GPU operation both kept (bool array)."""
+    """The flow ids whose launching call and GPU operation are both kept (sorted).  Ids are the
+    tracer's correlation ids: not an array as long as the largest of them (PyTorch's reach 10^8)."""
     s = timeline.slices
-    n = int(s["flow"].max()) + 1 if s["flow"].size else 0
     has = keep & (s["flow"] >= 0)
     is_api = s["cat"] == TIMELINE_CATEGORIES.index("cuda_api")
-    ends = [np.zeros(n, dtype=bool) for _ in range(2)]
-    ends[0][s["flow"][has & is_api]] = True
-    ends[1][s["flow"][has & ~is_api]] = True
-    return ends[0] & ends[1]
+    return np.intersect1d(s["flow"][has & is_api], s["flow"][has & ~is_api])
+
+
+def _paired(ids: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Per flow id: is it one of `pairs` (sorted)."""
+    if pairs.size == 0:
+        return np.zeros(ids.size, dtype=bool)
+    pos = np.minimum(np.searchsorted(pairs, ids), pairs.size - 1)
+    return pairs[pos] == ids
 
 
 def event_order(timeline: Timeline, keep: np.ndarray) -> np.ndarray:
@@ -99,7 +104,7 @@ def _flow_texts(timeline: Timeline, idx: np.ndarray, flows: np.ndarray) -> list:
     s = timeline.slices
     f = s["flow"][idx]
     hit = idx[f >= 0]
-    hit = hit[flows[s["flow"][hit]]]
+    hit = hit[_paired(s["flow"][hit], flows)]
     hit = hit[np.argsort(s["start"][hit], kind="stable")]
     is_api = (s["cat"][hit] == TIMELINE_CATEGORIES.index("cuda_api")).tolist()
     ts, tr = _us(s["start"][hit])
@@ -183,7 +188,7 @@ def timeline_counts(timeline: Timeline, keep: np.ndarray, flows: np.ndarray) -> 
     """What the window kept and dropped, per category (flows included), as the manifest records it."""
     kept, total = _counts(timeline, keep), _counts(timeline, np.ones(keep.size, dtype=bool))
     n_flows = int((timeline.slices["flow"][timeline.slices["cat"] == TIMELINE_CATEGORIES.index("cuda_api")] >= 0).sum())
-    kept["flow"], total["flow"] = int(flows.sum()), n_flows
+    kept["flow"], total["flow"] = int(flows.size), n_flows
     return {"kept": kept, "dropped": {k: total[k] - kept[k] for k in total},
             "kept_events": int(keep.sum()), "dropped_events": int(keep.size - keep.sum())}
 

@@ -22,6 +22,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
+from ...columnar import object_factorize
 from ...errors import InputError
 from ...model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Profile, Provenance, Timeline, TorchTrace,
                       Track, normalise_kernels)
@@ -390,7 +391,7 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
     def add_frame(frame: pd.DataFrame, cat: str, end: np.ndarray, flow=None):
         if frame.empty:
             return
-        codes, uniques = pd.factorize(frame["name"])
+        codes, uniques = object_factorize(frame["name"].to_numpy())
         parts.append({"start": frame["start_ns"].to_numpy(), "end": end,
                       "track": cpu_tracks_of(frame["pid"].to_numpy(), frame["tid"].to_numpy()),
                       "name": names.codes(list(uniques), codes), "cat": np.full(len(frame), CAT[cat]),
@@ -422,9 +423,8 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
     add(ann, "nvtx", lambda r: gpu_tracks_of(_gpu_ids(ann_side, r, "device", x["pid"]), _gpu_ids(ann_side, r, "stream", x["tid"])))
     if not parts:
         return None
-    slices = {c: np.concatenate([np.asarray(p[c]) for p in parts]).astype(t) for c, t in SLICE_COLUMNS.items()}
-    order = np.lexsort((-slices["end"], slices["start"]))
-    slices = {c: v[order] for c, v in slices.items()}
+    # In no order: the writer puts slices in event order (logdir/trace.py event_order).
+    slices = {c: np.concatenate([np.asarray(p[c]) for p in parts]).astype(t, copy=False) for c, t in SLICE_COLUMNS.items()}
     timeline = Timeline(tracks=tracks, names=names.names(), slices=slices)
     # GPU annotations span kernels of their stream; operators overlap by rounding: lanes keep nesting.
     cat = timeline.slices["cat"]
