@@ -16,7 +16,6 @@ import pandas as pd
 
 from ..model import Device, TorchTrace
 from ..columnar import object_factorize
-from ..readers.common.nesting import depths
 from .op_perf_models import element_bytes, op_category, op_cost
 
 OP_SHAPES_COLUMNS = ["op", "input_dims", "input_types", "concrete_inputs", "category", "calls", "gpu_ns",
@@ -33,7 +32,7 @@ def op_shapes(torch: TorchTrace, devices: List[Device], source: str = "<trace>")
     codes, uniques = _shape_groups(ops)
     costs = [op_cost(name, dims or None, types or None, concrete or None, source) for name, dims, types, concrete in uniques]
     owner = np.array([c is not None and not c.repeated for c in costs], dtype=bool)[codes]
-    anchor = _anchors(ops["parent"].to_numpy(), owner)
+    anchor = _anchors(ops["parent"].to_numpy(), ops["depth"].to_numpy(), owner)
     gpu_op = torch.gpu["op"].to_numpy()
     launched = gpu_op >= 0
     holder = np.where(anchor[gpu_op[launched]] >= 0, anchor[gpu_op[launched]], gpu_op[launched])
@@ -68,10 +67,9 @@ def _shape_groups(ops: pd.DataFrame):
     return codes, uniques
 
 
-def _anchors(parent: np.ndarray, owner: np.ndarray) -> np.ndarray:
+def _anchors(parent: np.ndarray, depth: np.ndarray, owner: np.ndarray) -> np.ndarray:
     """Per op instance: the outermost owner among itself and its ancestors, -1 for none."""
     anchor = np.full(parent.size, -1, dtype=np.int64)
-    depth = depths(parent)
     for d in range(int(depth.max()) + 1 if depth.size else 0):
         rows = np.flatnonzero(depth == d)
         above = anchor[parent[rows]] if d else np.full(rows.size, -1)

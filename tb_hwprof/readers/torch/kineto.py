@@ -402,7 +402,7 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
 
     # Operators and calls as nested: one that overhangs its parent by rounding ends with it here
     # (trace viewers drop a slice that is not nested); TorchTrace keeps the recorded times.
-    op_end = _clipped_ends(torch.ops["end_ns"].to_numpy(), torch.ops["parent"].to_numpy())
+    op_end = _clipped_ends(torch.ops["end_ns"].to_numpy(), torch.ops["parent"].to_numpy(), torch.ops["depth"].to_numpy())
     add_frame(torch.ops, "cpu_op", op_end)
     add_frame(torch.steps, "nvtx", torch.steps["end_ns"].to_numpy())
     add(np.flatnonzero(roles["python"]), "python", cpu_tracks)
@@ -445,12 +445,11 @@ def _pair_ids(a: np.ndarray, b: np.ndarray, make) -> np.ndarray:
     return ids[codes]
 
 
-def _clipped_ends(end: np.ndarray, parent: np.ndarray) -> np.ndarray:
+def _clipped_ends(end: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """Each end no later than its parent's (clipped), top-down so a clipped parent clips its children."""
     end = end.copy()
     if end.size == 0:
         return end
-    depth = depths(parent)
     for d in range(1, int(depth.max()) + 1):
         rows = np.flatnonzero(depth == d)
         end[rows] = np.minimum(end[rows], end[parent[rows]])
