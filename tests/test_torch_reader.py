@@ -282,3 +282,19 @@ def test_cpu_only_trace_is_a_profile_with_a_note(tmp_path):
     assert len(profile_.torch.ops) == sum(1 for e in events if e.get("cat") in OP_CATS
                                           and not str(e.get("name")).startswith("ProfilerStep#"))
     assert "aten::addmm" in set(profile_.torch.ops["name"])
+
+
+def test_timestamp_beyond_int64_ns_is_an_error_on_both_decoders(samples_dir, tmp_path):
+    """A ts of 1e300 µs is damage, not data: TraceError from either decoder, InputError from the reader."""
+    from tb_hwprof.readers.torch import decode
+
+    doc = load_json(samples_dir / "torch" / "kineto_h100_cuda129_small.json")
+    next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")["ts"] = 1e300
+    data = json.dumps(doc).encode()
+    with pytest.raises(decode.TraceError):
+        decode.decode_events_python(data)
+    with pytest.raises(decode.TraceError):
+        decode.decode_events(data)
+    with pytest.raises(InputError):
+        tb_hwprof.read(_write(tmp_path, "huge_ts.json", data))
+

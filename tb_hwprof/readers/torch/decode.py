@@ -115,7 +115,19 @@ def decode_events(data: bytes) -> KinetoEvents:
         _kineto_scan = None
     if _kineto_scan is not None:
         return _from_native(_kineto_scan.scan(data))
-    return decode_events_msgspec(data)
+    return decode_events_python(data)
+
+
+def decode_events_python(data: bytes) -> KinetoEvents:
+    """The msgspec path, every failure on damaged input a TraceError (as the native scanner's)."""
+    try:
+        return decode_events_msgspec(data)
+    except (OverflowError, RecursionError) as e:  # a ts beyond int64 ns, nesting deeper than Python's stack
+        raise TraceError(f"not a Chrome trace ({type(e).__name__}: {e})") from None
+    except ValueError as e:  # msgspec's errors on values inside raw args (1e400 ...) are ValueErrors
+        if isinstance(e, TraceError):
+            raise
+        raise TraceError(f"not a Chrome trace ({e})") from None
 
 
 def _from_native(result) -> KinetoEvents:

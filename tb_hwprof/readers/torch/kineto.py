@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import mmap
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -89,9 +90,25 @@ def uncompressed(path: Path, data: bytes) -> bytes:
         raise InputError(path, f"damaged gzip ({e})", "copy the trace again; it is truncated or corrupt") from None
 
 
+MAP_FROM_BYTES = 64 << 20  # a larger plain trace is mapped, not read (see _trace_bytes)
+
+
+def _trace_bytes(path: Path):
+    """The file's bytes: read, or for a large plain (not gzipped) trace, mapped read-only: the scanner
+    then works on the page cache's pages, sparing a copy of ~0.7 GB and its first-touch page faults
+    (~0.4 s of a 4M-event export).  (A file truncated by another process while mapped would fault:
+    traces are complete once torch.profiler has written them.)"""
+    head = read_input_bytes(path, 2)
+    size = path.stat().st_size
+    if head == b"\x1f\x8b" or size < MAP_FROM_BYTES:
+        return read_input_bytes(path)
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
 def read(path, fmt: str = "pytorch-trace") -> Profile:
     path = Path(path)
-    raw = read_input_bytes(path)
+    raw = _trace_bytes(path)
     # The file's digest is taken on a thread while the trace is decoded (both release the GIL:
     # ~1.7 s of SHA-256 for a 0.7 GB trace would otherwise come on top of the decoding).
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-sha256") as pool:
@@ -104,6 +121,8 @@ def read(path, fmt: str = "pytorch-trace") -> Profile:
         finally:
             del data
         sha256 = digest.result()
+    if isinstance(raw, mmap.mmap):
+        raw.close()
     del raw
     if len(events) == 0:
         raise InputError(path, "trace has no events", "profile at least one step (check the profiler schedule: "
