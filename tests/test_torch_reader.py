@@ -298,3 +298,22 @@ def test_timestamp_beyond_int64_ns_is_an_error_on_both_decoders(samples_dir, tmp
     with pytest.raises(InputError):
         tb_hwprof.read(_write(tmp_path, "huge_ts.json", data))
 
+
+
+def test_sparse_flow_ids_pair_as_dense_ones(samples_dir):
+    """Correlation ids far above the number of slices (PyTorch's reach 10^8) take the join path of the
+    trace writer's flow pairs and the NVTX projection's launches: the same pairs as dense ids."""
+    import copy
+
+    from tb_hwprof.analysis.gpu_trace import launches
+    from tb_hwprof.logdir.trace import _flow_pairs
+
+    timeline = tb_hwprof.read(samples_dir / "torch" / "hta_v100_resnet_rank0.json.gz").timeline
+    sparse = copy.deepcopy(timeline)
+    flow = sparse.slices["flow"]
+    flow[flow >= 0] += 1 << 40
+    keep = np.ones(len(timeline), dtype=bool)
+    dense_pairs = _flow_pairs(timeline, keep)
+    assert dense_pairs.size > 1000
+    assert (_flow_pairs(sparse, keep) == dense_pairs + (1 << 40)).all()
+    assert all((a == b).all() for a, b in zip(launches(sparse), launches(timeline)))

@@ -201,7 +201,14 @@ def launches(timeline: Timeline) -> Tuple[np.ndarray, np.ndarray]:
     calls = np.flatnonzero((s["cat"] == CAT["cuda_api"]) & (s["flow"] >= 0))
     if kernels.size == 0 or calls.size == 0:
         return kernels[:0], calls[:0]
-    # A join on the ids (not an array as long as the largest: PyTorch's correlation ids reach 10^8).
+    top = int(s["flow"].max()) + 1
+    if top <= 8 * max(s["flow"].size, 1 << 20):  # dense ids (nsys): a slot per id
+        call_of_flow = np.full(top, -1, np.int64)
+        call_of_flow[s["flow"][calls]] = calls
+        launcher = call_of_flow[s["flow"][kernels]]
+        found = launcher >= 0
+        return kernels[found], launcher[found]
+    # Sparse ids (PyTorch's correlation ids reach 10^8): a join, not an array as long as the largest.
     launcher = columnar.launching_call(s["flow"][calls], s["flow"][kernels])
     found = launcher >= 0
     return kernels[found], calls[launcher[found]]

@@ -18,6 +18,7 @@ from typing import Callable, Deque, Dict, Iterable, Iterator, Optional
 
 import numpy as np
 
+from ..columnar import distinct
 from ..model import TIMELINE_CATEGORIES, Timeline, Track, Window
 from . import tables
 
@@ -49,7 +50,15 @@ def _flow_pairs(timeline: Timeline, keep: np.ndarray) -> np.ndarray:
     s = timeline.slices
     has = keep & (s["flow"] >= 0)
     is_api = s["cat"] == TIMELINE_CATEGORIES.index("cuda_api")
-    return np.intersect1d(s["flow"][has & is_api], s["flow"][has & ~is_api])
+    top = int(s["flow"].max()) + 1 if s["flow"].size else 0
+    if top <= 8 * max(s["flow"].size, 1 << 20):  # dense ids (nsys): a flag per id, ~10 ms at 1M
+        ends = [np.zeros(top, dtype=bool) for _ in range(2)]
+        ends[0][s["flow"][has & is_api]] = True
+        ends[1][s["flow"][has & ~is_api]] = True
+        return np.flatnonzero(ends[0] & ends[1])
+    calls = distinct(s["flow"][has & is_api])  # pandas' hash, sorted: numpy 2's np.unique is slow on ids
+    ops = s["flow"][has & ~is_api]
+    return calls[_paired(calls, distinct(ops))] if calls.size and ops.size else calls[:0]
 
 
 def _paired(ids: np.ndarray, pairs: np.ndarray) -> np.ndarray:
