@@ -357,9 +357,8 @@ def uses_tensor_cores(kernel: str) -> bool:
 
 def _names_matching(names: np.ndarray, test, rows: np.ndarray) -> np.ndarray:
     """Per name: test(name), asked once per distinct name among `rows` (False elsewhere)."""
-    codes, uniques = pd.factorize(names[rows])
     hit = np.zeros(names.size, dtype=bool)
-    hit[rows] = np.array([bool(test(str(u))) for u in uniques], dtype=bool)[codes]
+    hit[rows] = text_mask(names[rows], test)
     return hit
 
 
