@@ -29,15 +29,13 @@ def gpu_ns_per_op_instance(torch: TorchTrace):
     launches = np.bincount(op[mine], minlength=n)
     subtree = direct.copy()
     parent = torch.ops["parent"].to_numpy()
-    carried = direct.copy()
-    holder = np.arange(n)
-    # Push each op's direct time up its chain of parents, one level per pass.
-    while True:
-        holder = np.where(holder >= 0, parent[np.maximum(holder, 0)], -1) if n else holder
-        alive = holder >= 0
-        if not alive.any():
-            break
-        subtree += np.bincount(holder[alive], weights=carried[alive], minlength=n)
+    depth = torch.ops["depth"].to_numpy()
+    # Bottom-up, one depth level at a time: each op hands its subtree's time to its parent once.
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2 if n else 1))
+    for d in range(len(bounds) - 2, 0, -1):
+        rows = by_depth[bounds[d]:bounds[d + 1]]
+        subtree += np.bincount(parent[rows], weights=subtree[rows], minlength=n)
     return direct, subtree, launches
 
 
@@ -73,13 +71,21 @@ def op_gpu_time(torch: TorchTrace) -> pd.DataFrame:
 
 
 def _top_kernel_per_op(torch: TorchTrace) -> pd.DataFrame:
+    """Per operator name: the kernel (GPU activity) name it spent most GPU time in, and that time."""
     gpu = torch.gpu
-    launched = gpu[gpu["op"] >= 0]
-    if launched.empty:
+    launched = gpu["op"].to_numpy() >= 0
+    if not launched.any():
         return pd.DataFrame({"op": pd.Series(dtype=object), "top_kernel": pd.Series(dtype=object),
                              "top_kernel_gpu_ns": pd.Series(dtype=float)})
-    per = pd.DataFrame({"op": torch.ops["name"].to_numpy()[launched["op"].to_numpy()], "kernel": launched["name"].to_numpy(),
-                        "ns": (launched["end_ns"] - launched["start_ns"]).to_numpy().astype(np.float64)})
-    sums = per.groupby(["op", "kernel"], sort=False)["ns"].sum().reset_index()
-    best = sums.sort_values("ns", ascending=False, kind="stable").drop_duplicates("op")
-    return best.rename(columns={"kernel": "top_kernel", "ns": "top_kernel_gpu_ns"})
+    op_codes, op_names = object_factorize(torch.ops["name"].to_numpy()[gpu["op"].to_numpy()[launched]])
+    kernel_codes, kernel_names = object_factorize(gpu["name"].to_numpy()[launched])
+    ns = (gpu["end_ns"] - gpu["start_ns"]).to_numpy()[launched].astype(np.float64)
+    pair, pairs = pd.factorize(op_codes * len(kernel_names) + kernel_codes)
+    sums = np.bincount(pair, weights=ns)
+    pair_op, pair_kernel = pairs // len(kernel_names), pairs % len(kernel_names)
+    # Per op, its pair of largest time (the first such pair on ties, as a stable sort keeps it).
+    order = np.lexsort((np.arange(pairs.size), -sums, pair_op))
+    first = order[np.r_[True, pair_op[order][1:] != pair_op[order][:-1]]]
+    return pd.DataFrame({"op": pd.Series(op_names[pair_op[first]], dtype=object),
+                         "top_kernel": pd.Series(kernel_names[pair_kernel[first]], dtype=object),
+                         "top_kernel_gpu_ns": sums[first]})
