@@ -159,26 +159,28 @@ def _version(top: dict) -> str:
     return ", ".join(([f"schema {schema}"] if schema is not None else []) + parts)
 
 
+ROLES = ("", "op", "runtime", "gpu_annotation", "python", "kernel", "memcpy", "memset")
+
+
 def _roles(events: KinetoEvents) -> Dict[str, np.ndarray]:
     """Per complete event, masks by role (from its category, case-insensitive), decided once per
     distinct string and spread by code (no Python work per event)."""
     x = events.x
     table = events.strings
-
-    def per_code(values: Dict[str, object], default, column: np.ndarray, dtype=None) -> np.ndarray:
-        lookup = np.array([values.get(s.lower(), default) for s in table] + [default], dtype=dtype)
-        return lookup[np.where(column < 0, len(table), column)]
-
-    cat = x["cat"]
     role_of_cat = {**{c: "op" for c in OP_CATS}, **{c: "runtime" for c in RUNTIME_CATS},
-                   **{c: "gpu_annotation" for c in GPU_ANNOTATION_CATS}, **{c: "python" for c in PYTHON_CATS}}
-    role = per_code(role_of_cat, "", cat, dtype=object)
+                   **{c: "gpu_annotation" for c in GPU_ANNOTATION_CATS}, **{c: "python" for c in PYTHON_CATS},
+                   **GPU_KINDS}
+    code_of = {r: i for i, r in enumerate(ROLES)}
+    lookup = np.array([code_of[role_of_cat.get(s.lower(), "")] for s in table] + [0], dtype=np.int8)
+    role = lookup[np.where(x["cat"] < 0, len(table), x["cat"])]
     step_name = np.array([s.startswith(STEP_PREFIX) for s in table] + [False], dtype=bool)
     is_step = step_name[np.where(x["name"] < 0, len(table), x["name"])]
-    roles = {"op": (role == "op") & ~is_step, "step": is_step & (role == "op"), "runtime": role == "runtime",
-             "gpu_annotation": role == "gpu_annotation", "python": role == "python"}
-    roles["gpu_kind"] = per_code(GPU_KINDS, "", cat, dtype=object)
-    roles["gpu"] = roles["gpu_kind"] != ""
+    is_op = role == code_of["op"]
+    roles = {"op": is_op & ~is_step, "step": is_step & is_op, "runtime": role == code_of["runtime"],
+             "gpu_annotation": role == code_of["gpu_annotation"], "python": role == code_of["python"]}
+    kinds = np.array(["", "", "", "", "", "kernel", "memcpy", "memset"], dtype=object)
+    roles["gpu"] = role >= code_of["kernel"]
+    roles["gpu_kind"] = kinds[role]
     return roles
 
 
