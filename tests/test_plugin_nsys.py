@@ -159,8 +159,12 @@ def test_timeline_window_and_decimation(app, samples_dir):
     assert doc["in_window"] == doc["returned"] == expected and (doc["start_ns"], doc["end_ns"]) == (lo, hi)
     small = app.json("/timeline", run="dlprof", start=lo, end=hi, max_events=40)
     assert small["decimated"] and small["returned"] <= 40 and sum(small["events"]["merged"]) == expected
-    for bad in ({"start": "x"}, {"max_events": "0"}, {"end": "1.5"}):
+    for bad in ({"start": "x"}, {"max_events": "0"}, {"end": "1.5"}, {"start": "nan"}, {"end": "1e400"}):
         assert "must be" in app.json("/timeline", expect=400, run="dlprof", **bad)["error"]
+    # Out of int64 ns, or a start after the end: 400 with the reason, never a 422 nor a swapped window.
+    assert "out of range" in app.json("/timeline", expect=400, run="dlprof", start="9" * 40)["error"]
+    assert "out of range" in app.json("/timeline", expect=400, run="dlprof", end=str(-(1 << 63)))["error"]
+    assert "after end" in app.json("/timeline", expect=400, run="dlprof", start=hi, end=lo)["error"]
     assert "no timeline" in app.json("/timeline", expect=404, run="ncu")["error"]
 
 

@@ -206,13 +206,23 @@ def _int_arg(args, name: str, default=None):
         raise HttpError(400, f"{name} must be an integer (ns), got {value!r}") from None
 
 
+NS_LIMIT = 1 << 62  # window bounds are int64 ns; beyond this the window's own arithmetic would overflow
+
+
 def timeline_args(args):
-    """(start, end, max_events) of a /timeline request."""
+    """(start, end, max_events) of a /timeline request: 400 with the reason for bounds that are not
+    int64 ns, or a start after the end (never silently changed)."""
     from ..analysis.trace_views import DEFAULT_MAX_EVENTS, MAX_EVENTS
     max_events = _int_arg(args, "max_events", DEFAULT_MAX_EVENTS)
     if max_events < 1:
         raise HttpError(400, f"max_events must be at least 1, got {max_events}")
-    return _int_arg(args, "start"), _int_arg(args, "end"), min(max_events, MAX_EVENTS)
+    start, end = _int_arg(args, "start"), _int_arg(args, "end")
+    for name, value in (("start", start), ("end", end)):
+        if value is not None and not -NS_LIMIT < value < NS_LIMIT:
+            raise HttpError(400, f"{name} {value} is out of range (ns, |value| < 2**62)")
+    if start is not None and end is not None and start > end:
+        raise HttpError(400, f"start {start} is after end {end}")
+    return start, end, min(max_events, MAX_EVENTS)
 
 
 def _timeline_file(entry: RunEntry, key: str) -> Path:
