@@ -219,3 +219,22 @@ def test_glob_characters_in_a_run_name_touch_no_other_run(tmp_path, samples_dir,
     assert tb_hwprof.load_run(logdir / pattern).provenance.source_sha256 == \
         tb_hwprof.load_run(logdir / "victim").provenance.source_sha256
     assert not (logdir / pattern / "marker").exists()
+
+
+def test_run_folders_take_the_umask_not_mkdtemps_0700(samples_dir, tmp_path):
+    """A TensorBoard running as another user reads the run: its folder has the mode mkdir would give."""
+    import os
+    import stat
+
+    import tb_hwprof
+    path = next(iter(sorted((samples_dir / "torch").glob("tracelens_h100_bert_small.json.gz"))), None)
+    if path is None:
+        pytest.skip("no PyTorch trace sample")
+    previous = os.umask(0o022)
+    try:
+        run_dir = tb_hwprof.export(path, tmp_path / "logs", "r")
+        probe = tmp_path / "probe"
+        probe.mkdir()
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(run_dir.stat().st_mode) == stat.S_IMODE(probe.stat().st_mode) == 0o755

@@ -186,6 +186,9 @@ class StagedRun:
         self.created = [p for p in [self.run_dir.parent, *self.run_dir.parent.parents] if not p.exists()]
         self.run_dir.parent.mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}{STAGING_TAG}", dir=self.run_dir.parent))
+        # mkdtemp makes it 0700; renamed into place it is the run folder, which a TensorBoard running
+        # as another user must read: the mode a plain mkdir would give (the umask's).
+        os.chmod(self.staging, 0o777 & ~current_umask())
         self.assets = self.staging.joinpath(*metadata.ASSET_DIR)
         self.assets.mkdir(parents=True)
         self._own_pool = None
@@ -258,6 +261,21 @@ def write_run(profile, analysis, logdir, run: str, overwrite: bool = False, step
     trace: whether timeline.json.gz is written now (logdir/trace.py TRACE_MODES); beside: into a
     folder that holds other files, which stay (a PyTorch run folder)."""
     return StagedRun(profile, logdir, run, overwrite, window, trace, beside=beside).finish(analysis, step)
+
+
+def current_umask() -> int:
+    """The process' umask, read without changing it where Linux says it (/proc/self/status), else
+    by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _move_in_beside(staging: Path, run_dir: Path) -> None:
