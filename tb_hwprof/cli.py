@@ -194,6 +194,20 @@ def add_trace_command(sub) -> None:
     trace.set_defaults(func=cmd_trace)
 
 
+def os_error_text(e: OSError) -> str:
+    """One line for a failed write or read: "no space left on <path>" for a full disk, else the
+    system's words with the path."""
+    import errno
+    where = e.filename or "the logdir"
+    if e.errno == errno.ENOSPC:
+        return f"no space left on {where} -- free space there or export to another --logdir"
+    if e.errno == errno.EDQUOT:
+        return f"disk quota exceeded on {where} -- free space there or export to another --logdir"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write {where} ({e.strerror}) -- check its permissions or choose another --logdir"
+    return f"{e.strerror or type(e).__name__} on {where}"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -206,6 +220,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("tb-hwprof: interrupted; nothing was left half-written", file=sys.stderr)
         return 130
+    except OSError as e:  # the disk, not the input: say which and that nothing was kept
+        if args.debug:
+            raise
+        print(f"tb-hwprof: error: {os_error_text(e)}; nothing was left half-written", file=sys.stderr)
+        return 1
     except Exception as e:  # a bug, or an input we did not foresee: still one line unless --debug
         if args.debug:
             raise

@@ -238,3 +238,23 @@ def test_run_folders_take_the_umask_not_mkdtemps_0700(samples_dir, tmp_path):
     finally:
         os.umask(previous)
     assert stat.S_IMODE(run_dir.stat().st_mode) == stat.S_IMODE(probe.stat().st_mode) == 0o755
+
+
+def test_disk_full_is_one_line_naming_the_path(samples_dir, tmp_path, monkeypatch, capsys):
+    """A full disk while writing: "no space left on <path>", exit 1, and the logdir as it was."""
+    import errno
+
+    from tb_hwprof import cli
+    from tb_hwprof.logdir import writer
+    path = samples_dir / "torch" / "tracelens_h100_bert_small.json.gz"
+    if not path.is_file():
+        pytest.skip("no PyTorch trace sample")
+    logdir = tmp_path / "logs"
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(logdir / "r"))
+    monkeypatch.setattr(writer, "_write_events", full)
+    assert cli.main(["export", str(path), "--logdir", str(logdir), "--run", "r", "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"no space left on {logdir / 'r'}" in err
+    assert not (logdir / "r").exists() and not [p for p in logdir.iterdir()] if logdir.exists() else True
