@@ -482,12 +482,17 @@ def pageable_copies(torch, steps: Steps, context: CaptureContext) -> Optional[Fi
 
 
 # ---------------------------------------------------------------- the domain
+ADVICE_GPU_COLUMNS = ("kind", "name", "start_ns", "end_ns", "device", "bytes", "runtime", "op")
+
+
 def advise(profile, summaries: Dict[str, pd.DataFrame], context: CaptureContext) -> List[Finding]:
     """PyTorch findings, most severe first, for a profile read from a PyTorch profiler trace; [] otherwise."""
     torch = getattr(profile, "torch", None)
     steps = steps_of(torch) if torch is not None else None
     if steps is None or not steps.total_ns:
         return []
+    # The rules read these of the GPU rows: selections then copy 8 columns, not the launch columns too.
+    torch = dataclasses.replace(torch, gpu=torch.gpu[[c for c in ADVICE_GPU_COLUMNS if c in torch.gpu.columns]])
     found = [dataloader_bound(torch, steps, context), host_sync(torch, steps, context),
              launch_bound(torch, steps, context), fp32_gemm(torch, steps, profile.devices, context),
              pageable_copies(torch, steps, context)]
