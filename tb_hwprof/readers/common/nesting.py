@@ -14,6 +14,7 @@ answered for all queries at once by binary lifting over a sparse table of runnin
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 try:  # the same answers in one pass (readers/common/_nesting.c), where setup.py could build it
     from . import _nesting
@@ -24,10 +25,22 @@ except ImportError:
 class Intervals:
     """Intervals sorted by (group, start, end descending), ready to answer enclosing queries."""
 
-    def __init__(self, start: np.ndarray, end: np.ndarray, group: np.ndarray):
+    def __init__(self, start: np.ndarray, end: np.ndarray, group: np.ndarray, presorted: bool = False):
+        """presorted: the intervals are already in (start, end descending) order (then only a stable
+        sort by group, on small integer ranks, is left to do)."""
         start, end, group = (np.asarray(a, dtype=np.int64) for a in (start, end, group))
-        self.order = np.lexsort((-end, start, group))
-        self.groups, group_rank = np.unique(group, return_inverse=True)
+        # Group ranks by hashing (a few threads among a million intervals), in sorted group order.
+        codes, uniques = pd.factorize(group)
+        uniques = np.asarray(uniques, dtype=np.int64)
+        by_value = np.argsort(uniques, kind="stable")
+        rank_of_code = np.empty(uniques.size, dtype=np.int64)
+        rank_of_code[by_value] = np.arange(uniques.size)
+        self.groups, group_rank = uniques[by_value], rank_of_code[codes]
+        if presorted:
+            small = group_rank.astype(np.int32 if uniques.size >= 1 << 15 else np.int16)
+            self.order = np.argsort(small, kind="stable")  # a radix sort for 16-bit ranks
+        else:
+            self.order = np.lexsort((-end, start, group))
         self.base = int(min(start.min(), end.min())) if start.size else 0
         top = int(max(start.max(), end.max())) if start.size else 0
         # Keys put each group in its own band, so that no search crosses into another group.

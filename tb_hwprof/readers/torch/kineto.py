@@ -219,7 +219,7 @@ def _torch_trace(events: KinetoEvents, roles) -> TorchTrace:
     op_rows = np.flatnonzero(roles["op"])
     op_rows = op_rows[np.lexsort((-end[op_rows], x["ts_ns"][op_rows]))]
     groups = _thread_group(x["pid"], x["tid"])
-    op_iv = Intervals(x["ts_ns"][op_rows], end[op_rows], groups[op_rows])
+    op_iv = Intervals(x["ts_ns"][op_rows], end[op_rows], groups[op_rows], presorted=True)
     op_side = _Side(events, "x_op", op_rows)
     parent = op_iv.parents(NESTING_TOLERANCE_NS)
     # copy=False: columns stay separate blocks (pandas would otherwise copy same-dtype columns into
