@@ -21,16 +21,15 @@ is the highest of the rounds.  Targets: export <= 4x the fetch, <= 600 MB peak.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from children import run_child  # noqa: E402  (benchmarks/ is the script's folder)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
@@ -134,14 +133,6 @@ compare.compare_kernels(profile.kernels, profile.kernels)
 print(json.dumps({"s": loaded, "compare_s": time.perf_counter() - t,
                   "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
-
-
-def run_child(code: str, *args) -> dict:
-    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"child failed:\n{done.stdout}\n{done.stderr}")
-    sys.stderr.write(done.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:

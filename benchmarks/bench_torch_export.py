@@ -25,13 +25,14 @@ import gzip
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
+
+from children import run_child  # noqa: E402  (benchmarks/ is the script's folder)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
@@ -123,14 +124,6 @@ print(json.dumps({"s": time.perf_counter() - t, "read_s": read, "bytes": len(dat
                   "x": len(events), "flows": len(events.flows["ph"]),
                   "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
-
-
-def run_child(code: str, *args) -> dict:
-    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"child failed:\n{done.stdout}\n{done.stderr}")
-    sys.stderr.write(done.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:

@@ -77,6 +77,13 @@ def launching_call(call_key, op_key) -> np.ndarray:
     return np.where((where >= 0) & (op_key >= 0), rows[np.maximum(where, 0)], -1)
 
 
+def first_rows(row_codes: np.ndarray, n_codes: int) -> np.ndarray:
+    """Per code 0..n_codes-1: the first row holding it (the last write per code is its first row)."""
+    first = np.empty(n_codes, dtype=np.int64)
+    first[row_codes[::-1]] = np.arange(row_codes.size - 1, -1, -1)
+    return first
+
+
 def object_codes(values) -> np.ndarray:
     """A code per value of an object array, equal values sharing one.  Rows are grouped by the object
     they hold first (an object array is an array of pointers, and readers share one str object per
@@ -88,9 +95,7 @@ def object_codes(values) -> np.ndarray:
     except (TypeError, ValueError, BufferError):  # numpy would not expose them: hash the values
         return pd.factorize(values)[0]
     by_object, distinct = pd.factorize(pointers)
-    first = np.empty(len(distinct), dtype=np.int64)
-    first[by_object[::-1]] = np.arange(len(values) - 1, -1, -1)  # the last write per code is its first row
-    return pd.factorize(values[first])[0][by_object]
+    return pd.factorize(values[first_rows(by_object, len(distinct))])[0][by_object]
 
 
 def object_factorize(values) -> Tuple[np.ndarray, np.ndarray]:
@@ -100,9 +105,7 @@ def object_factorize(values) -> Tuple[np.ndarray, np.ndarray]:
     row_codes = object_codes(values)
     if row_codes.size == 0:
         return row_codes.astype(np.int64), values[:0]
-    first = np.empty(int(row_codes.max()) + 1, dtype=np.int64)
-    first[row_codes[::-1]] = np.arange(row_codes.size - 1, -1, -1)
-    return row_codes.astype(np.int64), values[first]
+    return row_codes.astype(np.int64), values[first_rows(row_codes, int(row_codes.max()) + 1)]
 
 
 def text_mask(values, predicate) -> np.ndarray:

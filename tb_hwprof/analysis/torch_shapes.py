@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..model import Device, TorchTrace
-from ..columnar import object_factorize
-from .op_perf_models import element_bytes, op_category, op_cost
+from ..columnar import first_rows, object_factorize
+from .op_perf_models import op_category, op_cost
 
 OP_SHAPES_COLUMNS = ["op", "input_dims", "input_types", "concrete_inputs", "category", "calls", "gpu_ns",
                      "flops_per_call", "bytes_per_call", "flop_per_s", "bytes_per_s", "intensity",
@@ -60,10 +60,8 @@ def _shape_groups(ops: pd.DataFrame):
         c, u = object_factorize(column.to_numpy())
         key = pd.factorize(key * (len(u) + 1) + c)[0].astype(np.int64)  # kept < rows: never overflows
         values.append((c, u))
-    codes, _ = pd.factorize(key)
-    first = np.zeros(codes.max() + 1 if codes.size else 0, dtype=np.int64)
-    first[codes[::-1]] = np.arange(codes.size - 1, -1, -1)
-    uniques = [tuple(u[c[i]] for c, u in values) for i in first.tolist()]
+    codes, keys = pd.factorize(key)
+    uniques = [tuple(u[c[i]] for c, u in values) for i in first_rows(codes, len(keys)).tolist()]
     return codes, uniques
 
 

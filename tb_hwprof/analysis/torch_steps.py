@@ -198,10 +198,8 @@ def names_where(names: pd.Series, *predicates) -> List[np.ndarray]:
     values = names.to_numpy(object)
     if values.size == 0:
         return [np.zeros(0, bool) for _ in predicates]
-    codes = columnar.object_codes(values)
-    first = np.empty(int(codes.max()) + 1, np.int64)
-    first[codes[::-1]] = np.arange(values.size - 1, -1, -1)  # the last write per code is its first row
-    distinct = [str(name) for name in values[first]]
+    codes, uniques = columnar.object_factorize(values)
+    distinct = [str(name) for name in uniques]
     return [np.fromiter(map(predicate, distinct), bool, len(distinct))[codes] for predicate in predicates]
 
 
