@@ -26,6 +26,21 @@ def samples_dir() -> Path:
     return path
 
 
+def repro_path() -> Path:
+    """Reproducers of reliability defects (TB_HWPROF_REPRO, default ../shared/repro beside the repo)."""
+    return Path(os.environ.get("TB_HWPROF_REPRO", REPO.parent / "shared" / "repro"))
+
+
+def repro(name: str) -> Path:
+    """One reproducer (file or folder) relative to the repro folder; the test skips when it is absent."""
+    path = repro_path() / name
+    if not path.exists():
+        if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):
+            pytest.fail(f"reproducer required but missing at {path} (set TB_HWPROF_REPRO)")
+        pytest.skip(f"reproducer {name} not found under {repro_path()} (set TB_HWPROF_REPRO)")
+    return path
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 (for a TensorBoard a test starts)."""
     with socket.socket() as s:
