@@ -72,6 +72,8 @@ def launching_call(call_key, op_key) -> np.ndarray:
     if keys.size and (keys.size < 2 or (keys[1:] > keys[:-1]).all()):  # strictly rising: sorted, unique
         where = np.minimum(np.searchsorted(keys, op_key), keys.size - 1)
         return np.where((keys[where] == op_key) & (op_key >= 0), rows[where], -1)
+    if keys.size == 0:  # no call holds any of these keys (nothing to index into below)
+        return np.full(op_key.size, -1, np.int64)
     rows = rows[~pd.Series(keys).duplicated().to_numpy()]
     where = pd.Index(call_key[rows]).get_indexer(op_key)
     return np.where((where >= 0) & (op_key >= 0), rows[np.maximum(where, 0)], -1)
