@@ -41,6 +41,10 @@ def repro(name: str) -> Path:
     return path
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fuzz: damaged inputs and runs (tests/fuzzing.py; TB_HWPROF_FUZZ_MUTANTS sets how many)")
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 (for a TensorBoard a test starts)."""
     with socket.socket() as s:
