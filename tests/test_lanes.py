@@ -6,15 +6,18 @@ import gzip
 import json
 import shutil
 import sqlite3
+import time
 from collections import Counter, defaultdict
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import tb_hwprof
-from tb_hwprof.readers.common.lanes import LANE_TID_TOP, lane_numbers
+from tb_hwprof.readers.amd import timeline as amd_timeline
+from tb_hwprof.readers.common.lanes import LANE_TID_TOP, lane_numbers, spread_over_lanes
 from tb_hwprof.logdir import metadata
-from tb_hwprof.model import TIMELINE_CATEGORIES
+from tb_hwprof.model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Timeline, Track
 
 from conftest import sample
 from support_nsys import DLPROF, query
@@ -156,3 +159,121 @@ def test_nvtx_start_end_ranges_get_lanes_of_their_thread(samples_dir, tmp_path):
     written = trace_tracks(tb_hwprof.export(path, tmp_path / "logs", "r"))
     for key, intervals in written.items():
         assert crossings(intervals) == 0, key
+
+
+# -- lane tracks as before the linear rewrite (issue 13): the reference the current code must match --
+def _reference_spread_over_lanes(timeline, rows, label, keep_first=True):
+    """spread_over_lanes as it was: a mask per lane and a rescan of the taken tids per lane track
+    (quadratic when thousands of slices overlap), kept to check the rewrite changes no result."""
+    s = timeline.slices
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size == 0:
+        return 0
+    taken = {(t.pid, t.tid) for t in timeline.tracks}
+    lanes_of = {}
+    per_track = pd.Series(rows).groupby(s["track"][rows]).indices
+    for track, positions in sorted(per_track.items()):
+        idx = rows[positions]
+        start = s["start"][idx]
+        if idx.size > 1 and not (start[1:] >= start[:-1]).all():
+            idx = idx[np.argsort(start, kind="stable")]
+        lanes = lane_numbers(s["start"][idx], s["end"][idx]) + (0 if keep_first else 1)
+        base = timeline.tracks[int(track)]
+        for k in np.unique(lanes[lanes > 0]).tolist():
+            tid = LANE_TID_TOP
+            while (base.pid, tid) in taken:
+                tid -= 1
+            taken.add((base.pid, tid))
+            timeline.tracks.append(Track(pid=base.pid, tid=tid, process=base.process,
+                                         thread=f"{base.thread} ({label} {k})", kind=base.kind, device=base.device,
+                                         lane_of=base.tid))
+            s["track"][idx[lanes == k]] = len(timeline.tracks) - 1
+            lanes_of.setdefault(int(track), []).append(len(timeline.tracks) - 1)
+    added = sum(len(v) for v in lanes_of.values())
+    if added:
+        first_lane = len(timeline.tracks) - added
+        order = [j for i in range(first_lane) for j in [i, *lanes_of.get(i, [])]]
+        position = np.empty(len(order), np.int32)
+        position[order] = np.arange(len(order), dtype=np.int32)
+        timeline.tracks[:] = [timeline.tracks[j] for j in order]
+        s["track"] = position[s["track"]].astype(s["track"].dtype, copy=False)
+    return added
+
+
+def _copy(timeline):
+    return Timeline(tracks=list(timeline.tracks), names=list(timeline.names),
+                    slices={c: a.copy() for c, a in timeline.slices.items()})
+
+
+def assert_same_lanes(timeline, rows, label, keep_first=True):
+    """spread_over_lanes and the reference on copies of one timeline: same count, tracks and slices."""
+    mine, theirs = _copy(timeline), _copy(timeline)
+    added = spread_over_lanes(mine, rows, label, keep_first)
+    assert added == _reference_spread_over_lanes(theirs, rows, label, keep_first)
+    assert mine.tracks == theirs.tracks
+    for c in SLICE_COLUMNS:
+        np.testing.assert_array_equal(mine.slices[c], theirs.slices[c], err_msg=c)
+    return added
+
+
+AMD_TRACES = ["rocprof/v1_mi250x_laplacian/results.csv", "rocprof/v1_mi300a_vecadd/results.json",
+              "rocprof/v1_mi300a_vecadd/results.db", "rocprof/v1_old_rome_omp/results.csv",
+              "rocprof/v1_old_rome_omp/results.json", "rocprof/v1_rdna_wave32_llm170_EXCERPT/results.head10.csv",
+              "rocprof/v2_hip_api_trace_hiptrace.csv", "rocprof/v3_docs_kernel_trace_newer.csv",
+              "rocprof/v3_docs_kernel_trace_older.csv", ROCPD]
+
+
+@pytest.mark.parametrize("name", AMD_TRACES)
+def test_lanes_match_the_reference_on_the_amd_traces(name, samples_dir, monkeypatch):
+    """Every AMD trace's timeline, just before its lanes are made, gets the reference's lanes."""
+    seen = []
+
+    def check_then_spread(timeline, rows, label, keep_first=True):
+        seen.append(assert_same_lanes(timeline, rows, label, keep_first))
+        return spread_over_lanes(timeline, rows, label, keep_first)
+    monkeypatch.setattr(amd_timeline, "spread_over_lanes", check_then_spread)
+    assert tb_hwprof.read(sample(samples_dir, name)).timeline is not None
+    assert len(seen) == 1
+    if name == ROCPD:
+        assert seen[0] > 0  # the sample whose queues overlap really gets lanes
+
+
+def _many_overlaps(n_slices: int, rng) -> Timeline:
+    """Three processes' tracks, slices that overlap by the thousand (many identical ones, as a
+    duplicated row makes), and tids near LANE_TID_TOP already in use that lane tids must skip."""
+    tracks = [Track(pid=p, tid=t, process=f"p{p}", thread=f"t{t}", kind="stream", device=p)
+              for p, t in ((1, 0), (1, 5), (2, 0), (2, LANE_TID_TOP), (2, LANE_TID_TOP - 2), (3, 7))]
+    start = np.sort(rng.integers(0, 50_000, n_slices))
+    start[: n_slices // 3] = 1000  # a third all at once
+    end = start + rng.integers(0, 20_000, n_slices)
+    end[: n_slices // 3] = 9000
+    slices = {"start": start, "end": end, "track": rng.integers(0, len(tracks), n_slices).astype(np.int32),
+              "name": np.zeros(n_slices, np.int32), "cat": np.zeros(n_slices, np.int8),
+              "flow": np.full(n_slices, -1), "bytes": np.full(n_slices, -1)}
+    return Timeline(tracks=tracks, names=["k"], slices=slices)
+
+
+@pytest.mark.parametrize("keep_first", [True, False])
+def test_lanes_match_the_reference_when_thousands_overlap(keep_first):
+    rng = np.random.default_rng(13)
+    timeline = _many_overlaps(3000, rng)
+    every = np.arange(len(timeline))
+    assert assert_same_lanes(timeline, every, "overlap", keep_first) > 900
+    some = np.sort(rng.choice(every, 1000, replace=False))  # a subset, as nsys spreads NVTX rows only
+    assert assert_same_lanes(timeline, some, "NVTX", keep_first) > 0
+
+
+def test_twenty_thousand_overlapping_slices_spread_in_linear_time():
+    """20,000 slices at one instant: 20,000 lanes, each slice alone on one (seconds before, minutes
+    for the quadratic reference, so it is not run here)."""
+    n = 20_000
+    timeline = Timeline(tracks=[Track(pid=1, tid=0, process="GPU", thread="Queue 0", kind="stream", device=0)],
+                        names=["k"], slices={"start": np.full(n, 5), "end": np.full(n, 10),
+                                             "track": np.zeros(n, np.int32), "name": np.zeros(n, np.int32),
+                                             "cat": np.zeros(n, np.int8), "flow": np.full(n, -1),
+                                             "bytes": np.full(n, -1)})
+    began = time.perf_counter()
+    assert spread_over_lanes(timeline, np.arange(n), "overlap") == n - 1
+    assert time.perf_counter() - began < 5
+    assert sorted(timeline.slices["track"].tolist()) == list(range(n))
+    assert len({(t.pid, t.tid) for t in timeline.tracks}) == n

@@ -51,7 +51,7 @@ def spread_over_lanes(timeline: Timeline, rows: np.ndarray, label: str, keep_fir
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size == 0:
         return 0
-    taken = {(t.pid, t.tid) for t in timeline.tracks}
+    tids = _LaneTids(timeline.tracks)
     lanes_of: Dict[int, list] = {}  # track -> its lane tracks (new indices, ordered after all tracks for now)
     per_track: Dict[int, np.ndarray] = pd.Series(rows).groupby(s["track"][rows]).indices
     for track, positions in sorted(per_track.items()):
@@ -60,13 +60,17 @@ def spread_over_lanes(timeline: Timeline, rows: np.ndarray, label: str, keep_fir
         if idx.size > 1 and not (start[1:] >= start[:-1]).all():
             idx = idx[np.argsort(start, kind="stable")]
         lanes = lane_numbers(s["start"][idx], s["end"][idx]) + (0 if keep_first else 1)
-        base = timeline.tracks[int(track)]
-        for k in np.unique(lanes[lanes > 0]).tolist():
-            timeline.tracks.append(Track(pid=base.pid, tid=_free_tid(taken, base.pid), process=base.process,
-                                         thread=f"{base.thread} ({label} {k})", kind=base.kind, device=base.device,
-                                         lane_of=base.tid))
-            s["track"][idx[lanes == k]] = len(timeline.tracks) - 1
-            lanes_of.setdefault(int(track), []).append(len(timeline.tracks) - 1)
+        numbers = np.unique(lanes[lanes > 0])
+        if not numbers.size:
+            continue
+        base, first = timeline.tracks[int(track)], len(timeline.tracks)
+        timeline.tracks.extend(Track(pid=base.pid, tid=tids.next(base.pid), process=base.process,
+                                     thread=f"{base.thread} ({label} {k})", kind=base.kind, device=base.device,
+                                     lane_of=base.tid) for k in numbers.tolist())
+        # All moved slices at once (one mask per lane is quadratic when thousands of slices overlap).
+        moved = lanes > 0
+        s["track"][idx[moved]] = first + np.searchsorted(numbers, lanes[moved])
+        lanes_of[int(track)] = list(range(first, len(timeline.tracks)))
     added = sum(len(v) for v in lanes_of.values())
     if added:
         _lanes_after_their_track(timeline, lanes_of)
@@ -84,10 +88,18 @@ def _lanes_after_their_track(timeline: Timeline, lanes_of: Dict[int, list]) -> N
     s["track"] = position[s["track"]].astype(s["track"].dtype, copy=False)
 
 
-def _free_tid(taken: set, pid: int) -> int:
-    """The highest tid below LANE_TID_TOP that process `pid` does not use yet (now taken)."""
-    tid = LANE_TID_TOP
-    while (pid, tid) in taken:
-        tid -= 1
-    taken.add((pid, tid))
-    return tid
+class _LaneTids:
+    """Tids for lane tracks: per process the highest below LANE_TID_TOP not in use yet.  A cursor per
+    process walks down once, so thousands of lanes cost linear time, not a rescan per lane."""
+
+    def __init__(self, tracks):
+        self.taken = {(t.pid, t.tid) for t in tracks}
+        self.cursor: Dict[int, int] = {}
+
+    def next(self, pid: int) -> int:
+        tid = self.cursor.get(pid, LANE_TID_TOP)
+        while (pid, tid) in self.taken:
+            tid -= 1
+        self.taken.add((pid, tid))
+        self.cursor[pid] = tid - 1
+        return tid
