@@ -150,16 +150,46 @@ def test_native_reader_checks_its_buffers(tmp_path):
     assert fill(sqlite_columns.read_only_uri(tmp_path / "absent.sqlite"), sql, 1, 2, small)[2] is not None
 
 
-def test_rowid_ranges_no_file_could_hold_are_refused(tmp_path):
-    """Arrays are sized and queries stepped by the rowid range: one that this file's bytes could not
-    hold (a damaged b-tree) is an error at once, not a 2^40-row allocation or loop."""
-    conn = sqlite3.connect(tmp_path / "t.sqlite")
-    conn.execute("CREATE TABLE t (a INTEGER)")
-    conn.executemany("INSERT INTO t (rowid, a) VALUES (?, ?)", [(1, 1), (1 << 40, 2)])
+@pytest.mark.parametrize("native", BACKENDS)
+def test_sparse_rowids_are_read_not_refused(tmp_path, monkeypatch, native):
+    """A valid table whose rowids span far more than the file could hold rows for (rows inserted
+    with explicit rowids): every row read, in rowid order, in as many queries as it has chunks
+    (not one per CHUNK_ROWS rowids) and into arrays as long as the table (not the rowid range)."""
+    monkeypatch.setattr(sqlite_columns, "NATIVE", native)
+    monkeypatch.setattr(sqlite_columns, "CHUNK_ROWS", 3)
+    path = tmp_path / "t.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+    rowids = [-(1 << 62), -5, 1, 2, 3, 4, 1000046, 1 << 40, (1 << 63) - 1]
+    conn.executemany("INSERT INTO t (rowid, a, b) VALUES (?, ?, ?)", [(r, i, -i) for i, r in enumerate(rowids)])
     conn.commit()
-    with pytest.raises(sqlite3.DatabaseError, match="rowids 1..1099511627776 cannot all be rows"):
-        sqlite_columns.int_columns(conn, "t", ["a"])
-    with ThreadPoolExecutor(2) as pool, pytest.raises(sqlite3.DatabaseError, match="cannot all be rows"):
-        sqlite_columns.columns_in_parts(pool, tmp_path / "t.sqlite", "t", ["a"], sqlite_columns.rowid_span(conn, "t"))
-    with pytest.raises(sqlite3.DatabaseError, match="cannot all be rows"):
-        sqlite_columns.check_span("t", (5, 4), 1 << 20)
+    want = conn.execute("SELECT a, b FROM t ORDER BY rowid").fetchall()
+    assert len(want) == len(rowids)
+    a, b = sqlite_columns.int_columns(conn, "t", ["a", "b"])
+    assert list(zip(a.tolist(), b.tolist())) == want
+    span = sqlite_columns.rowid_span(conn, "t")
+    assert not sqlite_columns.is_dense(span, path.stat().st_size)
+    with ThreadPoolExecutor(2) as pool:
+        for parts in (1, 2):
+            a, b = sqlite_columns.columns_in_parts(pool, path, "t", ["a", "b"], span, parts)()
+            assert list(zip(a.tolist(), b.tolist())) == want and a.size == len(rowids)
+    with pytest.raises(sqlite3.DatabaseError, match="rowids 5..4"):
+        sqlite_columns.check_span("t", (5, 4))
+
+
+@pytest.mark.parametrize("native", BACKENDS)
+def test_a_non_integer_value_names_its_row(tmp_path, monkeypatch, native):
+    """A text where an integer must be (what a swapped page puts there) is refused naming the table,
+    the expression and the row, however far into the table it is."""
+    monkeypatch.setattr(sqlite_columns, "NATIVE", native)
+    monkeypatch.setattr(sqlite_columns, "CHUNK_ROWS", 4)
+    path = tmp_path / "t.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+    conn.executemany("INSERT INTO t (rowid, a, b) VALUES (?, ?, ?)", [(r, r, r) for r in range(1, 30)])
+    conn.execute("UPDATE t SET b = 'QnxKernelTrace' WHERE rowid = 23")
+    conn.commit()
+    with pytest.raises(sqlite_columns.DamagedValues, match=r"in t: b \(row 23\)"):
+        sqlite_columns.int_columns(conn, "t", ["a", "b"])
+    with ThreadPoolExecutor(2) as pool, pytest.raises(sqlite_columns.DamagedValues, match=r"in t: b \(row 23\)"):
+        sqlite_columns.columns_in_parts(pool, path, "t", ["a", "b"], sqlite_columns.rowid_span(conn, "t"))()

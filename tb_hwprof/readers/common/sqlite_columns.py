@@ -13,7 +13,12 @@ stay small and the allocator hands the same memory to the next chunk (fresh memo
 fault per 4 kB, which on a VM costs more than parsing it); `columns_in_parts` writes the chunks
 straight into the final arrays.  Values must be integers (coalesce NULLs away in the
 expression): a NULL is skipped by group_concat and a REAL is not an integer, and both are caught
-by counting.
+by counting; either is a DamagedValues error naming the table, the expression and the row.
+
+Rowids need not be dense: a valid table may hold rowids 1..45 and 1000046 (rows deleted, or
+inserted with an explicit rowid).  Chunks step from one row to the next that exists, and
+`columns_in_parts` sizes its arrays by the rowid range only where the file could hold that many
+rows, by count(*) otherwise.
 """
 from __future__ import annotations
 
@@ -38,14 +43,37 @@ CHUNK_ROWS = 1 << 16
 WORKERS = 2
 
 
-def _parse(text, count: int, expr: str, table: str) -> np.ndarray:
+# A row takes at least this many bytes of its page (a cell pointer, a header): a rowid range wider
+# than the file's bytes / MIN_ROW_BYTES is sparse, and arrays are not sized by it.
+MIN_ROW_BYTES = 4
+
+
+class DamagedValues(ValueError):
+    """A NULL, a REAL or a text where the reader needs an integer: no export writes one there, a
+    damaged file (a swapped or overwritten page) does."""
+
+    def __init__(self, table: str, expr: str, rowid: Optional[int] = None):
+        self.table, self.expr, self.rowid = table, expr, rowid
+        row = f" (row {rowid})" if rowid is not None else ""
+        super().__init__(f"unexpected NULL or non-integer value in {table}: {expr}{row}")
+
+
+def first_bad_rowid(conn: sqlite3.Connection, table: str, expr: str, rows: tuple, where: str = "") -> Optional[int]:
+    """The first rowid in `rows` (first, last) whose `expr` is not an integer: run only once a scan
+    has failed, to name the row."""
+    keep = f"AND ({where})" if where else ""
+    found = _one_row(conn, table, f'SELECT rowid FROM "{table}" WHERE rowid BETWEEN ? AND ? {keep} '
+                                  f"AND typeof({expr}) != 'integer' ORDER BY rowid LIMIT 1", rows)
+    return found[0] if found else None
+
+
+def _parse(text, count: int) -> Optional[np.ndarray]:
+    """The integers of a group_concat text, None unless there are `count` of them."""
     try:  # text that is not all integers stops the parse (a DeprecationWarning, an error under -W error)
         values = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, np.int64)
     except ValueError:
-        values = None
-    if values is None or values.size != count:
-        raise ValueError(f"unexpected NULL or non-integer value in {table}: {expr}")
-    return values
+        return None
+    return values if values.size == count else None
 
 
 def _one_row(conn: sqlite3.Connection, table: str, sql: str, params=()) -> tuple:
@@ -74,15 +102,41 @@ def split_rows(span, parts: int) -> List[tuple]:
     return [(a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)]
 
 
-def _chunks(conn: sqlite3.Connection, table: str, exprs: Sequence[str], span: tuple, where: str = ""):
-    """(rows, one int64 array per expression) of each CHUNK_ROWS rowids of `span` in turn."""
-    lo, hi = span
-    aggs = ", ".join(f"group_concat({e})" for e in exprs)
+def _parsed(conn, table: str, exprs: Sequence[str], row: tuple, rows: tuple, where: str):
+    """(rows, int64 arrays) of one chunk's (count, last rowid, group_concat texts...) over `rows`."""
+    cols = [_parse(text, row[0]) for text in row[2:]]
+    for expr, values in zip(exprs, cols):
+        if values is None:
+            raise DamagedValues(table, expr, first_bad_rowid(conn, table, expr, rows, where))
+    return row[0], cols
+
+
+def _chunks(conn: sqlite3.Connection, table: str, exprs: Sequence[str], span: tuple, where: str = "",
+            dense: bool = True):
+    """(rows, one int64 array per expression) of each chunk of `span` in turn.  Dense rowids: a
+    query per CHUNK_ROWS rowids (the faster query).  Sparse ones: a query per CHUNK_ROWS rows, each
+    starting after the last row of the one before, so a rowid gap of any width costs nothing."""
+    first, hi = span
     keep = f"AND ({where})" if where else ""
-    for first in range(lo, hi + 1, CHUNK_ROWS):
-        row = _one_row(conn, table, f'SELECT count(*), {aggs} FROM "{table}" NOT INDEXED '
-                                    f'WHERE rowid BETWEEN ? AND ? {keep}', (first, min(first + CHUNK_ROWS - 1, hi)))
-        yield row[0], [_parse(text, row[0], expr, table) for text, expr in zip(row[1:], exprs)]
+    if dense:
+        aggs = ", ".join(f"group_concat({e})" for e in exprs)
+        sql = f'SELECT count(*), NULL, {aggs} FROM "{table}" NOT INDEXED WHERE rowid BETWEEN ? AND ? {keep}'
+        for first in range(first, hi + 1, CHUNK_ROWS):
+            rows = (first, min(first + CHUNK_ROWS - 1, hi))
+            yield _parsed(conn, table, exprs, _one_row(conn, table, sql, rows), rows, where)
+        return
+    aggs = ", ".join(f"group_concat(c{i})" for i in range(len(exprs)))
+    picked = ", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))
+    sql = (f'SELECT count(*), max(r), {aggs} FROM (SELECT rowid AS r, {picked} FROM "{table}" NOT INDEXED '
+           f"WHERE rowid BETWEEN ? AND ? {keep} ORDER BY rowid LIMIT {CHUNK_ROWS})")
+    while True:
+        row = _one_row(conn, table, sql, (first, hi))
+        yield _parsed(conn, table, exprs, row, (first, hi), where)
+        if row[0] < CHUNK_ROWS or row[1] >= hi:
+            return
+        if row[1] < first:  # a b-tree whose rowids do not rise: stepping on would never end
+            raise sqlite3.DatabaseError(f"{table}: rowids out of order (damaged b-tree)")
+        first = row[1] + 1
 
 
 def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], where: str = "",
@@ -92,17 +146,18 @@ def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], wher
     span = rows if rows is not None else rowid_span(conn, table)
     if span is None or not exprs:
         return [np.zeros(0, np.int64) for _ in exprs]
-    check_span(table, span, _file_bytes(conn))
-    pieces = list(zip(*(cols for _, cols in _chunks(conn, table, exprs, span, where))))
+    check_span(table, span)
+    dense = is_dense(span, _file_bytes(conn))
+    pieces = list(zip(*(cols for _, cols in _chunks(conn, table, exprs, span, where, dense))))
     return [p[0] if len(p) == 1 else np.concatenate(p) for p in pieces]
 
 
 def fill_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], rows: tuple,
-                 out: Sequence[np.ndarray]) -> int:
+                 out: Sequence[np.ndarray], dense: bool = True) -> int:
     """Write `exprs` over the rows of `table` with rowid in `rows` (first, last), in rowid order, to the
-    start of the `out` arrays (room for every rowid of the range); returns how many rows there were."""
+    start of the `out` arrays (room for every row of the range); returns how many rows there were."""
     n = 0
-    for count, cols in _chunks(conn, table, exprs, rows):
+    for count, cols in _chunks(conn, table, exprs, rows, dense=dense):
         for values, col in zip(out, cols):
             values[n:n + count] = col
         n += count
@@ -116,21 +171,35 @@ def native_fill(uri: str, table: str, exprs: Sequence[str], rows: tuple, out: Se
     if error is not None:
         raise sqlite3.DatabaseError(f"{table}: {error}")
     if bad_column >= 0:
-        raise ValueError(f"unexpected NULL or non-integer value in {table}: {exprs[bad_column]}")
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            raise DamagedValues(table, exprs[bad_column], first_bad_rowid(conn, table, exprs[bad_column], rows))
+        finally:
+            conn.close()
     return count
 
 
-def check_span(table: str, span: tuple, file_bytes: int) -> None:
-    """Refuse a rowid range that no row layout of the file could hold (a damaged b-tree): arrays
-    are sized by it and queries step through it.  A row takes at least 4 bytes of its page (a cell
-    pointer, a header)."""
-    lo, hi = span
-    if hi < lo or (hi - lo + 1) * 4 > max(file_bytes, 4096):
-        raise sqlite3.DatabaseError(f"{table}: rowids {lo}..{hi} cannot all be rows of this file (damaged?)")
+def check_span(table: str, span: tuple) -> None:
+    """Refuse a rowid range that ends before it starts (a damaged b-tree): arrays are sized by it."""
+    if span[1] < span[0]:
+        raise sqlite3.DatabaseError(f"{table}: rowids {span[0]}..{span[1]} (damaged?)")
 
 
 def _file_bytes(conn: sqlite3.Connection) -> int:
     return conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+
+
+def is_dense(span: tuple, file_bytes: int) -> bool:
+    """Whether the file could hold a row at every rowid of `span` (arrays may then be sized by it)."""
+    return (span[1] - span[0] + 1) * MIN_ROW_BYTES <= max(file_bytes, 4096)
+
+
+def row_count(path, table: str) -> int:
+    conn = open_read_only(path)
+    try:
+        return _one_row(conn, table, f'SELECT count(*) FROM "{table}"')[0]
+    finally:
+        conn.close()
 
 
 def read_only_uri(path) -> str:
@@ -160,8 +229,11 @@ def columns_in_parts(pool: Executor, path, table: str, exprs: Sequence[str], spa
     if span is None or not exprs:
         return lambda: [np.zeros(0, np.int64) for _ in exprs]
     lo = span[0]
-    check_span(table, span, Path(path).stat().st_size)
-    out = [np.empty(span[1] - lo + 1, np.int64) for _ in exprs]
+    check_span(table, span)
+    rows, dense = span[1] - lo + 1, is_dense(span, Path(path).stat().st_size)
+    if not dense:  # sparse rowids: one worker, arrays as long as the table
+        parts, rows = 1, row_count(path, table)
+    out = [np.empty(rows, np.int64) for _ in exprs]
     uri, native = read_only_uri(path), NATIVE
 
     def job(first: int, last: int) -> int:
@@ -170,7 +242,7 @@ def columns_in_parts(pool: Executor, path, table: str, exprs: Sequence[str], spa
             return native_fill(uri, table, exprs, (first, last), stretch)
         conn = open_read_only(path)
         try:
-            return fill_columns(conn, table, exprs, (first, last), stretch)
+            return fill_columns(conn, table, exprs, (first, last), stretch, dense)
         finally:
             conn.close()
 
@@ -205,5 +277,5 @@ def text_codes(conn: sqlite3.Connection, table: str, expr: str, where: str = "")
     finally:
         conn.execute("DROP TABLE temp.tbh_texts")
     if codes.size and (codes.min() < 0 or codes.max() >= len(values)):
-        raise ValueError(f"unexpected text codes in {table}: {expr}")
+        raise DamagedValues(table, expr)
     return codes, values
