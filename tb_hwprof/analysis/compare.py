@@ -1,25 +1,49 @@
 """Kernel-by-kernel comparison of two profiles (two kernels tables; no file format here).
 
-Launches are matched by a normalised kernel name: the demangled name with templates and
-parameters kept (they tell instantiations apart), with the `[clone .kd]`-style suffixes that
-compilers and tools append dropped, so one kernel seen through two tools still matches.
-Several launches of one name are aggregated: durations summed, % metrics averaged weighted
-by duration (a 1 us launch must not weigh as much as a 1 ms one).
+A kernel is one instantiation: launches are grouped by their normalised demangled name (templates
+and parameters kept: they tell instantiations apart; the `[clone .kd]`-style suffixes compilers
+and tools append dropped), or by `name` where a tool has no demangled name.  Several launches of
+one kernel are aggregated: durations summed, % metrics averaged weighted by duration (a 1 us
+launch must not weigh as much as a 1 ms one).
+
+Kernels are then paired across the two runs, each stage only over what the earlier ones left:
+the user's explicit choices, the mangled name, the demangled name, the short name (only where it
+names one kernel on each side: instantiations are never collapsed), then the one kernel each side
+has left, then a launch configuration (grid, block, registers, shared memory) found once on each
+side.  Every pair records how it was paired: an optimisation series renames kernels.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
+from ..model import KERNEL_COLUMNS
 from .groups import bound_labels, dominant_label
 
 # Metrics whose run-minus-base difference the comparison reports.
 DELTA_COLUMNS = ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct",
                  "dram_throughput_pct", "l1_hit_rate_pct", "l2_hit_rate_pct")
+
+# How a pair was made, in the order the stages run.
+PAIRED_BY = ("user", "mangled", "demangled", "short", "only-one-left", "launch-config")
+NAME_STAGES = ("mangled", "demangled", "short")
+LAUNCH_CONFIG = ("grid", "block", "registers_per_thread", "shared_mem_bytes")
+
+# Tools that time kernels as the application runs them, and the one that replays them.
+TRACING_TOOLS = ("nsys", "pytorch")
+REPLAYING_TOOL = "ncu"
+# A paired kernel whose per-launch times differ more than this between ncu and a tracer is flagged.
+CROSS_TOOL_RATIO_LIMIT = 1.5
+CROSS_TOOL_CAUSES = ("Nsight Compute locks clocks to base by default (--clock-control base) and replays each "
+                     "kernel with flushed caches (--cache-control all); Nsight Systems and the PyTorch profiler "
+                     "measure at application clocks with warm caches")
+# Paired kernels covering less than this share of either run's GPU time: the totals mostly compare unpaired work.
+PAIRED_SHARE_WARNING = 0.5
 
 # " [clone .kd]", " [clone .constprop.0]", ...: one or more trailing clone markers.
 _CLONE_SUFFIX = re.compile(r"(?:\s*\[clone [^\[\]]*\])+\s*$")
@@ -30,6 +54,39 @@ def normalise_kernel_name(name) -> str:
     if not isinstance(name, str):
         return ""
     return _CLONE_SUFFIX.sub("", name).strip()
+
+
+def _strip_groups(text: str, opening: str, closing: str) -> str:
+    """`text` without its balanced opening...closing groups (templates, parameter lists)."""
+    out, depth = [], 0
+    for ch in text:
+        if ch == opening:
+            depth += 1
+        elif ch == closing and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_name(name: str) -> str:
+    """The bare function name: 'void ns::k<4, T>(int)' -> 'k'; 'matrix_addition2D' stays."""
+    bare = _strip_groups(_strip_groups(normalise_kernel_name(name), "(", ")"), "<", ">").strip()
+    return bare.split()[-1].split("::")[-1] if bare else ""
+
+
+def template_arguments(short: str, full: str) -> str:
+    """'<...>' right after `short` in the full name (the instantiation's arguments), else ''."""
+    at = full.find(short + "<") if short else -1
+    if at < 0:
+        return ""
+    start = at + len(short)
+    depth = 0
+    for i in range(start, len(full)):
+        depth += {"<": 1, ">": -1}.get(full[i], 0)
+        if depth == 0:
+            return full[start:i + 1]
+    return ""
 
 
 def _normalised_codes(names: pd.Series):
@@ -67,22 +124,170 @@ def _weighted_means(keyed: pd.DataFrame, column: str) -> pd.Series:
     return weighted.where(g["w"].sum() > 0, g["v"].mean())
 
 
-def aggregate_by_key(kernels: pd.DataFrame) -> Dict[str, dict]:
-    """Key -> {name, total_ns, bound, metric means} over that key's launches, in table order."""
+@dataclasses.dataclass
+class KernelSet:
+    """One run's kernels grouped by instantiation: per launch the index of its key (codes), and per
+    key its names and figures (groups, in order of first appearance)."""
+    kernels: pd.DataFrame
+    codes: np.ndarray
+    keys: List[str]
+    groups: Dict[str, dict]
+
+    def launches_of(self, key: str) -> np.ndarray:
+        """Row positions of `key`'s launches."""
+        return np.flatnonzero(self.codes == self.keys.index(key))
+
+    def aggregate(self, column: str) -> Dict[str, Optional[float]]:
+        """Per key: `column` summed for durations, else its duration-weighted mean."""
+        keyed = self.kernels.assign(_key=self.codes)
+        if column == "duration_ns":
+            values = keyed.groupby("_key", sort=False)[column].sum(min_count=1)
+        else:
+            values = _weighted_means(keyed, column)
+        return {self.keys[code]: _none(v) for code, v in values.items()}
+
+
+def _labels(names: List[str], demangled: List[str], keys: List[str]) -> List[str]:
+    """What the user reads for each kernel: the short name, plus the template arguments where the
+    kernel is one instantiation of several; the whole key where that still does not tell them apart."""
+    labels = []
+    for name, full, key in zip(names, demangled, keys):
+        short = name if name and "(" not in name else short_name(key)
+        labels.append(short + template_arguments(short, full or key) if short else key)
+    seen: Dict[str, int] = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    return [label if seen[label] == 1 else key for label, key in zip(labels, keys)]
+
+
+def kernel_set(kernels: pd.DataFrame) -> KernelSet:
+    """The run's kernels grouped by key, with totals, bound label and DELTA_COLUMNS means per key."""
     # Grouped by integer codes (in order of first appearance, as groupby(sort=False) orders keys):
     # each groupby would hash the 1M key strings again (~0.17 s each, ~4 s per comparison).
     codes, keys = kernel_keys(kernels)
     keyed = kernels.assign(_key=codes)
     g = keyed.groupby("_key", sort=False)
-    frame = pd.DataFrame({"name": g["name"].first(), "total_ns": g["duration_ns"].sum(min_count=1)})
+    frame = pd.DataFrame({"name": g["name"].first(), "demangled": g["demangled_name"].first(),
+                          "mangled": g["mangled_name"].first(), "launches": g.size(),
+                          "total_ns": g["duration_ns"].sum(min_count=1)})
     frame["bound"] = dominant_label(keyed["_key"], bound_labels(keyed), keyed["duration_ns"])
     for column in DELTA_COLUMNS:
         frame[column] = _weighted_means(keyed, column)
-    return {keys[code]: {"name": str(row["name"]), "total_ns": _none(row["total_ns"]), "bound": row["bound"],
-                         "metrics": {c: _none(row[c]) for c in DELTA_COLUMNS}}
-            for code, row in zip(frame.index, frame.to_dict("records"))}
+    records = frame.to_dict("records")
+    ordered = [keys[code] for code in frame.index]
+    names = [str(r["name"]) if isinstance(r["name"], str) else "" for r in records]
+    labels = _labels(names, [normalise_kernel_name(r["demangled"]) for r in records], ordered)
+    groups = {}
+    for key, row, name, label in zip(ordered, records, names, labels):
+        groups[key] = {"name": name, "label": label, "mangled": normalise_kernel_name(row["mangled"]),
+                       "demangled": normalise_kernel_name(row["demangled"]), "short": short_name(name or key),
+                       "launches": int(row["launches"]), "total_ns": _none(row["total_ns"]), "bound": row["bound"],
+                       "metrics": {c: _none(row[c]) for c in DELTA_COLUMNS}}
+    return KernelSet(kernels, codes, keys, groups)
 
 
+def aggregate_by_key(kernels: pd.DataFrame) -> Dict[str, dict]:
+    """Key -> {name, label, total_ns, bound, metric means, ...} over that key's launches, in table order."""
+    return kernel_set(kernels).groups
+
+
+# -- pairing ---------------------------------------------------------------------------------
+def _config_text(row) -> Optional[str]:
+    """One launch configuration as text; None where the table lacks any of its parts."""
+    parts = []
+    for column in LAUNCH_CONFIG:
+        value = row[column]
+        if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+            return None
+        parts.append(f"{column}={value:g}" if isinstance(value, float) else f"{column}={value}")
+    return ", ".join(parts)
+
+
+def launch_configs(kset: KernelSet, keys: Sequence[str]) -> Dict[str, Optional[str]]:
+    """Per key: its launch configuration when all its launches share one, else None.  Only the
+    launches of `keys` are looked at (what the name stages left: a handful of a 1M-launch run)."""
+    wanted = np.array([kset.keys.index(k) for k in keys], dtype=np.int64)
+    rows = np.flatnonzero(np.isin(kset.codes, wanted))
+    columns = [c for c in LAUNCH_CONFIG if c in kset.kernels.columns]
+    if len(columns) < len(LAUNCH_CONFIG):
+        return {k: None for k in keys}
+    part = kset.kernels.iloc[rows][columns].assign(_key=kset.codes[rows]).drop_duplicates()
+    out: Dict[str, Optional[str]] = {k: None for k in keys}
+    for code, configs in part.groupby("_key", sort=False):
+        if len(configs) == 1:
+            out[kset.keys[code]] = _config_text(configs.iloc[0])
+    return out
+
+
+def _pair_by_value(left_b: List[str], left_r: List[str], value_b: Dict[str, str], value_r: Dict[str, str]):
+    """(base key, run key) pairs whose non-empty value names exactly one kernel on each side."""
+    def index(keys, values):
+        found: Dict[str, List[str]] = {}
+        for k in keys:
+            if values.get(k):
+                found.setdefault(values[k], []).append(k)
+        return found
+    b, r = index(left_b, value_b), index(left_r, value_r)
+    return [(keys[0], r[v][0]) for v, keys in b.items() if len(keys) == 1 and len(r.get(v, ())) == 1]
+
+
+@dataclasses.dataclass
+class Pairing:
+    pairs: List[Tuple[str, str, str]]  # (base key, run key, how)
+    only_in_base: List[str]
+    only_in_run: List[str]
+    configs: Dict[str, Dict[str, Optional[str]]]  # "base"/"run" -> key -> launch configuration looked at
+
+
+def pair_kernels(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, str]] = ()) -> Pairing:
+    """Pair the two runs' kernels (see the module docstring); `chosen` are the user's (base key, run key)."""
+    left_b, left_r = list(base.keys), list(run.keys)
+    pairs: List[Tuple[str, str, str]] = []
+
+    def take(found, how):
+        for b, r in found:
+            pairs.append((b, r, how))
+            left_b.remove(b)
+            left_r.remove(r)
+
+    take([(b, r) for b, r in chosen if b in left_b and r in left_r], "user")
+    for stage in NAME_STAGES:
+        take(_pair_by_value(left_b, left_r, {k: base.groups[k][stage] for k in left_b},
+                            {k: run.groups[k][stage] for k in left_r}), stage)
+    if len(left_b) == 1 and len(left_r) == 1:
+        take([(left_b[0], left_r[0])], "only-one-left")
+    configs = {"base": {}, "run": {}}
+    if left_b and left_r:
+        configs = {"base": launch_configs(base, left_b), "run": launch_configs(run, left_r)}
+        take(_pair_by_value(left_b, left_r, configs["base"], configs["run"]), "launch-config")
+    return Pairing(pairs, left_b, left_r, configs)
+
+
+def resolve_kernel(kset: KernelSet, text: str) -> Optional[str]:
+    """The key `text` names on this side: a key, mangled name, label, or a short name naming one kernel."""
+    if text in kset.groups:
+        return text
+    for field in ("mangled", "label", "short"):
+        found = [k for k, g in kset.groups.items() if g[field] == text]
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def resolve_choice(base: KernelSet, run: KernelSet, text: str) -> Tuple[str, str]:
+    """'<base kernel>:<run kernel>' as the user wrote it -> (base key, run key).  Names contain ':'
+    (C++ namespaces), so every split is tried and exactly one must name a kernel on each side."""
+    found = {(resolve_kernel(base, text[:i]), resolve_kernel(run, text[i + 1:]))
+             for i, ch in enumerate(text) if ch == ":"}
+    found = {(b, r) for b, r in found if b is not None and r is not None}
+    if len(found) != 1:
+        why = "names no kernel of the baseline and one of the run" if not found else "can be split several ways"
+        raise ValueError(f"pair {text!r} {why}: give it as BASELINE_KERNEL:RUN_KERNEL (each a kernel's "
+                         f"demangled name, mangled name, or short name where it names one kernel)")
+    return found.pop()
+
+
+# -- the comparison document -------------------------------------------------------------------
 def _ratio(base: Optional[float], run: Optional[float]) -> Optional[float]:
     return base / run if base is not None and run is not None and run > 0 else None
 
@@ -91,9 +296,16 @@ def _delta(base: Optional[float], run: Optional[float]) -> Optional[float]:
     return run - base if base is not None and run is not None else None
 
 
-def _matched(key: str, b: dict, r: dict) -> dict:
+def _per_launch(total: Optional[float], launches: int) -> Optional[float]:
+    return total / launches if total is not None and launches else None
+
+
+def _paired(b_key: str, r_key: str, how: str, b: dict, r: dict) -> dict:
     return {
-        "key": key, "name": r["name"] if r["name"] else b["name"],
+        "key": b_key, "run_key": r_key, "paired_by": how,
+        "name": r["name"] if r["name"] else b["name"],
+        "base_name": b["label"], "run_name": r["label"],
+        "base_launches": b["launches"], "run_launches": r["launches"],
         "base_ns": b["total_ns"], "run_ns": r["total_ns"],
         "speedup": _ratio(b["total_ns"], r["total_ns"]),
         "base_bound": b["bound"], "run_bound": r["bound"],
@@ -112,18 +324,169 @@ def _only(groups: Dict[str, dict], keys) -> List[dict]:
     return sorted(items, key=lambda i: _by_time(i, "total_ns"))
 
 
+def _labels_of(groups: Dict[str, dict], keys) -> Dict[str, str]:
+    """{key: label} where the label is not the tool's name (instantiations of one template, renamed ones)."""
+    return {k: groups[k]["label"] for k in keys if groups[k]["label"] != groups[k]["name"]}
+
+
 def _total(kernels: pd.DataFrame) -> Optional[float]:
     return _none(kernels["duration_ns"].sum(min_count=1))
 
 
-def compare_kernels(base: pd.DataFrame, run: pd.DataFrame) -> dict:
-    """Totals, matched kernels (run minus base deltas) and the kernels found on one side only."""
-    b, r = aggregate_by_key(base), aggregate_by_key(run)
-    matched = [_matched(k, b[k], r[k]) for k in b if k in r]
-    base_ns, run_ns = _total(base), _total(run)
+@dataclasses.dataclass
+class RunInfo:
+    """What the warnings need to know about a run besides its kernels: its tool and the GPUs it ran on."""
+    tool: str = ""
+    devices: Tuple[str, ...] = ()
+
+
+def _share(paired: List[dict], field: str, total: Optional[float]) -> Optional[float]:
+    part = sum(p[field] for p in paired if p[field] is not None)
+    return part / total if total else None
+
+
+def comparison_warnings(paired: List[dict], totals: dict, base: RunInfo, run: RunInfo) -> List[dict]:
+    """Why the totals may not compare like with like: {id, text, decisive}; a decisive one means the
+    speed-up is not a result (different programs, GPUs or tools)."""
+    out = []
+    by_name = [p for p in paired if p["paired_by"] in NAME_STAGES + ("user",)]
+    if not paired:
+        out.append({"id": "no-common-kernel", "decisive": True,
+                    "text": "no kernel in common: the totals compare different programs"})
+    elif not by_name:
+        hows = sorted({p["paired_by"] for p in paired})
+        out.append({"id": "inferred-pairs-only", "decisive": False,
+                    "text": f"no kernel name in common: {len(paired)} pair(s) inferred ({', '.join(hows)}); "
+                            f"check they do the same work"})
+    if base.devices and run.devices and sorted(set(base.devices)) != sorted(set(run.devices)):
+        out.append({"id": "different-devices", "decisive": True,
+                    "text": f"different GPUs: the baseline ran on {', '.join(sorted(set(base.devices)))}, the run on "
+                            f"{', '.join(sorted(set(run.devices)))}: the totals compare the hardware too"})
+    if base.tool and run.tool and base.tool != run.tool:
+        out.append({"id": "different-tools", "decisive": True,
+                    "text": f"different tools: the baseline is from {base.tool}, the run from {run.tool}: they time "
+                            f"kernels differently"})
+    shares = (_share(paired, "base_ns", totals["base_ns"]), _share(paired, "run_ns", totals["run_ns"]))
+    if paired and any(s is not None and s < PAIRED_SHARE_WARNING for s in shares):
+        text = " and ".join(f"{s:.0%} of the {side}'s" for s, side in zip(shares, ("baseline", "run")) if s is not None)
+        out.append({"id": "paired-share", "decisive": False,
+                    "text": f"the paired kernels are only {text} GPU time: the totals mostly compare unpaired kernels"})
+    return out
+
+
+def cross_tool_check(paired: List[dict], base: RunInfo, run: RunInfo) -> Optional[dict]:
+    """When one side is Nsight Compute and the other a tracer: per pair both per-launch times and their
+    ratio (ncu / tracer); pairs beyond CROSS_TOOL_RATIO_LIMIT either way are flagged, with the causes."""
+    tools = (base.tool, run.tool)
+    if REPLAYING_TOOL not in tools or not set(tools) & set(TRACING_TOOLS):
+        return None
+    ncu_side = "base" if base.tool == REPLAYING_TOOL else "run"
+    trace_side = "run" if ncu_side == "base" else "base"
+    flagged = 0
+    for p in paired:
+        ncu = _per_launch(p[f"{ncu_side}_ns"], p[f"{ncu_side}_launches"])
+        traced = _per_launch(p[f"{trace_side}_ns"], p[f"{trace_side}_launches"])
+        ratio = _ratio(ncu, traced)
+        flag = ratio is not None and max(ratio, 1 / ratio if ratio else math.inf) > CROSS_TOOL_RATIO_LIMIT
+        flagged += flag
+        p["cross_tool"] = {"ncu_ns_per_launch": ncu, "trace_ns_per_launch": traced, "ratio": ratio, "flagged": flag}
+    return {"ncu_side": ncu_side, "trace_tool": tools[0] if trace_side == "base" else tools[1],
+            "threshold": CROSS_TOOL_RATIO_LIMIT, "flagged": flagged, "causes": CROSS_TOOL_CAUSES}
+
+
+def compare_sets(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, str]] = (),
+                 base_info: RunInfo = RunInfo(), run_info: RunInfo = RunInfo()) -> dict:
+    """compare_kernels over kernel sets already built (the plugin keeps them per run)."""
+    pairing = pair_kernels(base, run, chosen)
+    paired = [_paired(b, r, how, base.groups[b], run.groups[r]) for b, r, how in pairing.pairs]
+    base_ns, run_ns = _total(base.kernels), _total(run.kernels)
+    totals = {"base_ns": base_ns, "run_ns": run_ns, "speedup": _ratio(base_ns, run_ns)}
+    warnings = comparison_warnings(paired, totals, base_info, run_info)
     return {
-        "totals": {"base_ns": base_ns, "run_ns": run_ns, "speedup": _ratio(base_ns, run_ns)},
-        "matched": sorted(matched, key=lambda m: _by_time(m, "base_ns", "run_ns")),
-        "only_in_base": _only(b, [k for k in b if k not in r]),
-        "only_in_run": _only(r, [k for k in r if k not in b]),
+        "totals": totals,
+        "warnings": warnings,
+        # False: a decisive warning says the speed-up is no result (different programs, GPUs or tools).
+        "comparable": not any(w["decisive"] for w in warnings),
+        "matched": sorted(paired, key=lambda m: _by_time(m, "base_ns", "run_ns")),
+        "only_in_base": _only(base.groups, pairing.only_in_base),
+        "only_in_run": _only(run.groups, pairing.only_in_run),
+        "labels": {"base": _labels_of(base.groups, pairing.only_in_base), "run": _labels_of(run.groups, pairing.only_in_run)},
+        "cross_tool": cross_tool_check(paired, base_info, run_info),
     }
+
+
+def compare_kernels(base: pd.DataFrame, run: pd.DataFrame, chosen: Iterable[Tuple[str, str]] = (),
+                    base_info: RunInfo = RunInfo(), run_info: RunInfo = RunInfo()) -> dict:
+    """Totals with the warnings that qualify them, paired kernels (run minus base deltas, how each
+    was paired) and the kernels left on one side only."""
+    return compare_sets(kernel_set(base), kernel_set(run), chosen, base_info, run_info)
+
+
+# -- one pair in detail ------------------------------------------------------------------------
+def representative_launch(kset: KernelSet, key: str) -> int:
+    """The row of `key`'s longest launch (its first where none has a duration): the launch whose
+    raw metrics stand for the kernel."""
+    rows = kset.launches_of(key)
+    durations = kset.kernels["duration_ns"].to_numpy()[rows]
+    return int(rows[np.nanargmax(durations)]) if np.isfinite(durations).any() else int(rows[0])
+
+
+def _number(value) -> Optional[float]:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    return None if math.isnan(value) else float(value)
+
+
+def _changed_row(name: str, unit: str, base, run, source: str) -> Optional[dict]:
+    """One row of a pair's detail: both values and, for numbers, absolute and relative difference."""
+    b, r = _number(base), _number(run)
+    if b is not None and r is not None:
+        diff = r - b if math.isfinite(b) and math.isfinite(r) else None
+        relative = diff / abs(b) if diff is not None and b != 0 else None
+        order = abs(relative) if relative is not None else (math.inf if diff else 0.0)
+        return {"name": name, "unit": unit, "source": source, "base": b, "run": r, "diff": diff,
+                "relative": relative, "_order": order}
+    if isinstance(base, str) and isinstance(run, str) and (base or run):
+        return {"name": name, "unit": unit, "source": source, "base": base, "run": run, "diff": None,
+                "relative": None, "_order": 0.0 if base == run else -1.0}
+    return None
+
+
+_NOT_COMPARED = ("launch_id", "range_id", "device", "context", "stream", "start_ns", "end_ns", "correlation_id",
+                 "name", "demangled_name", "mangled_name")
+
+
+def pair_detail(base: KernelSet, run: KernelSet, base_key: str, run_key: str,
+                base_raw: Optional[dict] = None, run_raw: Optional[dict] = None) -> dict:
+    """Every kernel-table column and every raw metric the two kernels' representative launches share:
+    baseline, run, difference and relative difference, largest relative change first (a value that
+    appears from zero counts as infinite); text columns (bound, grid...) with the changed ones first.
+    base_raw / run_raw: the launches' {metric: [value, unit]} (tools without raw metrics: None)."""
+    b_row, r_row = representative_launch(base, base_key), representative_launch(run, run_key)
+    b, r = base.kernels.iloc[b_row], run.kernels.iloc[r_row]
+    units = {column: spec[0] for column, spec in KERNEL_COLUMNS.items()}
+    rows = []
+    for column in base.kernels.columns:
+        if column in run.kernels.columns and column not in _NOT_COMPARED and not column.startswith("_"):
+            row = _changed_row(column, units.get(column, ""), b[column], r[column], "table")
+            if row:
+                rows.append(row)
+    for metric, pair in (base_raw or {}).items():
+        other = (run_raw or {}).get(metric)
+        if other is not None:
+            row = _changed_row(metric, pair[1] if len(pair) > 1 else "", pair[0], other[0], "raw")
+            if row:
+                rows.append(row)
+    rows.sort(key=lambda x: -x["_order"])
+    for row in rows:
+        del row["_order"]
+    side = lambda kset, key, row: {  # noqa: E731
+        "key": key, "label": kset.groups[key]["label"], "launch": row, "launches": kset.groups[key]["launches"],
+        "total_ns": kset.groups[key]["total_ns"], "bound": _text(kset.kernels.iloc[row].get("bound")),
+        "bound_reason": _text(kset.kernels.iloc[row].get("bound_reason")), "dominant_bound": kset.groups[key]["bound"],
+        "roofline": {c: _number(kset.kernels.iloc[row].get(c)) for c in ("ai_dram", "flop_per_s", "attainable_flop_per_s")}}
+    return {"base": side(base, base_key, b_row), "run": side(run, run_key, r_row), "rows": rows}
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
