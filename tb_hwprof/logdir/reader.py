@@ -1,13 +1,15 @@
 """Reads an exported run back into a Profile (the plugin and `tb_hwprof.load_run` use this)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+import orjson
+
 from ..errors import FormatVersionError, InputError
 from ..model import Device, Profile, Provenance
-from . import metadata, tables
+from . import metadata, run_checks, tables
+from .run_checks import REEXPORT
 
 
 def asset_dir(run_dir) -> Path:
@@ -15,28 +17,48 @@ def asset_dir(run_dir) -> Path:
 
 
 def read_manifest(run_dir) -> dict:
-    path = asset_dir(run_dir) / metadata.MANIFEST
+    """The run's manifest, checked (run_checks.check_manifest).  A run that an interrupted
+    --overwrite left renamed aside is put back first (writer.recover_interrupted), once."""
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        return _read_manifest(run_dir)
+    except FileNotFoundError:
+        from .writer import recover_interrupted
+        recover_interrupted(Path(run_dir))
+    try:
+        return _read_manifest(run_dir)
     except FileNotFoundError:
         raise InputError(run_dir, "not a tb-hwprof run (no plugins/tb_hwprof/profile.json)",
                          "export one with `tb-hwprof export REPORT --logdir DIR --run NAME`") from None
+
+
+def _read_manifest(run_dir) -> dict:
+    """FileNotFoundError when the manifest is not there (the caller may repair the run)."""
+    path = asset_dir(run_dir) / metadata.MANIFEST
+    try:
+        manifest = orjson.loads(path.read_bytes())  # depth-bounded: deep nesting is an error, not a RecursionError
+    except FileNotFoundError:
+        raise
     except (OSError, ValueError) as e:
-        raise InputError(path, f"unreadable manifest ({e})", "re-export the run with --overwrite") from None
+        raise InputError(path, f"unreadable manifest ({e})", REEXPORT) from None
+    if not isinstance(manifest, dict):
+        raise run_checks.damaged(path, f"manifest is a JSON {type(manifest).__name__}, not an object")
     version = manifest.get("format_version")
-    if not isinstance(version, int) or version > metadata.FORMAT_VERSION or version < 1:
+    if not run_checks.is_count(version) or version > metadata.FORMAT_VERSION or version < 1:
         raise FormatVersionError(
             f"{path}: format version {version!r}, this tb-hwprof reads 1..{metadata.FORMAT_VERSION} "
             f"-- upgrade tb-hwprof or re-export the run")
-    return manifest
+    return run_checks.check_manifest(path, manifest)
 
 
 def read_kernels(run_dir, manifest: Optional[dict] = None):
+    manifest = read_manifest(run_dir) if manifest is None else manifest
     path = asset_dir(run_dir) / metadata.KERNELS
     try:
-        return tables.kernels_from_json(tables.read_json_gz(path, metadata.declared_size(manifest, metadata.KERNELS)))
+        doc = tables.read_json_gz(path, metadata.declared_size(manifest, metadata.KERNELS))
+        run_checks.check_columnar(doc, manifest["kernel_count"])
+        return tables.kernels_from_json(doc)
     except metadata.DAMAGED_FILE_ERRORS as e:
-        raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
+        raise InputError(path, f"unreadable kernels table ({e})", REEXPORT) from None
 
 
 def has_details(manifest: dict) -> bool:
@@ -51,9 +73,11 @@ def read_details(run_dir, launch: int, manifest: Optional[dict] = None) -> Tuple
     manifest = read_manifest(run_dir) if manifest is None else manifest
     if not has_details(manifest):
         return {}, []
-    relative = metadata.details_file(launch)
-    doc = _read_table(asset_dir(run_dir) / relative, "details", metadata.declared_size(manifest, relative))
-    entry = doc["launches"][launch - doc["first_launch"]]
+    if not 0 <= launch < manifest["kernel_count"]:
+        raise IndexError(f"launch {launch} of a run of {manifest['kernel_count']} launches")
+    first = launch // metadata.DETAILS_CHUNK * metadata.DETAILS_CHUNK
+    doc = _read_details_file(run_dir, first, manifest)
+    entry = doc["launches"][launch - first]
     return tables.expand_launch(doc, entry), entry["rules"]
 
 
@@ -64,11 +88,24 @@ def read_all_details(run_dir, count: int, manifest: Optional[dict] = None) -> Tu
         return [{} for _ in range(count)], [[] for _ in range(count)]
     raw, rules = [], []
     for first in range(0, count, metadata.DETAILS_CHUNK):
-        relative = metadata.details_file(first)
-        doc = _read_table(asset_dir(run_dir) / relative, "details", metadata.declared_size(manifest, relative))
+        doc = _read_details_file(run_dir, first, manifest, count)
         raw += [tables.expand_launch(doc, e) for e in doc["launches"]]
         rules += [e["rules"] for e in doc["launches"]]
     return raw, rules
+
+
+def _read_details_file(run_dir, first: int, manifest: dict, count: Optional[int] = None) -> dict:
+    """The details file of launches first.. (checked: run_checks.check_details); count: the run's
+    launches (the manifest's kernel_count by default)."""
+    count = manifest["kernel_count"] if count is None else count
+    relative = metadata.details_file(first)
+    path = asset_dir(run_dir) / relative
+    try:
+        doc = tables.read_json_gz(path, metadata.declared_size(manifest, relative))
+        run_checks.check_details(doc, first, min(metadata.DETAILS_CHUNK, count - first))
+        return doc
+    except metadata.DAMAGED_FILE_ERRORS as e:
+        raise InputError(path, f"unreadable details ({e})", REEXPORT) from None
 
 
 def read_raw_metrics(run_dir, launch=None):
@@ -87,28 +124,24 @@ def read_rules(run_dir, launch=None):
     return read_all_details(run_dir, manifest["kernel_count"], manifest)[1]
 
 
-def _read_table(path: Path, what: str, declared: Optional[int] = None):
-    try:
-        return tables.read_json_gz(path, declared)
-    except metadata.DAMAGED_FILE_ERRORS as e:
-        raise InputError(path, f"unreadable {what} ({e})", "re-export the run with --overwrite") from None
-
-
 def read_summaries(run_dir, manifest: dict) -> dict:
     """{name: DataFrame} of the summary tables the manifest lists (metadata.summary_names)."""
     out = {}
     for name, filename in metadata.summary_names(manifest.get("files")):
         path = asset_dir(run_dir) / Path(filename).name  # confined to the asset folder
         try:
-            out[name] = tables.frame_from_json(tables.read_json_gz(path, metadata.declared_size(manifest, path.name)))
+            doc = tables.read_json_gz(path, metadata.declared_size(manifest, path.name))
+            run_checks.check_columnar(doc)
+            out[name] = tables.frame_from_json(doc)
         except metadata.DAMAGED_FILE_ERRORS as e:
-            raise InputError(path, f"unreadable summary table ({e})", "re-export the run with --overwrite") from None
+            raise InputError(path, f"unreadable summary table ({e})", REEXPORT) from None
     return out
 
 
 def load_run(run_dir, with_details: bool = True) -> Profile:
     """The Profile a run was written from (<logdir>/<run>/): the reader's summary tables, not the
-    analysis' (load_analysis has those); with_details=False skips raw metrics and rules."""
+    analysis' (load_analysis has those); with_details=False skips raw metrics and rules.  Damage
+    is an InputError (or FormatVersionError) naming the file, nothing else."""
     from ..analysis.pipeline import ANALYSIS_SUMMARIES
     manifest = read_manifest(run_dir)
     kernels = read_kernels(run_dir, manifest)

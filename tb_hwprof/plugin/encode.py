@@ -58,37 +58,6 @@ def splice_field(doc_bytes: bytes, key: str, value: Any) -> bytes:
 
 
 def check_columnar(doc: Any, expected_rows: Optional[int] = None) -> None:
-    """A columnar table: every listed column present with `rows` values (and as many as the
-    manifest announced, which catches a table from another export).  Format 2 kernels tables
-    may hold a column in "delta", "dictionary" or "constant" instead of "data" (docs/FORMAT.md)."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("columns"), list) or not doc["columns"]:
-        raise ValueError("not a columnar table (no columns)")
-    rows, data = doc.get("rows"), doc.get("data")
-    constant, dictionary, delta = doc.get("constant", {}), doc.get("dictionary", {}), doc.get("delta", {})
-    if not isinstance(rows, int) or not all(isinstance(d, dict) for d in (data, constant, dictionary, delta)):
-        raise ValueError("not a columnar table (no rows / data)")
-    for column in doc["columns"]:
-        if (column in data) + (column in delta) + (column in constant) + (column in dictionary) != 1:
-            raise ValueError(f"column {column!r} is not in exactly one of data, delta, dictionary, constant")
-        if column in data or column in delta:
-            _check_values(column, data[column] if column in data else delta[column], rows)
-        elif column in dictionary:
-            _check_dictionary(column, dictionary[column], rows)
-    if isinstance(expected_rows, int) and expected_rows != rows:
-        raise ValueError(f"{rows} rows but profile.json says {expected_rows} launches (files from different exports?)")
-
-
-def _check_values(column: str, values: Any, rows: int) -> None:
-    if not isinstance(values, list) or len(values) != rows:
-        raise ValueError(f"column {column!r} does not hold {rows} values")
-
-
-def _check_dictionary(column: str, entry: Any, rows: int) -> None:
-    """Codes are integers indexing the values (the browser looks them up as they are)."""
-    values, codes = (entry.get("values"), entry.get("codes")) if isinstance(entry, dict) else (None, None)
-    if not isinstance(values, list):
-        raise ValueError(f"dictionary column {column!r} has no values")
-    _check_values(column, codes, rows)
-    low, high = (min(codes), max(codes)) if codes else (0, -1)
-    if type(low) is not int or type(high) is not int or low < 0 or high >= len(values):
-        raise ValueError(f"dictionary column {column!r} has codes outside 0..{len(values) - 1}")
+    """A columnar table as the readers check it (logdir.run_checks: one rule for load_run and the plugin)."""
+    from ..logdir.run_checks import check_columnar as check
+    check(doc, expected_rows)

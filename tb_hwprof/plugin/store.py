@@ -267,11 +267,7 @@ class RunStore:
         self.loads["manifest"] += 1
         try:
             confined(reader.asset_dir(run_dir), metadata.MANIFEST)  # the file read_manifest opens
-            manifest = reader.read_manifest(run_dir)
-            if not isinstance(manifest.get("provenance"), dict) or not isinstance(manifest.get("devices"), list):
-                raise InputError(reader.asset_dir(run_dir) / metadata.MANIFEST,
-                                 "manifest lacks provenance or devices", "re-export the run with --overwrite")
-            return manifest
+            return reader.read_manifest(run_dir)  # checked: logdir.run_checks
         except HwprofError as e:
             return HttpError(422, str(e))
 
