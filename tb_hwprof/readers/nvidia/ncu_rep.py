@@ -6,9 +6,14 @@ block says it does is rejected instead of being half-read.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
+import os
 import re
 import struct
+import sys
+import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -43,18 +48,20 @@ def _varint(buf: bytes, i: int) -> Tuple[int, int]:
             return result, i
 
 
-def _payload_size(block_header: bytes) -> int:
-    """Field 5 (varint) of a block header protobuf is the size of the payload that follows."""
+def _top_level_fields(message: bytes) -> Dict[int, int]:
+    """The varint fields of one protobuf message, checking that the whole message parses: every
+    tag has a known wire type and every field ends inside the message (ValueError if not)."""
+    varints: Dict[int, int] = {}
     i = 0
-    while i < len(block_header):
-        key, i = _varint(block_header, i)
+    while i < len(message):
+        key, i = _varint(message, i)
         field, wire = key >> 3, key & 7
+        if field == 0:
+            raise ValueError("field number 0")
         if wire == 0:
-            value, i = _varint(block_header, i)
-            if field == 5:
-                return value
+            varints[field], i = _varint(message, i)
         elif wire == 2:
-            length, i = _varint(block_header, i)
+            length, i = _varint(message, i)
             i += length
         elif wire == 5:
             i += 4
@@ -62,16 +69,68 @@ def _payload_size(block_header: bytes) -> int:
             i += 8
         else:
             raise ValueError(f"wire type {wire}")
-    return 0
+        if i > len(message):
+            raise ValueError("field past the end of its message")
+    return varints
 
 
-def check_container(path: Path, data: bytes) -> None:
-    """Reject files that are not an Nsight Compute report or were cut short."""
+def _payload_size(block_header: bytes) -> int:
+    """Field 5 (varint) of a block header protobuf is the size of the payload that follows."""
+    return _top_level_fields(block_header).get(5, 0)
+
+
+def _payload_records(payload: bytes) -> List[Optional[str]]:
+    """Each record of a block's payload (a u32 length, then a protobuf message): None when it
+    parses whole, else what is wrong with it.  A length running past the block is not per record."""
+    i, records = 0, []
+    while i < len(payload):
+        (length,) = struct.unpack_from("<I", payload, i)
+        i += 4
+        if i + length > len(payload):
+            raise ValueError("record past the end of its block")
+        try:
+            _top_level_fields(payload[i:i + length])
+            records.append(None)
+        except ValueError as e:
+            records.append(str(e))
+        i += length
+    return records
+
+
+@dataclasses.dataclass
+class Container:
+    """What the container itself says: how many launches it holds, and the launches (0-based, in
+    report order) whose record does not parse, with why."""
+
+    launches: int = 0
+    damaged: Dict[int, str] = dataclasses.field(default_factory=dict)
+
+
+def _add_block(container: Container, header: bytes, payload: bytes) -> None:
+    """Count one block's launches: its header counts its records (field 1: the session's, first;
+    field 2: the launches'), and the payload must hold exactly that many."""
+    fields = _top_level_fields(header)
+    records = _payload_records(payload)
+    session, launches = fields.get(1, 0), fields.get(2, 0)
+    if 1 in fields and 2 in fields and session + launches != len(records):
+        raise ValueError(f"a block declares {session + launches} records and holds {len(records)}")
+    if any(records[:session]):
+        raise ValueError(f"a session record does not parse ({next(r for r in records[:session] if r)})")
+    for k, problem in enumerate(records[session:]):
+        if problem:
+            container.damaged[container.launches + k] = f"its record does not parse ({problem})"
+    container.launches += launches
+
+
+def check_container(path: Path, data: bytes) -> Container:
+    """Reject files that are not an Nsight Compute report, were cut short or whose structure does
+    not parse; returns the launches the container declares and those whose record is damaged."""
     if len(data) == 0:
         raise InputError(path, "file is empty", "re-export the report with `ncu -o`")
     if not data.startswith(MAGIC):
         raise InputError(path, "not an Nsight Compute report (no NVR header)",
                          "pass a file written by `ncu -o` or `ncu --csv`")
+    container = Container()
     try:
         (header_len,) = struct.unpack_from("<I", data, 4)
         i = 8 + header_len
@@ -81,13 +140,19 @@ def check_container(path: Path, data: bytes) -> None:
             i += 4
             if i + block_len > len(data):
                 raise ValueError("block header past end")
-            i += block_len + _payload_size(data[i:i + block_len])
+            header = data[i:i + block_len]
+            payload_end = i + block_len + _payload_size(header)
+            if payload_end > len(data):
+                raise ValueError("last block past end")
+            _add_block(container, header, data[i + block_len:payload_end])
+            i = payload_end
             blocks += 1
         if i != len(data) or blocks == 0:
             raise ValueError("last block past end")
-    except (ValueError, struct.error):
-        raise InputError(path, f"truncated or damaged Nsight Compute report ({len(data)} bytes)",
+    except (ValueError, struct.error) as e:
+        raise InputError(path, f"truncated or damaged Nsight Compute report ({len(data)} bytes: {e})",
                          "copy the file again or re-run `ncu -o`") from None
+    return container
 
 
 def tool_version(data: bytes) -> str:
@@ -106,21 +171,105 @@ def value_readers(ncu_report) -> Dict[int, object]:
             m.ValueKind_STRING: m.as_string, m.ValueKind_UINT32: m.as_uint64, m.ValueKind_UINT64: m.as_uint64}
 
 
+# Every metric name Nsight Compute writes is printable ASCII without spaces ("sm__cycles_elapsed.avg",
+# "breakdown:...", "regex:..."): anything else is a damaged name table.
+METRIC_NAME = re.compile(r"[!-~]+")
+# What ncu_report's C++ code prints on stderr: absl's preamble, and error lines ("E0000 00:00:... ]").
+ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+LIBRARY_ERROR = re.compile(r"^[EF]\d{4} [^\]]*\] (.*)$")
+SALVAGE_FIX = "re-capture, or pass --salvage to keep the sound launches"
+
+
+class DamagedLaunch(Exception):
+    """One launch of the report is damaged (str: what, in words)."""
+
+
+@contextlib.contextmanager
+def library_stderr(lines: List[str]):
+    """Collect into `lines` what is written to the process' stderr (fd 2) meanwhile: ncu_report's
+    protobuf code reports a record it could not parse there, then carries on without it."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to collect
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines.extend(sink.read().decode("utf-8", "replace").splitlines())
+
+
+def library_errors(lines: List[str]) -> List[str]:
+    """The library's error messages among `lines`; anything else that was written there (not the
+    library's preamble) is passed on to stderr, not hidden."""
+    errors, others = [], []
+    for line in lines:
+        match = LIBRARY_ERROR.match(line)
+        if match:
+            errors.append(match.group(1))
+        elif line.strip() and line != ABSL_PREAMBLE:
+            others.append(line)
+    if others:
+        print("\n".join(others), file=sys.stderr)
+    return errors
+
+
+@contextlib.contextmanager
+def library_call():
+    """ncu_report (SWIG) on a damaged launch: a TypeError for a name that is not a valid C string,
+    a UnicodeDecodeError for text that is not UTF-8."""
+    try:
+        yield
+    except (TypeError, UnicodeDecodeError) as e:
+        raise DamagedLaunch(f"Nsight Compute's reader failed on it ({type(e).__name__}: {e})") from None
+
+
+def launch_name(action, ncu_report) -> str:
+    with library_call():
+        name = action.name(ncu_report.IAction.NameBase_FUNCTION)
+    if not name:
+        raise DamagedLaunch("no kernel name")
+    if not name.isprintable():
+        raise DamagedLaunch(f"kernel name {repr(name)[:60]} is not readable text")
+    return name
+
+
+def _metric_names(action) -> List[str]:
+    with library_call():
+        names = list(action.metric_names())
+    for name in names:
+        if not isinstance(name, str) or not METRIC_NAME.fullmatch(name):
+            raise DamagedLaunch(f"metric name {repr(name)[:60]} is not readable text")
+    if len(set(names)) != len(names):
+        raise DamagedLaunch("a metric name is listed twice")
+    return names
+
+
 def action_metrics(action, readers: Dict[int, object]) -> Dict[str, list]:
     """{metric name: [value, unit]} for every metric of one launch."""
     out = {}
-    for name in action.metric_names():
-        metric = action.metric_by_name(name)
-        if metric is None:
-            continue
-        value = readers[metric.kind()](metric)
-        out[name] = [None if value != value else value, metric.unit()]  # NaN -> null, as JSON has it
+    for name in _metric_names(action):
+        with library_call():
+            metric = action.metric_by_name(name)
+            if metric is None:
+                raise DamagedLaunch(f"metric {name} is listed but not stored")
+            value = readers[metric.kind()](metric)
+            unit = metric.unit()
+        out[name] = [None if value != value else value, unit]  # NaN -> null, as JSON has it
     return out
 
 
 def action_rules(action) -> List[dict]:
     rules = []
-    for d in action.rule_results_as_dicts():
+    with library_call():
+        results = action.rule_results_as_dicts()
+    for d in results:
         message = d.get("rule_message") or {}
         speedup = d.get("speedup_estimation") or {}
         rules.append({
@@ -136,48 +285,124 @@ def action_rules(action) -> List[dict]:
     return rules
 
 
-def read_ncu_rep(path) -> Profile:
-    path = Path(path)
-    data = read_input_bytes(path)
-    check_container(path, data)
-    ncu_report = import_ncu_report()
-    ctx = ncu_report.load_report(str(path))
-    if ctx is None or ctx.num_ranges() == 0:
-        raise InputError(path, "Nsight Compute could not read any range from this report",
-                         "open it in the Nsight Compute GUI to check it, or re-run `ncu -o`")
-    rows, raws, rules = [], [], []
+@dataclasses.dataclass
+class Launches:
+    """The launches ncu_report read: the sound ones' rows, raw metrics and rules, and the damaged
+    ones (index in the report, 0-based -> what is damaged)."""
+
+    rows: List[dict] = dataclasses.field(default_factory=list)
+    raws: List[dict] = dataclasses.field(default_factory=list)
+    rules: List[list] = dataclasses.field(default_factory=list)
+    damaged: Dict[int, str] = dataclasses.field(default_factory=dict)
+    count: int = 0  # launches the library gave, sound or not
+
+
+def read_launch(action, launch_id: int, range_id: int, ncu_report, readers) -> Tuple[dict, dict, list]:
+    """(kernels row, raw metrics, rule results) of one launch, or DamagedLaunch."""
+    name = launch_name(action, ncu_report)
+    raw = action_metrics(action, readers)
+    values = {k: v[0] for k, v in raw.items()}
+    row = ncu_metrics.kernel_fields(values)
+    with library_call():
+        row.update(launch_id=launch_id, range_id=range_id, name=name,
+                   demangled_name=action.name(ncu_report.IAction.NameBase_DEMANGLED),
+                   mangled_name=action.name(ncu_report.IAction.NameBase_MANGLED))
+    return row, raw, action_rules(action)
+
+
+def read_launches(ctx, ncu_report) -> Launches:
+    launches = Launches()
     readers = value_readers(ncu_report)
-    device_metrics: Dict[int, dict] = {}
-    device_peaks: Dict[int, Dict[str, float]] = {}
     for range_id in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(range_id)
         for action_id in range(rng.num_actions()):
-            action = rng.action_by_idx(action_id)
-            raw = action_metrics(action, readers)
-            values = {k: v[0] for k, v in raw.items()}
-            row = ncu_metrics.kernel_fields(values)
-            row.update(
-                launch_id=len(rows),
-                range_id=range_id,
-                name=action.name(ncu_report.IAction.NameBase_FUNCTION),
-                demangled_name=action.name(ncu_report.IAction.NameBase_DEMANGLED),
-                mangled_name=action.name(ncu_report.IAction.NameBase_MANGLED),
-            )
-            device = 0 if math.isnan(row["device"]) else int(row["device"])
-            device_metrics.setdefault(device, values)
-            peaks = device_peaks.setdefault(device, {})
-            for key, value in ncu_metrics.kernel_peaks(values).items():
-                peaks[key] = max(peaks.get(key, 0.0), value)
-            rows.append(row)
-            raws.append(raw)
-            rules.append(action_rules(action))
-    if not rows:
+            launch_id = launches.count
+            launches.count += 1
+            try:
+                row, raw, rules = read_launch(rng.action_by_idx(action_id), launch_id, range_id, ncu_report, readers)
+            except DamagedLaunch as e:
+                launches.damaged[launch_id] = str(e)
+                continue
+            launches.rows.append(row)
+            launches.raws.append(raw)
+            launches.rules.append(rules)
+    return launches
+
+
+def _damage_text(damaged: Dict[int, str], lost: int, declared: int) -> str:
+    """'launch 3 (no kernel name), launch 7 (...)' (the first few), and the launches never read."""
+    parts = [f"launch {i} ({why})" for i, why in sorted(damaged.items())[:3]]
+    if len(damaged) > 3:
+        parts.append(f"{len(damaged) - 3} more")
+    if lost:
+        parts.append(f"{lost} of its {declared} launches unreadable")
+    return ", ".join(parts)
+
+
+def _said(errors: List[str]) -> str:
+    return f" (its reader says: {errors[0]})" if errors else ""
+
+
+def judge_damage(path: Path, container: Container, launches: Launches, errors: List[str],
+                 salvage: bool) -> List[str]:
+    """Refuse a damaged report (InputError naming the launches), or with salvage return the notes
+    saying which launches were left out."""
+    damaged = {**container.damaged, **launches.damaged}  # the library's words win for a launch both flag
+    lost = max(container.launches - launches.count, 0)
+    if errors and not damaged and not lost:
+        # The library dropped something it could not parse, and no launch shows it: nothing is sound for sure.
+        raise InputError(path, f"damaged Nsight Compute report{_said(errors)}",
+                         "copy the file again or re-capture it")
+    if not damaged and not lost:
+        return []
+    what = _damage_text(damaged, lost, container.launches) + _said(errors)
+    if not launches.rows:
+        raise InputError(path, f"damaged Nsight Compute report, no sound launch in it: {what}",
+                         "copy the file again or re-capture it")
+    if not salvage:
+        raise InputError(path, f"damaged Nsight Compute report: {what}", SALVAGE_FIX)
+    left_out = len(damaged) + lost
+    note = f"--salvage: {left_out} damaged launch(es) left out: " + ", ".join(
+        [f"launch {i} ({why})" for i, why in sorted(damaged.items())] + ([f"{lost} unreadable"] if lost else []))
+    return [note]
+
+
+def read_ncu_rep(path, salvage: bool = False) -> Profile:
+    """The report's Profile.  A damaged launch (no name, an unreadable or missing metric, a record
+    that does not parse) refuses the file, or with salvage is left out and listed in the notes."""
+    path = Path(path)
+    data = read_input_bytes(path)
+    container = check_container(path, data)
+    ncu_report = import_ncu_report()
+    lines: List[str] = []
+    with library_stderr(lines):
+        ctx = ncu_report.load_report(str(path))
+        launches = read_launches(ctx, ncu_report) if ctx is not None else Launches()
+    errors = library_errors(lines)
+    if (ctx is None or ctx.num_ranges() == 0) and not container.launches and not errors:
+        raise InputError(path, "Nsight Compute could not read any range from this report",
+                         "open it in the Nsight Compute GUI to check it, or re-run `ncu -o`")
+    notes = judge_damage(path, container, launches, errors, salvage)
+    if not launches.rows:
         raise InputError(path, "the report holds no profiled kernel launches",
                          "check the ncu filters (-k, --launch-count) used to capture it")
+    return _profile(path, data, launches, notes)
+
+
+def _profile(path: Path, data: bytes, launches: Launches, notes: List[str]) -> Profile:
+    device_metrics: Dict[int, dict] = {}
+    device_peaks: Dict[int, Dict[str, float]] = {}
+    for row, raw in zip(launches.rows, launches.raws):
+        values = {k: v[0] for k, v in raw.items()}
+        device = 0 if math.isnan(row["device"]) else int(row["device"])
+        device_metrics.setdefault(device, values)
+        peaks = device_peaks.setdefault(device, {})
+        for key, value in ncu_metrics.kernel_peaks(values).items():
+            peaks[key] = max(peaks.get(key, 0.0), value)
     devices = [ncu_metrics.device_from_metrics(d, m, device_peaks.get(d)) for d, m in sorted(device_metrics.items())]
     provenance = Provenance(tool="ncu", tool_version=tool_version(data), source_path=str(path.resolve()),
                             source_sha256=sha256_of(data), source_format="ncu-rep")
-    return Profile(provenance, devices, normalise_kernels(rows), raws, rules)
+    return Profile(provenance, devices, normalise_kernels(launches.rows), launches.raws, launches.rules, notes=notes)
 
 
 # ---------------------------------------------------------------- registry hooks (readers/__init__.py)
@@ -196,5 +421,8 @@ def refuse(path: Path, head: bytes) -> None:
                          "pass a file written by `ncu -o`, or its `ncu --csv` output")
 
 
-def read(path, fmt: str = "ncu-rep") -> Profile:
-    return read_ncu_rep(path)
+READ_OPTIONS = ("salvage",)  # the read options of tb_hwprof.detect.read this reader takes
+
+
+def read(path, fmt: str = "ncu-rep", salvage: bool = False) -> Profile:
+    return read_ncu_rep(path, salvage)
