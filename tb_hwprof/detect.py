@@ -47,8 +47,11 @@ def sniff(path: Path) -> str:
     return detect(path)[0]
 
 
-def read(path):
+def read(path, **options):
     """Read any supported report into a `Profile` (format detected from the content); the analysis
-    (tb_hwprof.analysis.analyse) is the pipeline's next step, not the reader's."""
+    (tb_hwprof.analysis.analyse) is the pipeline's next step, not the reader's.  options: read
+    options (salvage=True: keep a damaged report's sound launches), each passed only to the readers
+    that list it in their READ_OPTIONS; the others ignore it."""
     fmt, module = detect(Path(path))
-    return module.read(Path(path), fmt)
+    taken = {k: v for k, v in options.items() if k in getattr(module, "READ_OPTIONS", ())}
+    return module.read(Path(path), fmt, **taken)
