@@ -95,7 +95,7 @@ def cmd_export(args) -> int:
     count = 0
     if files:
         count += len(export_reports(files, args.logdir, run_names(files, args.run), overwrite=args.overwrite,
-                                    **options))
+                                    salvage=args.salvage, **options))
     for folder in folders:
         run = args.run if len(folders) == 1 and not files else None
         count += len(export_folder(folder, args.logdir, run, overwrite=args.overwrite, **options))
@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
                              f"(default) unless the kept window is too big to write quickly (the export says "
                              f"so), always, or never; a run without it gets it from `tb-hwprof trace RUN_DIR` "
                              f"or the plugin's Download trace")
+    export.add_argument("--salvage", action="store_true",
+                        help="a damaged report (Nsight Compute .ncu-rep): keep its sound launches instead of "
+                             "refusing the file; the run's notes list the launches left out")
     export.add_argument("--quiet", action="store_true", help="no progress lines")
     export.add_argument("--debug", action="store_true", help="show tracebacks")
     export.set_defaults(func=cmd_export)
@@ -228,9 +231,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception as e:  # a bug, or an input we did not foresee: still one line unless --debug
         if args.debug:
             raise
-        print(f"tb-hwprof: error: {type(e).__name__}: {e} (rerun with --debug for the traceback "
-              f"and report it)", file=sys.stderr)
+        print(f"tb-hwprof: error: {crash_text(e)}", file=sys.stderr)
         return 1
+
+
+def crash_text(e: Exception) -> str:
+    """One line for an exception nobody foresaw, naming the input being handled when there was one
+    (the pipeline tags the exception with it: input_path)."""
+    where = getattr(e, "input_path", None)
+    what = f"{type(e).__name__}: {e}".splitlines()[0] if str(e) else type(e).__name__
+    if where is None:
+        return f"unexpected {what} (a bug; rerun with --debug for the traceback and report it)"
+    return (f"{where}: unexpected {what} (a bug or a damage we did not foresee; rerun with --debug "
+            f"and report it with the file)")
 
 
 if __name__ == "__main__":

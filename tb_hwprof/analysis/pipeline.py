@@ -12,6 +12,7 @@ logdir untouched), then each written by the writer, which only serialises.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from pathlib import Path
@@ -193,12 +194,31 @@ class WindowOptions:
 
 
 def read_report(path, window: WindowOptions = WindowOptions(),
-                progress: Callable[[str], None] = lambda line: None) -> Report:
-    """Read and window one input."""
+                progress: Callable[[str], None] = lambda line: None, salvage: bool = False) -> Report:
+    """Read and window one input (salvage: keep a damaged report's sound launches, for the readers
+    that can tell them apart; the others ignore it)."""
     from ..detect import read
     path = Path(path)
-    profile = read(path)
-    return Report(path, profile, trace_window(profile, path, window, progress))
+    with blamed_on(path):
+        profile = read(path, salvage=salvage)
+        return Report(path, profile, trace_window(profile, path, window, progress))
+
+
+@contextlib.contextmanager
+def blamed_on(path: Path):
+    """An unexpected exception (a bug, or damage no reader foresaw) while this input is handled
+    carries the input's path (`input_path`, and a note in its traceback), so the one-line error
+    can name the file; it is re-raised, never swallowed."""
+    from ..errors import HwprofError
+    try:
+        yield
+    except (HwprofError, OSError):  # already name what they concern
+        raise
+    except Exception as e:
+        if getattr(e, "input_path", None) is None:
+            e.input_path = path
+            e.add_note(f"while handling {path}")
+        raise
 
 
 def trace_window(profile, path: Path, window: WindowOptions, progress: Callable[[str], None]):
@@ -217,11 +237,13 @@ def trace_window(profile, path: Path, window: WindowOptions, progress: Callable[
 def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: bool = False, step: int = 0,
                    window: WindowOptions = WindowOptions(), trace: str = "auto",
                    progress: Callable[[str], None] = lambda line: None,
-                   written: Callable[[Path], None] = lambda run_dir: None, beside: bool = False) -> List[Path]:
+                   written: Callable[[Path], None] = lambda run_dir: None, beside: bool = False,
+                   salvage: bool = False) -> List[Path]:
     """Export each of `paths` as the run of the same position in `runs` under `logdir`; returns the
     run folders.  Every input is read before any run is written; progress(line) tells the steps,
     written(run_dir) is called as each run is in place.  beside: the run folders hold other files
-    that stay (PyTorch run folders: the traces torch-tb-profiler reads there)."""
+    that stay (PyTorch run folders: the traces torch-tb-profiler reads there).  salvage: a damaged
+    report keeps its sound launches (the run's notes list the others) instead of being refused."""
     from ..errors import HwprofError
     from ..logdir.trace import TRACE_MODES
     from ..logdir.writer import run_folder
@@ -233,7 +255,7 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
     reports = []
     for i, path in enumerate(paths, 1):
         started = time.perf_counter()
-        reports.append(read_report(path, window, progress))
+        reports.append(read_report(path, window, progress, salvage))
         progress(f"[{i}/{len(paths)}] read {path} ({len(reports[-1].profile.kernels)} launches, "
                  f"{time.perf_counter() - started:.2f} s)")
     return _analyse_and_write(reports, logdir, runs, overwrite, step, trace, progress, written, beside)
@@ -255,7 +277,8 @@ def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str],
             analyses = []
             for i, report in enumerate(reports, 1):
                 started = time.perf_counter()
-                analyses.append(analyse(report.profile, kernels_final=staged[i - 1].write_launch_tables))
+                with blamed_on(report.path):
+                    analyses.append(analyse(report.profile, kernels_final=staged[i - 1].write_launch_tables))
                 progress(f"[{i}/{len(reports)}] analysed {report.path} ({len(analyses[-1].findings)} findings, "
                          f"{time.perf_counter() - started:.2f} s)")
         except BaseException:
