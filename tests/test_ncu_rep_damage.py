@@ -1,0 +1,214 @@
+"""Damaged Nsight Compute reports (issue 13): refused with one line naming the file and the launch,
+or with --salvage exported without the damaged launches, which the run's notes list.
+
+The reproducers (../shared/repro/ncu_rep_silent, fuzz/02_crash_TypeError) used to export with exit 0
+(kernel name '', metrics lost or renamed) or crash with a SWIG TypeError.  Expected values come from
+NVIDIA's ncu_report reading the ORIGINAL sample, never from our own reader."""
+import math
+import struct
+from pathlib import Path
+
+import pytest
+
+import tb_hwprof
+from tb_hwprof import cli
+from tb_hwprof.readers.nvidia import ncu_rep as reader
+
+from conftest import repro, repro_path, sample
+
+ORIGINAL = "ncu/darrenlu_rtx3050l_basic_2025.1.0.ncu-rep"  # the seed of the single-launch reproducers
+MULTI = "ncu/kprattis_gtx1650_basic_2022.4.1.ncu-rep"  # 6 launches: one is damaged for --salvage
+TYPE_ERROR = "fuzz/02_crash_TypeError/darrenlu_rtx3050l_basic_2025.1.0.ncu-rep"
+
+
+def damaged_reports():
+    folder = repro_path() / "ncu_rep_silent"
+    names = sorted(p.name for p in folder.glob("*.ncu-rep")) if folder.is_dir() else []
+    return [f"ncu_rep_silent/{n}" for n in names] + [TYPE_ERROR]
+
+
+def ncu_launches(ncu_report, path: Path):
+    """[(kernel name, {metric: value})] per launch, straight from NVIDIA's module."""
+    ctx = ncu_report.load_report(str(path))
+    out = []
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            action = rng.action_by_idx(a)
+            values = {}
+            for name in action.metric_names():
+                metric = action.metric_by_name(name)
+                values[name] = None if metric is None else metric.value()
+            out.append((action.name(), values))
+    return out
+
+
+def export(capfd, path: Path, logdir: Path, *flags):
+    """(exit status, stderr lines) of `tb-hwprof export` in this process."""
+    rc = cli.main(["export", str(path), "--logdir", str(logdir), "--run", "r", "--quiet", *flags])
+    return rc, capfd.readouterr().err.splitlines()
+
+
+@pytest.mark.parametrize("name", damaged_reports())
+def test_damaged_report_is_refused_naming_file_and_launch(name, tmp_path, capfd, ncu_report_module):
+    path = repro(name)
+    rc, err = export(capfd, path, tmp_path)
+    assert rc == 1
+    assert len(err) == 1, err  # one line: no library noise (absl/protobuf) around it
+    assert err[0].startswith(f"tb-hwprof: error: {path}: damaged Nsight Compute report")
+    assert "launch" in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("name", damaged_reports())
+def test_salvage_of_a_single_launch_report_keeps_nothing(name, tmp_path, capfd, ncu_report_module):
+    """Each reproducer holds one launch, and it is the damaged one: nothing sound to export."""
+    path = repro(name)
+    rc, err = export(capfd, path, tmp_path, "--salvage")
+    assert rc == 1 and len(err) == 1
+    assert f"{path}: damaged Nsight Compute report, no sound launch in it:" in err[0]
+    assert "launch 0 (" in err[0] or "1 of its 1 launches unreadable" in err[0]
+
+
+@pytest.mark.parametrize("name", damaged_reports())
+def test_the_reproducers_really_differ_from_their_original(name, samples_dir, ncu_report_module, capfd):
+    """What the refusals guard against: ncu_report itself reads a launch different from the seed's."""
+    original = ncu_launches(ncu_report_module, sample(samples_dir, ORIGINAL if "darrenlu" in name
+                                                       else "ncu/lakshya_gtx1660s_basic_2024.1.1.ncu-rep"))
+    try:
+        damaged = ncu_launches(ncu_report_module, repro(name))
+    except TypeError:  # fuzz/02: a metric name SWIG cannot pass back
+        damaged = None
+    assert damaged != original
+
+
+def break_launch_record(data: bytearray, launch: int) -> None:
+    """Make launch `launch`'s record (0-based) unparsable: its first tag becomes field 0, wire type 7.
+
+    Container: 'NVR\\0', u32 header size, header, then blocks: u32 size, block header (protobuf:
+    field 1 = session records, field 2 = launch records, field 5 = payload size), payload of u32-sized
+    records, the session's first."""
+    def varints(message):
+        out, i = {}, 0
+        while i < len(message):
+            key, i = varint(message, i)
+            if key & 7 == 0:
+                out[key >> 3], i = varint(message, i)
+            elif key & 7 == 2:
+                size, i = varint(message, i)
+                i += size
+            else:
+                i += 4 if key & 7 == 5 else 8
+        return out
+
+    def varint(buf, i):
+        value = shift = 0
+        while True:
+            value |= (buf[i] & 0x7F) << shift
+            shift += 7
+            i += 1
+            if buf[i - 1] < 0x80:
+                return value, i
+
+    i = 8 + struct.unpack_from("<I", data, 4)[0]
+    seen = 0
+    while i < len(data):
+        size = struct.unpack_from("<I", data, i)[0]
+        header = varints(bytes(data[i + 4:i + 4 + size]))
+        j = i + 4 + size
+        for k in range(header.get(1, 0) + header.get(2, 0)):
+            record = struct.unpack_from("<I", data, j)[0]
+            if k >= header.get(1, 0):
+                if seen == launch:
+                    data[j + 4] = 0x07
+                    return
+                seen += 1
+            j += 4 + record
+        i += 4 + size + header.get(5, 0)
+    raise AssertionError(f"no launch {launch} in the report")
+
+
+@pytest.fixture
+def one_launch_damaged(samples_dir, tmp_path):
+    original = sample(samples_dir, MULTI)
+    data = bytearray(original.read_bytes())
+    break_launch_record(data, 2)
+    damaged = tmp_path / "damaged.ncu-rep"
+    damaged.write_bytes(bytes(data))
+    return original, damaged
+
+
+def test_damaged_launch_of_many_is_named(one_launch_damaged, tmp_path, capfd, ncu_report_module):
+    _, damaged = one_launch_damaged
+    rc, err = export(capfd, damaged, tmp_path / "logs")
+    assert rc == 1 and len(err) == 1
+    assert f"{damaged}: damaged Nsight Compute report: launch 2 (" in err[0]
+    assert "pass --salvage to keep the sound launches" in err[0]
+
+
+def test_salvage_keeps_the_sound_launches_as_the_original_has_them(one_launch_damaged, tmp_path, capfd,
+                                                                   ncu_report_module):
+    original, damaged = one_launch_damaged
+    rc, err = export(capfd, damaged, tmp_path, "--salvage")
+    assert rc == 0, err
+    run = tb_hwprof.load_run(tmp_path / "r")
+    salvage_notes = [n for n in run.notes if "--salvage" in n]
+    assert len(salvage_notes) == 1 and "launch 2 (" in salvage_notes[0]
+    assert not any(f"launch {i} (" in salvage_notes[0] for i in (0, 1, 3, 4, 5))
+
+    expected = ncu_launches(ncu_report_module, original)
+    sound = [0, 1, 3, 4, 5]
+    assert list(run.kernels["launch_id"]) == sound
+    assert list(run.kernels["name"]) == [expected[i][0] for i in sound]
+    for raw, i in zip(run.raw_metrics, sound):
+        values = {name: value for name, (value, _unit) in raw.items()}
+        assert values.keys() == expected[i][1].keys()
+        for name, value in expected[i][1].items():
+            if isinstance(value, float) and math.isnan(value):
+                assert values[name] is None
+            else:
+                assert values[name] == value, (i, name)
+
+
+def test_every_sample_declares_the_launches_ncu_report_reads(ncu_rep, ncu_report_module):
+    """The container's own launch count (block headers) agrees with ncu_report on every real report,
+    and none of them has a launch flagged as damaged."""
+    container = reader.check_container(ncu_rep, ncu_rep.read_bytes())
+    assert container.launches == len(ncu_launches(ncu_report_module, ncu_rep))
+    assert container.damaged == {}
+    assert tb_hwprof.read(ncu_rep).notes == []
+
+
+def test_library_noise_is_not_data_and_other_output_is_passed_on(capsys):
+    lines = [reader.ABSL_PREAMBLE,
+             'E0000 00:00:1796151780.195094   15865 message_lite.cc:195] Can\'t parse message of type "X"',
+             "something else"]
+    assert reader.library_errors(lines) == ['Can\'t parse message of type "X"']
+    assert capsys.readouterr().err == "something else\n"
+
+
+def test_an_unforeseen_crash_names_the_file(samples_dir, tmp_path, capfd, monkeypatch):
+    path = sample(samples_dir, MULTI)  # never read: the reader is replaced by one that crashes
+
+    def crash(*args, **kwargs):
+        raise TypeError("in method 'X', argument 2 of type 'char const *'")
+    from tb_hwprof import detect
+    monkeypatch.setattr(detect, "detect", lambda p: ("boom", type("M", (), {"read": staticmethod(crash)})))
+    rc, err = export(capfd, path, tmp_path)
+    assert rc == 1 and len(err) == 1
+    assert err[0] == (f"tb-hwprof: error: {path}: unexpected TypeError: in method 'X', argument 2 of type "
+                      f"'char const *' (a bug or a damage we did not foresee; rerun with --debug and report "
+                      f"it with the file)")
+
+
+def test_a_crash_in_the_analysis_names_the_file(samples_dir, tmp_path, capfd, monkeypatch, ncu_report_module):
+    path = sample(samples_dir, MULTI)
+    from tb_hwprof.analysis import pipeline
+
+    def crash(profile, **kwargs):
+        raise ValueError("cannot reshape")
+    monkeypatch.setattr(pipeline, "analyse", crash)
+    rc, err = export(capfd, path, tmp_path)
+    assert rc == 1 and len(err) == 1
+    assert err[0].startswith(f"tb-hwprof: error: {path}: unexpected ValueError: cannot reshape")
+    assert not (tmp_path / "r").exists()
