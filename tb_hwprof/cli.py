@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from . import __version__
+from .compare_cli import add_compare_command
 from .errors import HwprofError
 from .logdir.metadata import TIMELINE as TIMELINE_NAME
 
@@ -180,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--debug", action="store_true", help="show tracebacks")
     export.set_defaults(func=cmd_export)
     add_trace_command(sub)
+    add_compare_command(sub)
     return parser
 
 
