@@ -443,12 +443,15 @@ def _changed_row(name: str, unit: str, base, run, source: str) -> Optional[dict]
     if b is not None and r is not None:
         diff = r - b if math.isfinite(b) and math.isfinite(r) else None
         relative = diff / abs(b) if diff is not None and b != 0 else None
-        order = abs(relative) if relative is not None else (math.inf if diff else 0.0)
+        if relative:
+            order = (0, -abs(relative))
+        else:  # from zero (no relative change to rank by), or unchanged
+            order = (1, 0.0) if diff or (diff is None and b != r) else (2, 0.0)
         return {"name": name, "unit": unit, "source": source, "base": b, "run": r, "diff": diff,
                 "relative": relative, "_order": order}
     if isinstance(base, str) and isinstance(run, str) and (base or run):
         return {"name": name, "unit": unit, "source": source, "base": base, "run": run, "diff": None,
-                "relative": None, "_order": 0.0 if base == run else -1.0}
+                "relative": None, "_order": (1, 0.0) if base != run else (2, 0.0)}
     return None
 
 
@@ -459,8 +462,8 @@ _NOT_COMPARED = ("launch_id", "range_id", "device", "context", "stream", "start_
 def pair_detail(base: KernelSet, run: KernelSet, base_key: str, run_key: str,
                 base_raw: Optional[dict] = None, run_raw: Optional[dict] = None) -> dict:
     """Every kernel-table column and every raw metric the two kernels' representative launches share:
-    baseline, run, difference and relative difference, largest relative change first (a value that
-    appears from zero counts as infinite); text columns (bound, grid...) with the changed ones first.
+    baseline, run, difference and relative difference, largest relative change first; then values
+    that moved from zero (no relative change) and changed text (bound, grid...); unchanged ones last.
     base_raw / run_raw: the launches' {metric: [value, unit]} (tools without raw metrics: None)."""
     b_row, r_row = representative_launch(base, base_key), representative_launch(run, run_key)
     b, r = base.kernels.iloc[b_row], run.kernels.iloc[r_row]
@@ -477,7 +480,7 @@ def pair_detail(base: KernelSet, run: KernelSet, base_key: str, run_key: str,
             row = _changed_row(metric, pair[1] if len(pair) > 1 else "", pair[0], other[0], "raw")
             if row:
                 rows.append(row)
-    rows.sort(key=lambda x: -x["_order"])
+    rows.sort(key=lambda x: x["_order"])
     for row in rows:
         del row["_order"]
     side = lambda kset, key, row: {  # noqa: E731

@@ -130,9 +130,46 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
             "raw_metrics": entry.raw_metrics(launch), "rules": entry.rules(launch)}
 
 
-def compare_runs(base: RunEntry, run: RunEntry) -> dict:
-    return {"base": base.run, "run": run.run, **compare.compare_kernels(base.kernels(), run.kernels()),
-            "phases": _compare_phases(base, run)}
+# -- compare (docs/http_api.md /compare, /compare_pair) -------------------------------------------
+def kernel_set(entry: RunEntry) -> "compare.KernelSet":
+    """The run's kernels grouped for comparison, built once per run and files."""
+    return entry.memo("compare_kernel_set", lambda: compare.kernel_set(entry.kernels()))
+
+
+def compare_info(entry: RunEntry) -> "compare.RunInfo":
+    """The run's tool and the GPUs its kernels ran on, for the comparison's warnings."""
+    tool = (entry.manifest.get("provenance") or {}).get("tool", "")
+    return compare.RunInfo(tool=tool, devices=tuple(str(d.get("name", "")) for d in _devices_that_ran(entry)))
+
+
+def pair_choices(base: RunEntry, run: RunEntry, values) -> list:
+    """The user's `pair=<base kernel>:<run kernel>` parameters as (base key, run key); 400 with the
+    reason for one that names no kernel on a side."""
+    try:
+        return [compare.resolve_choice(kernel_set(base), kernel_set(run), v) for v in values or ()]
+    except ValueError as e:
+        raise HttpError(400, str(e)) from None
+
+
+def compare_runs(base: RunEntry, run: RunEntry, choices=()) -> dict:
+    """/compare: totals and their warnings, paired kernels (how each was paired), the rest, NVTX phases."""
+    doc = compare.compare_sets(kernel_set(base), kernel_set(run), choices, compare_info(base), compare_info(run))
+    return {"base": base.run, "run": run.run, **doc, "phases": _compare_phases(base, run)}
+
+
+def _known_key(entry: RunEntry, key: Optional[str], role: str) -> str:
+    if not key or key not in kernel_set(entry).groups:
+        raise HttpError(404, f"run {entry.run!r} has no kernel {key!r} ({role}: a key from /compare)")
+    return key
+
+
+def compare_pair(base: RunEntry, run: RunEntry, base_key: Optional[str], run_key: Optional[str]) -> dict:
+    """/compare_pair: one pair in detail (compare.pair_detail), raw metrics from the details files."""
+    b_set, r_set = kernel_set(base), kernel_set(run)
+    b_key, r_key = _known_key(base, base_key, "base_key"), _known_key(run, run_key, "run_key")
+    b_launch, r_launch = compare.representative_launch(b_set, b_key), compare.representative_launch(r_set, r_key)
+    detail = compare.pair_detail(b_set, r_set, b_key, r_key, base.raw_metrics(b_launch), run.raw_metrics(r_launch))
+    return {"base_run": base.run, "run_run": run.run, **detail}
 
 
 def cpu_hotspots(entry: RunEntry) -> dict:
