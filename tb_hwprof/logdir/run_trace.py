@@ -28,7 +28,7 @@ def render(run_dir: Path, out: Optional[Path] = None, progress: Callable[[str], 
     if out is None and files.get("timeline") and own.is_file():
         return None
     target = own if out is None else out
-    index = _read_index(run_dir, assets, files)
+    index = _read_index(run_dir, assets, files, (manifest.get("timeline") or {}).get("kept_events"))
     if "flow" not in index:
         progress(f"{run_dir}: timeline index v1 (older tb-hwprof): the trace has no launch flows and no bytes "
                  f"args; re-export the run for them")
@@ -39,15 +39,15 @@ def render(run_dir: Path, out: Optional[Path] = None, progress: Callable[[str], 
     return {"path": target, "events": events, "gz_bytes": target.stat().st_size, "uncompressed_bytes": written}
 
 
-def _read_index(run_dir: Path, assets: Path, files: dict) -> dict:
+def _read_index(run_dir: Path, assets: Path, files: dict, expected_events: Optional[int]) -> dict:
     name = files.get("timeline_index")
     path = assets / Path(str(name)).name if name else None  # confined to the asset folder
     if path is None or not path.is_file():
         raise HwprofError(f"{run_dir}: no timeline in this run (traces have one: Nsight Systems exports, "
                           f"rocprof kernel / API traces)")
     try:
-        return trace.read_index(path)
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+        return trace.read_index(path, expected_events=expected_events)
+    except (OSError, EOFError, ValueError) as e:
         raise InputError(path, f"unreadable timeline index ({type(e).__name__}: {e})",
                          "re-export the run with --overwrite") from None
 

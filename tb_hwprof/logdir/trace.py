@@ -9,6 +9,7 @@ once per distinct name, gzip level 1, written as it goes.
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 import zlib
 from collections import deque
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Deque, Dict, Iterable, Iterator, Optional
 
 import numpy as np
+import orjson
 
 from ..columnar import distinct
 from ..model import TIMELINE_CATEGORIES, Timeline, Track, Window
@@ -223,13 +225,90 @@ def _write_member(z: zipfile.ZipFile, name: str, values: np.ndarray) -> None:
         np.lib.format.write_array(f, values, allow_pickle=False)
 
 
-def read_index(path: Path, columns=INDEX_COLUMNS) -> dict:
+def read_index(path: Path, columns=INDEX_COLUMNS, expected_events: Optional[int] = None) -> dict:
     """{column: array, "meta": dict} of a timeline index: the `columns` it holds (a v1 index has no
-    flow / bytes; only what is asked is read)."""
-    with np.load(path, allow_pickle=False) as z:
-        out = {k: z[k] for k in columns if k in z.files}
-        out["meta"] = json.loads(z["meta"].tobytes().decode("utf-8"))
+    flow / bytes; only what is asked is read).  Checked before use (ValueError / EOFError naming what
+    is wrong): plain 1-D integer members no larger than the file (a header declaring a huge array is
+    refused, never allocated), no pickles, `expected_events` slices (the manifest's kept_events)
+    in start order, and track / name / category ids within the lists the index holds."""
+    limit = os.path.getsize(path)
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = {info.filename[:-len(".npy")]: info for info in z.infolist() if info.filename.endswith(".npy")}
+            if "meta" not in members or "start" not in members:
+                raise ValueError(f"not a timeline index (members: {sorted(members)[:10]})")
+            out = {k: _read_member(z, members[k], limit, "iu") for k in columns if k in members}
+            meta = _read_member(z, members["meta"], limit, "u")
+    except zipfile.BadZipFile as e:  # a damaged zip is damage like any other: the readers catch ValueError
+        raise ValueError(f"damaged zip ({e})") from None
+    out["meta"] = _index_meta(meta)
+    check_index(out, expected_events)
     return out
+
+
+NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, kinds: str) -> np.ndarray:
+    """One .npy member as written by write_index: stored (not compressed), a 1-D array of one of
+    `kinds` whose size matches the member's bytes, which are no more than the file's (`limit`)."""
+    if info.compress_type != zipfile.ZIP_STORED or info.file_size > limit:
+        raise ValueError(f"member {info.filename} is compressed or larger than the file: not written by tb-hwprof")
+    with z.open(info) as f:
+        read_header = NPY_HEADERS.get(np.lib.format.read_magic(f))
+        if read_header is None:
+            raise ValueError(f"member {info.filename} is not a .npy array of format 1 or 2")
+        shape, _, dtype = read_header(f)
+        if len(shape) != 1 or dtype.kind not in kinds or dtype.hasobject:
+            raise ValueError(f"member {info.filename} is {dtype} of shape {shape}, not a column of integers")
+        size = shape[0] * dtype.itemsize
+        if size != info.file_size - f.tell():
+            raise ValueError(f"member {info.filename} declares {shape[0]:,} values ({size:,} bytes) "
+                             f"but holds {info.file_size - f.tell():,} bytes")
+        values = np.empty(shape[0], dtype=dtype)
+        if f.readinto(memoryview(values).cast("B")) != size:
+            raise EOFError(f"member {info.filename} ends early")
+    return values
+
+
+def _index_meta(blob: np.ndarray) -> dict:
+    """The index's JSON part: categories, names and tracks as write_index writes them."""
+    meta = orjson.loads(blob.tobytes())  # depth-bounded, UTF-8 checked: ValueError on damage
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(k), list) for k in ("categories", "names", "tracks")):
+        raise ValueError("index meta lacks categories, names or tracks")
+    if not all(isinstance(text, str) for text in meta["categories"] + meta["names"]):
+        raise ValueError("index meta categories / names are not all text")
+    for track in meta["tracks"]:
+        _check_track(track)
+    return meta
+
+
+TRACK_TYPES = {"pid": int, "tid": int, "process": str, "thread": str, "kind": str,
+               "device": (int, type(None)), "lane_of": (int, type(None))}
+
+
+def _check_track(track) -> None:
+    """One of the index's tracks: Track's fields with their types (pid and tid go into the trace's text)."""
+    if not isinstance(track, dict) or not {"pid", "tid", "process", "thread", "kind"} <= set(track) <= set(TRACK_TYPES) \
+            or not all(isinstance(v, TRACK_TYPES[k]) and not isinstance(v, bool) for k, v in track.items()):
+        raise ValueError(f"index track {str(track)[:100]} is not a track")
+
+
+def check_index(index: dict, expected_events: Optional[int] = None) -> None:
+    """Columns of one length (the manifest's kept_events when given), slices in start order, and
+    every id within its list: a lane beyond the track list is damage, never served."""
+    n = index["start"].size
+    sizes = {k: v.size for k, v in index.items() if k != "meta"}
+    if any(size != n for size in sizes.values()) or (expected_events is not None and n != expected_events):
+        raise ValueError(f"columns hold {sizes} slices, profile.json says {expected_events}")
+    if n > 1 and bool((index["start"][1:] < index["start"][:-1]).any()):
+        raise ValueError("slices are not in start order")
+    meta = index["meta"]
+    for column, listed in (("track", "tracks"), ("name", "names"), ("cat", "categories")):
+        values = index.get(column)
+        if values is not None and values.size and (int(values.min()) < 0 or int(values.max()) >= len(meta[listed])):
+            raise ValueError(f"{column} ids {int(values.min())}..{int(values.max())} beyond the "
+                             f"{len(meta[listed])} {listed} the index lists")
 
 
 def timeline_from_index(index: dict) -> Timeline:
