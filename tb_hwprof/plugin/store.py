@@ -81,9 +81,11 @@ def confined(folder: Path, relative: str) -> Path:
 class RunEntry:
     """One run at one signature: the manifest now, everything else built on first use."""
 
-    def __init__(self, run: str, run_dir: Path, sig: Tuple, manifest: dict, loads: collections.Counter):
+    def __init__(self, run: str, run_dir: Path, sig: Tuple, manifest: dict, loads: collections.Counter,
+                 errors: Optional["ErrorLog"] = None):
         self.run, self.run_dir, self.signature, self.manifest = run, run_dir, sig, manifest
         self.loads = loads  # the store's read counter
+        self.errors = ErrorLog() if errors is None else errors  # the store's: outlives this entry
         self.asset_dir = reader.asset_dir(run_dir)
         self._lock = threading.Lock()
         self._cache: Dict[object, object] = {}
@@ -120,6 +122,7 @@ class RunEntry:
             failure = HttpError(422, str(e))
         if failure.code == 422 and self.error is None:
             self.error = failure.message
+            self.errors.record(self.run, self.signature, failure.message)
         return failure
 
     def kernels_response(self) -> bytes:
@@ -228,6 +231,26 @@ def _why(e: BaseException) -> str:
     return text if len(text) < 200 else text[:200] + "..."
 
 
+class ErrorLog:
+    """The first load failure of each run at its files' signature, kept apart from the cache of loaded
+    runs: /runs still shows a damaged run's error once other runs pushed its entry out."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._errors: Dict[str, Tuple[Tuple, str]] = {}
+
+    def record(self, run: str, sig: Tuple, message: str) -> None:
+        with self._lock:
+            known = self._errors.get(run)
+            if known is None or known[0] != sig:
+                self._errors[run] = (sig, message)
+
+    def get(self, run: str, sig: Tuple) -> Optional[str]:
+        with self._lock:
+            known = self._errors.get(run)
+        return known[1] if known is not None and known[0] == sig else None
+
+
 class RunStore:
     """Maps listed run names to folders under the logdir and caches what was read from them."""
 
@@ -238,6 +261,7 @@ class RunStore:
         self._manifests: Dict[str, Tuple[Tuple, object]] = {}  # run -> (signature, manifest or HttpError)
         self._loaded: "collections.OrderedDict[str, RunEntry]" = collections.OrderedDict()
         self.loads = collections.Counter()  # what was read from disk, for tests and benchmarks
+        self.errors = ErrorLog()
 
     def run_dir(self, run: str) -> Path:
         """The run's folder; 404 unless it resolves (symlinks followed) inside the logdir."""
@@ -277,7 +301,7 @@ class RunStore:
         with self._lock:
             entry = self._loaded.get(run)
             if entry is None or entry.signature != sig:
-                entry = RunEntry(run, run_dir, sig, manifest, self.loads)
+                entry = RunEntry(run, run_dir, sig, manifest, self.loads, self.errors)
                 self._loaded[run] = entry
             self._loaded.move_to_end(run)
             while len(self._loaded) > self.max_loaded:
@@ -285,9 +309,6 @@ class RunStore:
         return entry
 
     def known_error(self, run: str, sig: Tuple) -> Optional[str]:
-        """A load failure already seen for this run at these files (no new reading)."""
-        with self._lock:
-            entry = self._loaded.get(run)
-        if entry is not None and entry.signature == sig:
-            return entry.error
-        return None
+        """A load failure already seen for this run at these files (no new reading), also after its
+        entry left the cache."""
+        return self.errors.get(run, sig)
