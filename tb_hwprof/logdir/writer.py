@@ -1,13 +1,28 @@
 """Writes a Profile as a TensorBoard run, atomically.
 
-Everything is written into a hidden staging folder beside the run and renamed
-into place at the end, so an export that fails or is killed leaves either the
-previous run or nothing.  Replacing a run renames the old one aside first; a
-kill between the two renames is repaired by the next export (or load).
+TensorBoard lists every folder under the logdir holding a file whose name contains "tfevents"
+(io_wrapper.IsTensorFlowEventsFile, hidden folders included), so no such file ever exists outside a
+run: a run is built in a hidden area beside it, <parent>/.tb-hwprof/ (no event file is ever named
+there: it is written as "events.out.tfpending.*" inside the asset folder and gets its tfevents name
+only in the run folder, as the last step).  A new run is one folder rename into place; replacing a
+run moves our files only (the asset folder, our event files: other files and nested runs stay):
+  1. our event files are renamed into the old asset folder under pending names (TensorBoard stops
+     listing the old run),  2. the old asset folder goes to .tb-hwprof/old/,  3. the new one comes
+     in,  4. its event file takes its tfevents name,  5. the old copy is removed.
+A kill at any step leaves the old run or the new one complete (load_run reads it), never a listed
+leftover; recover_interrupted (called by the next export of that name, load_run and the plugin)
+puts back the old copy or finishes step 4.
+
+An export holds its run's lock (fcntl.flock on .tb-hwprof/locks/<name>.lock, which holds its pid
+and host) from staging to the rename: a second export of the same run is refused with that pid.
+Staging folders and old copies are named <name>@<pid>@<host>[@random]: any later export into the
+folder removes those of this host whose pid is gone.  Without fcntl (not POSIX) runs are not locked.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import errno
+import hashlib
 import json
 import os
 import re
@@ -17,13 +32,32 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
+from urllib.parse import quote, unquote
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: exports are not locked (documented above)
+    fcntl = None
 
 from .. import __version__
 from ..errors import HwprofError, RunExists
 from . import metadata, records, summary, tables
 
+AREA = metadata.WORK_AREA  # per folder holding runs: locks/, staging/, old/
+EVENTS_PREFIX = "events.out.tfevents."
+PENDING_PREFIX = metadata.PENDING_EVENTS_PREFIX  # an event file TensorBoard must not see yet
+# Folders of earlier versions, beside the run: '.<run><tag><pid or random>' (still repaired).
 STAGING_TAG = ".tb-hwprof-staging-"
 OLD_TAG = ".tb-hwprof-old-"
+# Run names may hold any character a file name may ('*', '[', '%', spaces): the area's names use
+# a percent-encoding of it, or a hash where that would be too long for a file name.
+KEY_MAX = 120
+# Read-only logdirs: a reader's repair gives up quietly (it could not write anyway).
+READ_ONLY_ERRORS = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+class RunBusy(HwprofError):
+    """Another export holds the run's lock."""
 
 
 def check_run_name(run: str) -> PurePosixPath:
@@ -39,35 +73,276 @@ def run_folder(logdir, run: str, overwrite: bool, beside: bool = False) -> Path:
     beside: the run goes into a folder that holds other files (a PyTorch run folder with the traces
     torch-tb-profiler reads): it is there when our asset folder is."""
     run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
-    taken = run_dir.joinpath(*metadata.ASSET_DIR).exists() if beside else run_dir.exists()
+    taken = asset_dir(run_dir).exists() if beside else run_dir.exists()
     if taken and not overwrite:
         raise RunExists(f"{run_dir}: run already exists -- pass --overwrite to replace it, or choose another --run")
     return run_dir
 
 
-# What follows a tag in the run's own hidden folders: the pid of the --overwrite that renamed the old
-# run aside; tempfile.mkdtemp's random part.
+def asset_dir(run_dir: Path) -> Path:
+    return run_dir.joinpath(*metadata.ASSET_DIR)
+
+
+# ---------------------------------------------------------------- the hidden area and its names
+def area_of(run_dir: Path) -> Path:
+    return run_dir.parent / AREA
+
+
+def key_of(name: str) -> str:
+    """The run folder's name as a safe file name: percent-encoded ('/', '*', '[', '@' cannot appear),
+    or '%%' and a hash when too long ('%%' is no percent-encoding, so the two never meet)."""
+    key = quote(name, safe="")
+    return key if len(key) <= KEY_MAX else "%%" + hashlib.sha256(name.encode()).hexdigest()[:40]
+
+
+def name_of_key(key: str):
+    """The run folder name a key encodes; None for hashed keys."""
+    return None if key.startswith("%%") else unquote(key)
+
+
+def owner_tag() -> str:
+    """'<pid>@<host>' of this process, as staging folders and old copies carry it."""
+    return f"{os.getpid()}@{quote(socket.gethostname(), safe='')}"
+
+
+def owner_gone(entry_name: str) -> bool:
+    """Whether the export that named an area entry '<key>@<pid>@<host>[@...]' is dead: only known on
+    its own host (a logdir on NFS is shared by hosts whose pids we cannot see)."""
+    parts = entry_name.split("@")
+    if len(parts) < 3 or not parts[1].isdigit() or unquote(parts[2]) != socket.gethostname():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+def own_entries(folder: Path, key: str) -> list:
+    """Entries of an area folder belonging to run `key`, oldest first."""
+    dated = []
+    for p in list_dir(folder):
+        if p.name.split("@", 1)[0] == key:
+            try:
+                dated.append((p.stat().st_mtime_ns, p))
+            except FileNotFoundError:  # a dead export's, removed meanwhile by another export
+                pass
+    return [p for _, p in sorted(dated)]
+
+
+def retrying(make):
+    """make(), which creates area folders then something in them; retried when another export's tidy-up
+    (an rmdir of an empty area folder) came between the two."""
+    for _ in range(50):
+        try:
+            return make()
+        except FileNotFoundError:
+            continue
+    return make()
+
+
+def tidy_area(area: Path) -> None:
+    """Remove the area's folders once empty, so a logdir with no export running holds no trace of us."""
+    for folder in (area / "locks", area / "staging", area / "old", area):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another export's), or already gone
+            pass
+
+
+# ---------------------------------------------------------------- the run's lock
+class RunLock:
+    """The run's exclusive lock: flock on <area>/locks/<key>.lock, which holds the holder's pid and
+    host.  The holder removes the file before unlocking; a process that locked a file removed
+    meanwhile locks the new one instead."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = None
+
+    @classmethod
+    def of(cls, run_dir: Path) -> "RunLock":
+        return cls(area_of(run_dir) / "locks" / (key_of(run_dir.name) + ".lock"))
+
+    def take(self) -> bool:
+        """Lock without waiting: False when another process holds it."""
+        if fcntl is None:
+            return True
+        while True:
+            fd = retrying(self._open)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            if self._still_linked(fd):
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+                self.fd = fd
+                return True
+            os.close(fd)  # its holder removed it as we opened it: lock the one there now
+
+    def holder(self) -> str:
+        """'pid N on host H' from the lock file, as well as it can be read."""
+        try:
+            pid, host = self.path.read_text().split()[:2]
+            return f"pid {pid} on {host}"
+        except (OSError, ValueError):  # just created, not yet written, or just removed
+            return "another process"
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        self.path.unlink(missing_ok=True)
+        os.close(self.fd)
+        self.fd = None
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+
+    def _still_linked(self, fd: int) -> bool:
+        try:
+            return os.path.samestat(os.fstat(fd), os.stat(self.path))
+        except FileNotFoundError:
+            return False
+
+
+def lock_run(run_dir: Path, run: str) -> RunLock:
+    """The run's lock, taken; RunBusy naming the holder when another export has it."""
+    lock = RunLock.of(run_dir)
+    if not lock.take():
+        raise RunBusy(f"{run_dir}: run {run!r} is being exported by {lock.holder()} -- wait for it to finish, "
+                      "or export under another --run")
+    return lock
+
+
+# ---------------------------------------------------------------- repair of interrupted exports
+def recover_interrupted(run_dir: Path) -> None:
+    """Repair what a killed export of this run left: put back the run an interrupted --overwrite moved
+    aside, give a run moved into place its event file's listed name, drop dead exports' leftovers.
+    Safe for readers (load_run, the plugin): does nothing while an export holds the run's lock or
+    when there is nothing to repair, never raises on a read-only logdir."""
+    run_dir = Path(run_dir)
+    if not needs_repair(run_dir):
+        return
+    lock = RunLock.of(run_dir)
+    try:
+        if lock.take():
+            try:
+                repair(run_dir)
+            finally:
+                lock.release()
+                tidy_area(area_of(run_dir))
+    except OSError as e:
+        if e.errno not in READ_ONLY_ERRORS:
+            raise
+
+
+def needs_repair(run_dir: Path) -> bool:
+    """Whether a killed export left anything of this run (cheap: a few stats and listings)."""
+    if not run_dir.parent.is_dir():
+        return False
+    area, key = area_of(run_dir), key_of(run_dir.name)
+    return bool(own_entries(area / "old", key) or own_entries(area / "staging", key) or pending_events(run_dir)
+                or legacy_leftovers(run_dir, OLD_TAG, OLD_SUFFIX)
+                or legacy_leftovers(run_dir, STAGING_TAG, STAGING_SUFFIX))
+
+
+def repair(run_dir: Path) -> None:
+    """recover_interrupted's work, with the run's lock held."""
+    area, key = area_of(run_dir), key_of(run_dir.name)
+    olds = own_entries(area / "old", key)
+    if olds and not asset_dir(run_dir).exists():  # killed between steps 2 and 3: our run is aside
+        asset_dir(run_dir).parent.mkdir(parents=True, exist_ok=True)
+        os.rename(olds.pop(), asset_dir(run_dir))
+    show_events(run_dir)
+    for stale in olds + own_entries(area / "staging", key):
+        if owner_gone(stale.name):
+            shutil.rmtree(stale, ignore_errors=True)
+    recover_legacy(run_dir)
+
+
+def clean_area(area: Path) -> None:
+    """Leftovers of exports of this host that died, whatever their run: staging folders (a whole run
+    each) are removed, old copies repaired as their run's own repair would (when free to), lock
+    files nobody holds removed."""
+    for path in list_dir(area / "locks"):
+        lock = RunLock(path)
+        if lock.take():
+            lock.release()
+    for staging in list_dir(area / "staging"):
+        if owner_gone(staging.name):
+            shutil.rmtree(staging, ignore_errors=True)
+    for old in list_dir(area / "old"):
+        name = name_of_key(old.name.split("@", 1)[0])
+        if name is not None and owner_gone(old.name):
+            recover_interrupted(area.parent / name)
+
+
+def list_dir(folder: Path) -> list:
+    """The folder's entries, sorted; none when it is not there (area folders come and go)."""
+    try:
+        return sorted(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+# What follows a tag in earlier versions' hidden folders: the pid of the --overwrite that renamed the
+# old run aside; tempfile.mkdtemp's random part.
 OLD_SUFFIX, STAGING_SUFFIX = re.compile(r"\d+"), re.compile(r"[a-z0-9_]+")
 
 
-def recover_interrupted(run_dir: Path) -> None:
-    """Put back a run that an interrupted --overwrite renamed aside; drop stale staging folders."""
-    if not run_dir.parent.is_dir():
-        return
-    olds = leftovers(run_dir, OLD_TAG, OLD_SUFFIX)
+def recover_legacy(run_dir: Path) -> None:
+    """An earlier version's interrupted --overwrite: the whole run renamed aside beside it."""
+    olds = legacy_leftovers(run_dir, OLD_TAG, OLD_SUFFIX)
     if olds and not run_dir.exists():
         os.rename(olds[-1], run_dir)
         olds = olds[:-1]
-    for stale in olds + leftovers(run_dir, STAGING_TAG, STAGING_SUFFIX):
+    for stale in olds + legacy_leftovers(run_dir, STAGING_TAG, STAGING_SUFFIX):
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def leftovers(run_dir: Path, tag: str, suffix: "re.Pattern") -> list:
-    """The run's own hidden folders '.<run><tag><suffix>', sorted.  Names are compared as text, never
-    as a glob pattern: a run named '*' or '[a]' must not match other runs' folders."""
+def legacy_leftovers(run_dir: Path, tag: str, suffix: "re.Pattern") -> list:
+    """The run's own hidden folders '.<run><tag><suffix>' (earlier versions), sorted.  Names are
+    compared as text, never as a glob pattern: a run named '*' or '[a]' must not match other runs'."""
     prefix = f".{run_dir.name}{tag}"
     return sorted(p for p in run_dir.parent.iterdir()
                   if p.name.startswith(prefix) and suffix.fullmatch(p.name[len(prefix):]) and p.is_dir())
+
+
+leftovers = legacy_leftovers  # the name earlier callers used
+
+
+# ---------------------------------------------------------------- event files: hidden and shown
+def is_events(name: str, prefix: str = EVENTS_PREFIX) -> bool:
+    """Whether `name` is one of our event files (listed, or pending with PENDING_PREFIX)."""
+    return name.startswith(prefix) and name.endswith(metadata.EVENTS_SUFFIX)
+
+
+def pending_events(run_dir: Path) -> list:
+    """Our event files waiting in the run's asset folder for their listed name."""
+    assets = asset_dir(run_dir)
+    return sorted(p for p in assets.iterdir() if is_events(p.name, PENDING_PREFIX)) if assets.is_dir() else []
+
+
+def hide_events(run_dir: Path) -> None:
+    """Our listed event files into the asset folder under pending names (TensorBoard stops listing
+    the run; a user's other event files stay)."""
+    for p in sorted(run_dir.iterdir()):
+        if is_events(p.name) and p.is_file():
+            os.rename(p, asset_dir(run_dir) / (PENDING_PREFIX + p.name[len(EVENTS_PREFIX):]))
+
+
+def show_events(run_dir: Path) -> None:
+    """The asset folder's pending event files to the run folder under their listed names."""
+    for p in pending_events(run_dir):
+        os.replace(p, run_dir / (EVENTS_PREFIX + p.name[len(PENDING_PREFIX):]))
 
 
 def manifest_of(profile, analysis) -> dict:
@@ -154,51 +429,61 @@ def _write_details(profile, assets: Path) -> None:
         tables.write_json_gz(assets / metadata.details_file(first), doc)
 
 
-def _write_events(staging: Path, scalars: dict, manifest: dict, step: int) -> None:
-    """Written under a temporary name, renamed last: TensorBoard lists a folder only once it has one."""
-    tmp = staging / "events.tmp"
+def _write_events(assets: Path, scalars: dict, manifest: dict, step: int) -> None:
+    """Written into the asset folder under a pending name: TensorBoard lists a folder once it holds a
+    "tfevents" file, so the file takes that name only once the run is in place (show_events)."""
+    tmp = assets / "events.tmp"
     with open(tmp, "wb") as f:
         for record in summary.run_events(scalars, manifest, step):
             records.write_record(f, record)
         f.flush()
         os.fsync(f.fileno())
-    name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}{metadata.EVENTS_SUFFIX}"
-    os.rename(tmp, staging / name)
+    name = f"{PENDING_PREFIX}{int(time.time())}.{socket.gethostname()}.{os.getpid()}{metadata.EVENTS_SUFFIX}"
+    os.rename(tmp, assets / name)
 
 
 class StagedRun:
-    """A run being written into its hidden staging folder.
+    """A run being written into its staging folder (<parent>/.tb-hwprof/staging/), its lock held.
 
     The timeline's files (index and trace: ~0.3 s of sorts, gathers and file writes at 1M kernels,
     which release the GIL) need only the profile, so they start on a background thread as soon as
     the run is staged, while the caller analyses the profile; finish(analysis) writes the rest and
-    renames the folder into place, abort() removes it.  `timeline_pool`: an executor shared by
-    several staged runs (their timeline jobs then queue on it), else the run makes its own."""
+    puts the run in place, abort() removes it.  `timeline_pool`: an executor shared by several
+    staged runs (their timeline jobs then queue on it), else the run makes its own.  RunBusy when
+    another export of the same run holds its lock."""
 
     def __init__(self, profile, logdir, run: str, overwrite: bool = False, window=None, trace: str = "auto",
                  timeline_pool=None, beside: bool = False):
         self.profile = profile
         self.beside = beside
         self.run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
-        if not beside:
-            recover_interrupted(self.run_dir)  # an interrupted --overwrite's run is put back before the check
-        run_folder(logdir, run, overwrite, beside)
+        self.area = area_of(self.run_dir)
         self.created = [p for p in [self.run_dir.parent, *self.run_dir.parent.parents] if not p.exists()]
-        self.run_dir.parent.mkdir(parents=True, exist_ok=True)
-        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.run_dir.name}{STAGING_TAG}", dir=self.run_dir.parent))
+        self.staging = None
+        self.old = self.area / "old" / f"{key_of(self.run_dir.name)}@{owner_tag()}"
+        self.timeline_files = self.launch_tables = self._own_pool = self._launch_pool = None
+        self.lock = lock_run(self.run_dir, run)
+        try:
+            clean_area(self.area)  # dead exports' leftovers, whatever their run
+            repair(self.run_dir)  # an interrupted --overwrite's run is put back before the check
+            run_folder(logdir, run, overwrite, beside)
+            self.staging = Path(retrying(self._make_staging))
+        except BaseException:
+            self._release()
+            raise
         # mkdtemp makes it 0700; renamed into place it is the run folder, which a TensorBoard running
         # as another user must read: the mode a plain mkdir would give (the umask's).
         os.chmod(self.staging, 0o777 & ~current_umask())
-        self.assets = self.staging.joinpath(*metadata.ASSET_DIR)
+        self.assets = asset_dir(self.staging)
         self.assets.mkdir(parents=True)
-        self._own_pool = None
-        self._launch_pool = None
-        self.timeline_files = None
-        self.launch_tables = None
         if profile.timeline is not None:
             if timeline_pool is None:
                 timeline_pool = self._own_pool = ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline")
             self.timeline_files = timeline_pool.submit(_write_timeline, profile.timeline, self.assets, window, trace)
+
+    def _make_staging(self) -> str:
+        (self.area / "staging").mkdir(parents=True, exist_ok=True)
+        return tempfile.mkdtemp(prefix=f"{key_of(self.run_dir.name)}@{owner_tag()}@", dir=self.area / "staging")
 
     def write_launch_tables(self, profile) -> None:
         """Start writing the kernels table and the details files on a thread of their own: call it once
@@ -218,20 +503,18 @@ class StagedRun:
             manifest = tables.clean(manifest_of(self.profile, analysis))  # JSON-safe once, for both files
             _write_assets(self.profile, analysis.tables(self.profile), self.assets, manifest, self.timeline_files,
                           self.launch_tables)
-            _write_events(self.staging, analysis.scalars, manifest, step)
+            _write_events(self.assets, analysis.scalars, manifest, step)
             self._close_pool()
-            if self.beside:
-                _move_in_beside(self.staging, self.run_dir)
-            else:
-                _swap_in(self.staging, self.run_dir)
+            put_in_place(self.staging, self.run_dir, self.old)
         except BaseException:
             self.abort()
             raise
+        self._release()
         return self.run_dir
 
     def abort(self) -> None:
-        """Remove the staging folder (after the timeline job, which writes into it) and the folders
-        made for it."""
+        """Remove the staging folder (after the timeline job, which writes into it), put back the run
+        it was replacing if it got that far, and remove the folders made for it."""
         for job in (self.timeline_files, self.launch_tables):
             if job is not None:
                 job.cancel()
@@ -240,8 +523,19 @@ class StagedRun:
                 except BaseException:  # noqa: BLE001  (cancelled or interrupted: nothing more to wait for)
                     pass
         self._close_pool()
-        shutil.rmtree(self.staging, ignore_errors=True)
-        for p in self.created:  # leave no empty folders behind (innermost first)
+        if self.lock.fd is not None or fcntl is None:  # still ours: no other export can be at work here
+            repair(self.run_dir)
+            shutil.rmtree(self.old, ignore_errors=True)  # not put back by repair: the new run is in place
+        if self.staging is not None:
+            shutil.rmtree(self.staging, ignore_errors=True)
+        self._release()
+
+    def _release(self) -> None:
+        """Unlock, and leave no empty folders behind: the area's, then those made for the run
+        (innermost first)."""
+        self.lock.release()
+        tidy_area(self.area)
+        for p in self.created:
             try:
                 p.rmdir()
             except OSError:
@@ -278,35 +572,24 @@ def current_umask() -> int:
     return mask
 
 
-def _move_in_beside(staging: Path, run_dir: Path) -> None:
-    """Put a staged run's asset folder and events file into an existing folder whose other files
-    (the user's traces) stay untouched; our previous asset folder and events files are replaced."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    target = run_dir.joinpath(*metadata.ASSET_DIR)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = target.parent / f".{target.name}{OLD_TAG}{os.getpid()}"
-    if target.exists():
-        os.rename(target, old)
-    os.rename(staging.joinpath(*metadata.ASSET_DIR), target)
-    ours_before = [p for p in run_dir.iterdir() if p.name.startswith("events.out.tfevents.")
-                   and p.name.endswith(metadata.EVENTS_SUFFIX) and p.is_file()]
-    moved_in = set()
-    for events in staging.iterdir():
-        if events.is_file() and events.name.endswith(metadata.EVENTS_SUFFIX):
-            os.replace(events, run_dir / events.name)  # same name within a second: replaced
-            moved_in.add(events.name)
-    for p in ours_before:
-        if p.name not in moved_in:
-            p.unlink(missing_ok=True)
-    shutil.rmtree(old, ignore_errors=True)
+def put_in_place(staging: Path, run_dir: Path, old: Path) -> None:
+    """The staged run into place: a new run in one rename; over an existing folder, our files only
+    (the module's steps 1-5: other files, such as a PyTorch run's traces or nested runs, stay)."""
+    if not run_dir.exists():
+        os.rename(staging, run_dir)
+        show_events(run_dir)
+        return
+    replace_ours(asset_dir(staging), run_dir, old)
     shutil.rmtree(staging, ignore_errors=True)
 
 
-def _swap_in(staging: Path, run_dir: Path) -> None:
-    if not run_dir.exists():
-        os.rename(staging, run_dir)
-        return
-    old = run_dir.parent / f".{run_dir.name}{OLD_TAG}{os.getpid()}"
-    os.rename(run_dir, old)
-    os.rename(staging, run_dir)
-    shutil.rmtree(old, ignore_errors=True)
+def replace_ours(new_assets: Path, run_dir: Path, old: Path) -> None:
+    assets = asset_dir(run_dir)
+    if assets.is_dir():
+        hide_events(run_dir)  # 1
+        retrying(lambda: (old.parent.mkdir(parents=True, exist_ok=True), os.rename(assets, old)))  # 2
+    else:
+        assets.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(new_assets, assets)  # 3
+    show_events(run_dir)  # 4
+    shutil.rmtree(old, ignore_errors=True)  # 5
