@@ -54,6 +54,7 @@ OLD_TAG = ".tb-hwprof-old-"
 KEY_MAX = 120
 # Read-only logdirs: a reader's repair gives up quietly (it could not write anyway).
 READ_ONLY_ERRORS = (errno.EROFS, errno.EACCES, errno.EPERM)
+NO_LOCKS_ERRORS = (errno.ENOLCK, errno.EOPNOTSUPP)
 
 
 class RunBusy(HwprofError):
@@ -173,19 +174,25 @@ class RunLock:
         """Lock without waiting: False when another process holds it."""
         if fcntl is None:
             return True
-        while True:
+        for _ in range(50):  # each turn: the file was removed by its holder as we opened it
             fd = retrying(self._open)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if self._still_linked(fd):
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+                    self.fd, fd = fd, None
+                    return True
             except BlockingIOError:
-                os.close(fd)
                 return False
-            if self._still_linked(fd):
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
-                self.fd = fd
-                return True
-            os.close(fd)  # its holder removed it as we opened it: lock the one there now
+            except OSError as e:
+                if e.errno not in NO_LOCKS_ERRORS:
+                    raise
+                return True  # a filesystem without locks (an NFS mount without lockd): as without fcntl
+            finally:
+                if fd is not None:
+                    os.close(fd)
+        return False
 
     def holder(self) -> str:
         """'pid N on host H' from the lock file, as well as it can be read."""
@@ -468,14 +475,16 @@ class StagedRun:
             repair(self.run_dir)  # an interrupted --overwrite's run is put back before the check
             run_folder(logdir, run, overwrite, beside)
             self.staging = Path(retrying(self._make_staging))
+            # mkdtemp makes it 0700; renamed into place it is the run folder, which a TensorBoard running
+            # as another user must read: the mode a plain mkdir would give (the umask's).
+            os.chmod(self.staging, 0o777 & ~current_umask())
+            self.assets = asset_dir(self.staging)
+            self.assets.mkdir(parents=True)
         except BaseException:
+            if self.staging is not None:
+                shutil.rmtree(self.staging, ignore_errors=True)
             self._release()
             raise
-        # mkdtemp makes it 0700; renamed into place it is the run folder, which a TensorBoard running
-        # as another user must read: the mode a plain mkdir would give (the umask's).
-        os.chmod(self.staging, 0o777 & ~current_umask())
-        self.assets = asset_dir(self.staging)
-        self.assets.mkdir(parents=True)
         if profile.timeline is not None:
             if timeline_pool is None:
                 timeline_pool = self._own_pool = ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline")
