@@ -1,4 +1,4 @@
-"""Request handling of the plugin (imported on the first request, so pandas loads lazily).
+"""Request handling of the plugin (imported when TensorBoard loads the plugin, not with its entry point).
 
 Every route is wrapped: a known problem answers its status with {"error": "..."}; anything
 unexpected is logged and answers 422 with a one-line JSON error, never a bare 500 that would
@@ -7,6 +7,7 @@ leave the tab blank.
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 from typing import Callable, Dict, Set
 
@@ -17,6 +18,7 @@ from werkzeug import wrappers
 from ..errors import HwprofError
 from ..logdir import metadata
 from . import encode, routes, static, views
+from .hwprof_plugin import RESTART
 from .store import HttpError, RunEntry, RunStore, run_param, check_summary_name, missing_files
 
 logger = logging.getLogger("tb_hwprof")
@@ -24,8 +26,15 @@ JSON = "application/json"
 GZIP = "application/gzip"
 
 
+# Modules the views import on use, imported once with the service (so with the plugin's load).
+SERVED_WITH = ("tb_hwprof.analysis.trace_views", "tb_hwprof.analysis.cpu_hotspots", "tb_hwprof.logdir.tables",
+               "tb_hwprof.logdir.trace")
+
+
 class Service:
     def __init__(self, data_provider, logdir):
+        for module in SERVED_WITH:
+            importlib.import_module(module)
         self._provider = data_provider
         self.store = RunStore(logdir)
         self.routes: Dict[str, Callable] = {route: self._handler(route) for route in routes.ROUTES}
@@ -46,6 +55,10 @@ class Service:
             response = error_response(request, e.code, e.message)
         except HwprofError as e:  # a damaged file read outside a cached view: "file: problem -- fix"
             response = error_response(request, 422, " ".join(str(e).split()))
+        except ImportError as e:  # a module imported on use went away: the package changed under TensorBoard
+            logger.exception("tb_hwprof: %s failed", request.full_path)
+            response = error_response(request, 500, " ".join(
+                f"tb_hwprof could not serve {route}: {type(e).__name__}: {e}; {RESTART}".split()))
         except Exception as e:  # noqa: BLE001 - the tab must get JSON, whatever broke
             logger.exception("tb_hwprof: %s failed", request.full_path)
             response = error_response(request, 422, f"tb_hwprof could not serve {route}: "
