@@ -220,7 +220,16 @@ def write_kernels_gz(path: Path, kernels: pd.DataFrame) -> None:
 def write_json_gz(path: Path, doc: Any) -> None:
     # One encode and one write: many small writes through gzip cost more than the encoding.
     with gzip.open(path, "wb", compresslevel=GZIP_LEVEL) as f:
-        f.write(json.dumps(doc, allow_nan=False, separators=(",", ":")).encode("utf-8"))
+        f.write(json_text(doc).encode("utf-8"))
+
+
+def json_text(doc: Any) -> str:
+    """Compact JSON of `doc`, NaN and infinities as null (JSON has neither).  Most documents hold
+    none, so the recursive clean runs only when the strict encoder finds one."""
+    try:
+        return json.dumps(doc, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # "Out of range float values are not JSON compliant"
+        return json.dumps(clean(doc), allow_nan=False, separators=(",", ":"))
 
 
 # Inflating a run's .json.gz is bounded: by the size the manifest declares for it (metadata
@@ -273,8 +282,8 @@ def details_doc(first_launch: int, raw_metrics: List[Dict[str, list]], rules: Li
     """One details file: launches first_launch.. with their raw metrics and rule results.
 
     Launches of one report mostly share a metric set, so names and units are written once per
-    set and each launch is a value list.  Values must already be JSON-safe (readers give None
-    for NaN); the encoder's allow_nan=False enforces it."""
+    set and each launch is a value list.  NaN and infinities among the values are written as null
+    (write_json_gz)."""
     sets: Dict[tuple, int] = {}
     set_docs, launches = [], []
     for raw, launch_rules in zip(raw_metrics, rules):

@@ -37,11 +37,13 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from ...errors import InputError
 from ...model import Profile, Provenance, normalise_kernels
 from . import ncu_metrics
-from ..common import read_input_bytes, sha256_of
+from ..common import csvtext, read_input_bytes, sha256_of
+from ..common.csvtext import shown
 
 LONG, RAW = "ncu-csv-long", "ncu-csv-raw"
 NOT_NCU_FIX = ("export with `ncu --csv --page details` or `ncu --csv --page raw` "
                "(or pass the .ncu-rep written by `ncu -o`)")
+DAMAGED_FIX = "export the report again with `ncu --csv` (or pass the .ncu-rep written by `ncu -o`)"
 
 # Launch columns ncu prints before the metrics (all versions); everything else in a
 # `--page raw` header is a metric.
@@ -282,10 +284,18 @@ class Launch:
     rules: List[dict] = dataclasses.field(default_factory=list)
     sections: Dict[str, str] = dataclasses.field(default_factory=dict)  # raw key -> section
     scaled: bool = False  # some value was printed in a scaled unit
+    infinite: List[str] = dataclasses.field(default_factory=list)  # metrics printed as inf / 1e309
 
     def put(self, name: str, value, unit: str) -> None:
         self.values[name] = value
         self.raw[name] = [value, unit]
+
+    def put_infinite(self, name: str, text: str, unit: str) -> None:
+        """An infinite value is a value: the details keep it as printed (JSON has no infinity), the
+        kernel fields leave it empty (no sum, ratio or roofline point can use it)."""
+        self.values[name] = math.nan
+        self.raw[name] = [text.strip(), unit]
+        self.infinite.append(name)
 
 
 def _dims(text: str) -> Optional[List[float]]:
@@ -342,7 +352,10 @@ def put_metric_row(launch: Launch, section: str, label: str, unit: str, text: st
         if name in launch.raw and launch.sections.get(name) != section:
             name = f"{section}: {label}"
         launch.sections[name] = section
-    launch.put(name, value, base)
+    if isinstance(value, float) and math.isinf(value):
+        launch.put_infinite(name, text, base)
+    else:
+        launch.put(name, value, base)
     launch.scaled = launch.scaled or factor != 1.0
 
 
@@ -383,55 +396,124 @@ def _is_launch_id(text: str) -> bool:
     return text.strip().isdigit()
 
 
-def long_launches(header: List[str], records: Iterable[List[str]]) -> List[Launch]:
-    """One row per metric (or rule result), grouped by launch ID in the order ncu printed them."""
+Records = Iterable[Tuple[int, List[str]]]  # (line number, cells)
+
+
+class MetricRows:
+    """The (launch, section, metric) rows seen so far: ncu prints each once, so a repeat with another
+    value is damage (a duplicated or spliced chunk, two reports concatenated) and refused; a repeat
+    word for word changes nothing and is only counted (the caller notes it)."""
+
+    def __init__(self, path: Path):
+        self.path, self.first, self.repeats = path, {}, 0
+
+    def is_new(self, line: int, key: tuple, printed: Tuple[str, str]) -> bool:
+        seen = self.first.setdefault(key, (line, printed))
+        if seen[0] == line:
+            return True
+        if seen[1] != printed:
+            raise InputError(self.path, f"line {line}: launch {shown(key[1])} prints {shown(key[3])} again with "
+                             f"another value ({shown(printed[1])}; line {seen[0]}: {shown(seen[1][1])}): "
+                             "the file is damaged or joins two reports", DAMAGED_FIX)
+        self.repeats += 1
+        return False
+
+
+class LaunchRows:
+    """Launches by (process ID, launch ID).  ncu numbers launches across the whole report, so an ID under a
+    second process ID is a damaged cell, refused: it would read as an extra launch.  Later rows repeat
+    their launch's columns; where they differ the first row's are kept and the rows counted (noted)."""
+
+    def __init__(self, path: Path, cols: Columns):
+        self.path, self.cols = path, cols
+        self.launches: Dict[Tuple[str, str], Launch] = {}
+        self.process_of: Dict[str, Tuple[str, int]] = {}
+        self.differing: Dict[str, int] = {}  # launch column -> rows whose copy differs
+
+    def launch(self, line: int, record: List[str]) -> Launch:
+        launch_id, process = self.cols.get(record, "ID"), self.cols.get(record, "Process ID")
+        launch = self.launches.get((process, launch_id))
+        if launch is None:
+            first_process, first_line = self.process_of.setdefault(launch_id, (process, line))
+            if first_process != process:
+                raise InputError(self.path, f"line {line}: launch {shown(launch_id)} appears under process ID "
+                                 f"{shown(process)} and, on line {first_line}, {shown(first_process)}: the file is "
+                                 "damaged", DAMAGED_FIX)
+            launch = self.launches[(process, launch_id)] = Launch(self.cols.launch_columns(record))
+            put_launch_columns(launch)
+        else:
+            self._compare(launch, record)
+        return launch
+
+    def _compare(self, launch: Launch, record: List[str]) -> None:
+        for column, first in launch.columns.items():
+            if self.cols.get(record, column) != first:
+                self.differing[column] = self.differing.get(column, 0) + 1
+
+
+@dataclasses.dataclass
+class ReadingFacts:
+    """What a reader saw that the run's notes must tell: rows repeated word for word, and rows whose
+    copy of a launch column differs from their launch's first row (by column)."""
+
+    repeats: int = 0
+    differing: Dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def long_launches(path: Path, header: List[str], records: Records) -> Tuple[List[Launch], "ReadingFacts"]:
+    """One row per metric (or rule result), grouped by launch ID in the order ncu printed them; and
+    how many rows repeated an earlier one word for word."""
     cols = Columns(header)
-    launches: Dict[Tuple[str, str], Launch] = {}
-    for record in records:
+    least = cols.index["Metric Value"] + 1  # rows may end after it (no rule columns filled)
+    launches, rows = LaunchRows(path, cols), MetricRows(path)
+    for line, record in records:
         launch_id = cols.get(record, "ID")
         if not _is_launch_id(launch_id):
             continue  # application output or a repeated header between rows
-        key = (cols.get(record, "Process ID"), launch_id)
-        launch = launches.get(key)
-        if launch is None:
-            launch = launches[key] = Launch(cols.launch_columns(record))
-            put_launch_columns(launch)
+        csvtext.require_width(path, line, record, len(header), DAMAGED_FIX, least)
+        launch = launches.launch(line, record)
         section, label, unit, value = (cols.get(record, c) for c in LONG_COLUMNS)
-        if label:
+        key = (cols.get(record, "Process ID"), launch_id, section, label)
+        if label and rows.is_new(line, key, (unit, value)):
             put_metric_row(launch, section, label, unit, value)
         if cols.get(record, "Rule Name"):
             launch.rules.append(rule_result(lambda column: cols.get(record, column)))
-    return list(launches.values())
+    return list(launches.launches.values()), ReadingFacts(rows.repeats, launches.differing)
 
 
-def raw_launches(header: List[str], records: Iterable[List[str]]) -> List[Launch]:
-    """`--page raw`: metric columns after the launch columns; a units row (empty ID) first."""
+def raw_launches(path: Path, header: List[str], records: Records) -> Tuple[List[Launch], ReadingFacts]:
+    """`--page raw`: metric columns after the launch columns; a units row (empty ID) first.
+    Every row is as wide as the header (a launch row with fewer or more cells is damaged)."""
     cols = Columns(header)
     metric_cols = [(i, name) for i, name in enumerate(header) if name not in LAUNCH_COLUMNS]
     units: Dict[int, str] = {}
     launches = []
-    for record in records:
+    for line, record in records:
         launch_id = cols.get(record, "ID")
         if not launch_id.strip() and not launches:
+            csvtext.require_width(path, line, record, len(header), DAMAGED_FIX, least=0)
             units = {i: record[i] for i, _ in metric_cols if i < len(record)}
             continue
         if not _is_launch_id(launch_id):
             continue
+        csvtext.require_width(path, line, record, len(header), DAMAGED_FIX)
         launch = Launch(cols.launch_columns(record))
         put_launch_columns(launch)
         for i, name in metric_cols:
             put_metric_row(launch, "", name, units.get(i, ""), record[i] if i < len(record) else "")
         launches.append(launch)
-    return launches
+    return launches, ReadingFacts()
 
 
 # ---------------------------------------------------------------------------- reader
 _VERSION_RE = re.compile(r"(20\d\d\.\d+\.\d+)(?:\.\d+)? \(build \d+\)")
 
 
-def _records(lines: List[str]) -> Iterable[List[str]]:
-    # ncu's log lines may also follow the table; csv handles quoted commas inside fields.
-    return csv.reader(line for line in lines if not _is_ncu_log(line))
+def _records(path: Path, lines: List[str], start: int) -> Records:
+    """Records after the header line `start` (0-based).  ncu's log lines may also follow the table:
+    they read as empty records, so line numbers stay those of the file."""
+    table = ("" if _is_ncu_log(line) else line for line in lines[start + 1:])
+    return csvtext.records(path, table, DAMAGED_FIX, first_line=start + 2)
 
 
 def _no_header_error(path: Path, lines: List[str]) -> InputError:
@@ -448,13 +530,17 @@ def read_ncu_csv(path) -> Profile:
         raise InputError(path, "file is empty", NOT_NCU_FIX)
     if b"\x00" in data[:64 << 10]:
         raise InputError(path, "binary file, not Nsight Compute CSV output", NOT_NCU_FIX)
-    lines = _decode(data).splitlines()
+    text = _decode(data)
+    lines = text.splitlines()
     found = find_header(lines)
     if found is None:
         raise _no_header_error(path, lines)
     start, header, layout = found
-    records = _records(lines[start + 1:])
-    launches = long_launches(header, records) if layout == LONG else raw_launches(header, records)
+    # The application's own output may precede the table in any encoding; the table itself is ncu's.
+    csvtext.check_characters(path, text, DAMAGED_FIX, start=text.find(lines[start]))
+    csvtext.require_unique(path, header, DAMAGED_FIX, line=start + 1)
+    read_launches = long_launches if layout == LONG else raw_launches
+    launches, facts = read_launches(path, header, _records(path, lines, start))
     if not launches:
         raise InputError(path, "the CSV holds no profiled kernel launches",
                          "check the ncu filters (-k, --launch-count) used to capture it")
@@ -466,7 +552,26 @@ def read_ncu_csv(path) -> Profile:
     if any(launch.scaled for launch in launches):
         profile.notes.append("ncu printed some values in scaled units with few digits (e.g. usecond); "
                              "they were converted to base units and carry only the printed precision")
+    profile.notes += reading_notes(launches, facts)
     return profile
+
+
+def reading_notes(launches: List[Launch], facts: ReadingFacts) -> List[str]:
+    """What the run shows differently from the CSV, said in the run's notes."""
+    notes = []
+    infinite = [name for launch in launches for name in launch.infinite]
+    if infinite:
+        names = ", ".join(dict.fromkeys(infinite))
+        notes.append(f"{len(infinite)} metric value(s) printed as infinite ({names}): kept as printed in the launch "
+                     "details; the kernels table leaves them empty (no finite number to compute with)")
+    if facts.repeats:
+        notes.append(f"{facts.repeats} row(s) repeat an earlier row of the same launch and metric word for word: "
+                     "read once")
+    if facts.differing:
+        columns = ", ".join(f"{column} ({n} row(s))" for column, n in facts.differing.items())
+        notes.append(f"some rows print launch columns that differ from their launch's first row: {columns}; "
+                     "each launch is read with its first row's")
+    return notes
 
 
 def build_profile(launches: List[Launch]) -> Profile:
