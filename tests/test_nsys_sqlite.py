@@ -452,7 +452,7 @@ def test_damaged_kernel_table_is_a_one_line_input_error(tmp_path, samples_dir):
     root = query(src, "SELECT rootpage FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'")[0][0]
     _damage_page(path, root, query(src, "PRAGMA page_size")[0][0])
     for _ in range(3):  # the same answer every time
-        with pytest.raises(InputError, match=r"damaged.sqlite: damaged or unexpected Nsight Systems export "
+        with pytest.raises(InputError, match=r"damaged.sqlite: the SQLite file is damaged "
                                              r"\(CUPTI_ACTIVITY_KIND_KERNEL: database disk image is malformed\)"):
             tb_hwprof.read(path)
     assert "database disk image is malformed" in _cli_error(path, tmp_path)

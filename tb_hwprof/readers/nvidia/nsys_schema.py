@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, Iterable, List, Set, Tuple
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,30 @@ MEMCPY_KINDS = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host
                 12: "Unified Device-to-Host", 13: "Unified Device-to-Device"}
 MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
              6: "Managed Static", 7: "Unknown"}
-_API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaMalloc_v3020 -> cudaMalloc (runtime version tag, not _v2 symbols)
+_API_VERSION_TAG = re.compile(r"_v\d{4,}$")
+
+# The columns the reader queries with no fallback, per table it reads when the export has it, and
+# the type each is declared with ("a|b": either column).  Every nsys export 2020.5-2026.1 has them
+# all: one missing means the file was edited or damaged, and a query would fail deep inside.
+INT, TEXT = "INTEGER", "TEXT"
+_GPU_ACTIVITY = {"start": INT, "end": INT, "deviceId": INT, "contextId": INT, "streamId": INT,
+                 "correlationId": INT, "globalPid": INT, "bytes": INT}
+REQUIRED_COLUMNS = {
+    KERNEL: {"start": INT, "end": INT, "deviceId": INT, "globalPid": INT, "shortName": INT},
+    MEMCPY: dict(_GPU_ACTIVITY, copyKind=INT, srcKind=INT, dstKind=INT),
+    MEMSET: _GPU_ACTIVITY,
+    RUNTIME: {"start": INT, "end": INT, "globalTid": INT, "correlationId": INT, "nameId": INT},
+    NVTX: {"start": INT, "end": INT, "eventType": INT, "globalTid": INT},
+    OSRT: {"start": INT, "end": INT, "globalTid": INT, "nameId": INT},
+    "StringIds": {"id": INT, "value": TEXT},
+    "ThreadNames": {"globalTid": INT, "nameId": INT},
+    "PROCESSES": {"pid": INT, "name": TEXT},
+    "TARGET_INFO_GPU": {"id|deviceId": INT, "name": TEXT},
+    "TARGET_INFO_CUDA_GPU": {"deviceId": INT},
+    "ENUM_CUDA_MEMCPY_OPER": {"id": INT, "label": TEXT},
+    "ENUM_CUDA_MEM_KIND": {"id": INT, "label": TEXT},
+    **{table: {"name": TEXT, "value": TEXT} for table in META_TABLES},
+}  # cudaMalloc_v3020 -> cudaMalloc (runtime version tag, not _v2 symbols)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -57,10 +80,69 @@ def columns(conn: sqlite3.Connection, table: str) -> List[str]:
     return [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]
 
 
+def _affinity(declared: str) -> str:
+    """SQLite's type affinity of a declared column type (its rules, in their order)."""
+    declared = declared.upper()
+    if "INT" in declared:
+        return INT
+    if any(t in declared for t in ("CHAR", "CLOB", "TEXT")):
+        return TEXT
+    if not declared or "BLOB" in declared:
+        return "BLOB"  # no affinity: values keep whatever type they were written with
+    return "REAL" if any(t in declared for t in ("REAL", "FLOA", "DOUB")) else "NUMERIC"
+
+
+def schema_problem(conn: sqlite3.Connection, names: Set[str]) -> str:
+    """What is wrong with the tables the reader relies on ("" when nothing): a required column
+    missing or declared with another type."""
+    for table, required in REQUIRED_COLUMNS.items():
+        if table not in names:
+            continue
+        declared = {row[1]: row[2] or "" for row in conn.execute(f'PRAGMA table_info("{table}")')}
+        for spec, kind in required.items():
+            present = [c for c in spec.split("|") if c in declared]
+            if not present:
+                return f"table {table} has no {' or '.join(spec.split('|'))} column"
+            if _affinity(declared[present[0]]) not in (kind, "NUMERIC" if kind == INT else TEXT, "BLOB"):
+                return f"column {table}.{present[0]} is declared {declared[present[0]]}, not {kind}"
+    return ""
+
+
+def first_non_integer(conn: sqlite3.Connection, table: str, cols: Iterable[str]) -> Tuple[str, int]:
+    """(column, rowid) of the first value of `cols` in `table` that is not an integer (NULL, text or
+    a REAL: what a damaged page puts there), ("", 0) when there is none.  One scan, for tables
+    whose values SQL aggregates without the reader seeing them."""
+    cols = list(cols)
+    test = " OR ".join(f"typeof(\"{c}\") != 'integer'" for c in cols)
+    kinds = ", ".join(f"typeof(\"{c}\")" for c in cols)
+    row = conn.execute(f'SELECT rowid, {kinds} FROM "{table}" WHERE {test} LIMIT 1').fetchone()
+    if row is None:
+        return "", 0
+    return next(c for c, kind in zip(cols, row[1:]) if kind != "integer"), row[0]
+
+
+def check_integers(conn: sqlite3.Connection, table: str, cols: Iterable[str]) -> None:
+    """Refuse (DamagedValues) a non-integer value in `cols` of `table`."""
+    column, rowid = first_non_integer(conn, table, cols)
+    if column:
+        raise sqlite_columns.DamagedValues(table, column, rowid)
+
+
+def checked(table: str, rows: List[tuple], kinds: Tuple[tuple, ...], names: Tuple[str, ...]) -> List[tuple]:
+    """`rows` (rowid first, then one value per `names`), each value of one of its `kinds` of Python
+    types; a row with another (a NULL id, a text where a number must be) is refused as damage."""
+    for row in rows:
+        for value, allowed, name in zip(row[1:], kinds, names):
+            if not isinstance(value, allowed):
+                raise sqlite_columns.DamagedValues(table, name, row[0])
+    return rows
+
+
 def memcpy_labels(conn, names: Set[str]) -> Dict[int, str]:
     """copyKind -> label, from the export's own enum table when it has one."""
     if "ENUM_CUDA_MEMCPY_OPER" in names:
-        return {int(i): label for i, label in conn.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
+        rows = conn.execute("SELECT rowid, id, label FROM ENUM_CUDA_MEMCPY_OPER").fetchall()
+        return {i: label for _, i, label in checked("ENUM_CUDA_MEMCPY_OPER", rows, ((int,), (str,)), ("id", "label"))}
     return dict(MEMCPY_KINDS)
 
 
@@ -77,7 +159,8 @@ def string_map(conn, ids: np.ndarray) -> Dict[int, str]:
     conn.execute("DROP TABLE IF EXISTS temp.tbh_ids")
     conn.execute("CREATE TEMP TABLE tbh_ids (id INTEGER PRIMARY KEY)")
     conn.executemany("INSERT INTO tbh_ids VALUES (?)", ((int(i),) for i in uniq))
-    return dict(conn.execute("SELECT s.id, s.value FROM StringIds s JOIN tbh_ids USING (id)").fetchall())
+    rows = conn.execute("SELECT s.id, s.id, s.value FROM StringIds s JOIN tbh_ids USING (id)").fetchall()
+    return {i: value for _, i, value in checked("StringIds", rows, ((int,), (str,)), ("id", "value"))}
 
 
 def strings_of(conn, ids: np.ndarray) -> pd.Series:

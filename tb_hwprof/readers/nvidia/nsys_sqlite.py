@@ -33,8 +33,8 @@ from ...model import Device, Peak, Profile, Provenance, normalise_kernels
 from . import nsys_timeline
 from ..common import sqlite_columns
 from ..common import SQLITE_MAGIC, sha256_file
-from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, RUNTIME, columns, connect,
-                          lookup, memcpy_labels, string_map, strings_of, table_names)
+from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, RUNTIME, checked, columns, connect,
+                          lookup, memcpy_labels, schema_problem, string_map, strings_of, table_names)
 from .nsys_summaries import kernel_summary, read_summaries
 
 
@@ -81,14 +81,24 @@ def looks_like_nsys(path: Path) -> bool:
 def export_metadata(conn, names: Set[str]) -> Dict[str, str]:
     for table in META_TABLES:
         if table in names:
-            return {k: v for k, v in conn.execute(f"SELECT name, value FROM {table}")}
+            rows = conn.execute(f"SELECT rowid, name, value FROM {table}").fetchall()
+            return {k: v for _, k, v in checked(table, rows, ((str,), (str, type(None))), ("name", "value"))}
     return {}
 
 
+NUMBER_OR_NULL, TEXT_OR_NULL = (int, float, type(None)), (str, type(None))
+# The device columns read, with the Python types their values may have (any other is damage).
+DEVICE_COLUMNS = {"id": (int,), "deviceId": (int,), "name": TEXT_OR_NULL, **{c: NUMBER_OR_NULL for c in (
+    "computeMajor", "computeMinor", "clockRate", "smCount", "memoryBandwidth", "computeCapabilityMajor",
+    "computeCapabilityMinor", "coreClockRate", "numMultiprocessors", "globalMemoryBandwidth")}}
+
+
 def _rows(conn, table: str) -> List[dict]:
-    cur = conn.execute(f'SELECT * FROM "{table}"')
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+    """The rows of a device table, as dicts of the DEVICE_COLUMNS it has, their types checked."""
+    present = [c for c in columns(conn, table) if c in DEVICE_COLUMNS]
+    rows = conn.execute(f'SELECT rowid, {", ".join(present)} FROM "{table}"').fetchall()
+    checked(table, rows, tuple(DEVICE_COLUMNS[c] for c in present), tuple(present))
+    return [dict(zip(present, r[1:])) for r in rows]
 
 
 def _num(value) -> Optional[float]:
@@ -360,6 +370,14 @@ def _read_tables(conn, path: Path, names: Set[str], devices):
     return table, summaries, timeline, sha
 
 
+def check_durations(conn, table: str, start: np.ndarray, end: np.ndarray) -> None:
+    """Refuse a row that ends before it starts: CUPTI never records one, a damaged page does (one
+    vectorised pass; the row is looked up only then)."""
+    if start.size and (end < start).any():
+        row = conn.execute(f'SELECT rowid FROM "{table}" WHERE "end" < start LIMIT 1').fetchone()
+        raise sqlite_columns.DamagedValues(table, "end < start", row[0] if row else None, "a negative duration")
+
+
 def _fetch(conn, path: Path, names: Set[str]):
     """(Fetched, kernel names by string id, cuda_gpu_kern_sum).
 
@@ -374,9 +392,12 @@ def _fetch(conn, path: Path, names: Set[str]):
         fetched = Fetched()
         if kernel_cols is not None:
             fetched.kernels = _assemble_kernels(exprs, asked, kernel_cols())
+            check_durations(conn, KERNEL, fetched.kernels["start"], fetched.kernels["end"])
         fetched.ranges = nvtx_ranges(conn) if NVTX in names else None
         strings, kernel_sum = _kernel_only(conn, fetched.kernels)
         fetched.api = tuple(api()) if api is not None else None
+        if fetched.api is not None:
+            check_durations(conn, RUNTIME, fetched.api[0], fetched.api[1])
         fetched.sha256 = sha.result()
     return fetched, strings, kernel_sum
 
@@ -409,23 +430,36 @@ def kernel_names(strings: pd.Series, c: Dict[str, np.ndarray]) -> np.ndarray:
     return np.where(short == "", lookup(strings, c["demangled"]), short)
 
 
+REEXPORT = "re-export it with `nsys export --type sqlite`"
+
+
+def _read_export(conn, path: Path):
+    """(metadata, table names, devices, kernels, summaries, timeline, sha256) of an open export."""
+    names = table_names(conn)
+    if not is_nsys_schema(names):
+        raise InputError(path, "SQLite file but not an Nsight Systems export (no StringIds with "
+                         "CUPTI_ACTIVITY_KIND_* / TARGET_INFO_* tables)",
+                         "export the report with `nsys export --type sqlite REPORT.nsys-rep`")
+    problem = schema_problem(conn, names)
+    if problem:
+        raise InputError(path, f"not a complete Nsight Systems export: {problem} (every nsys version writes it; "
+                         "the file was edited or damaged)", REEXPORT)
+    meta = export_metadata(conn, names)
+    devices = read_devices(conn, names)
+    return (meta, names, devices) + _read_tables(conn, path, names, devices)
+
+
 def read_nsys_sqlite(path) -> Profile:
     path = Path(path)
     check_size(path)
     conn = connect(path)
+    # Damage found anywhere in reading (SQLite's, or values no export holds) is one line naming the file.
     try:
-        names = table_names(conn)
-        if not is_nsys_schema(names):
-            raise InputError(path, "SQLite file but not an Nsight Systems export (no StringIds with "
-                             "CUPTI_ACTIVITY_KIND_* / TARGET_INFO_* tables)",
-                             "export the report with `nsys export --type sqlite REPORT.nsys-rep`")
-        meta = export_metadata(conn, names)
-        devices = read_devices(conn, names)
-        try:
-            kernels, summaries, timeline, sha = _read_tables(conn, path, names, devices)
-        except (sqlite3.DatabaseError, ValueError) as e:
-            raise InputError(path, f"damaged or unexpected Nsight Systems export ({e})",
-                             "re-run `nsys export --type sqlite`") from None
+        meta, names, devices, kernels, summaries, timeline, sha = _read_export(conn, path)
+    except sqlite3.DatabaseError as e:
+        raise InputError(path, f"the SQLite file is damaged ({e})", REEXPORT) from None
+    except sqlite_columns.DamagedValues as e:
+        raise InputError(path, f"damaged Nsight Systems export: {e}", REEXPORT) from None
     finally:
         conn.close()
     provenance = Provenance(tool="nsys", tool_version=meta.get("EXPORT_PRODUCT_VERSION", ""),

@@ -15,7 +15,7 @@ import pandas as pd
 from ...columnar import grouped_stats
 from ...model import units_of  # noqa: F401 (nsys_stats' too)
 from .nsys_schema import (KERNEL, MEM_KINDS, MEMCPY, MEMCPY_KINDS, MEMSET, NVTX, NVTX_DOMAIN_CREATE, NVTX_STYLES,
-                          api_name, columns, lookup, strings_of)
+                          api_name, check_integers, checked, columns, lookup, strings_of)
 
 
 def duration_stats(conn, src_sql: str, keys: Sequence[str], value: str = "dur", extra: str = "") -> pd.DataFrame:
@@ -116,6 +116,9 @@ def memory_summaries(conn, names: Set[str]) -> Dict[str, pd.DataFrame]:
     src = _memops_sql(conn, names)
     if src is None:
         return {}
+    for table, kind in ((MEMCPY, ("copyKind",)), (MEMSET, ())):  # SQL sums them unseen: checked first
+        if table in names:
+            check_integers(conn, table, ("start", "end", "bytes") + kind)
     by_time = duration_stats(conn, src, ["op"])
     time_sum = _stats_frame(by_time, "count", "ns")
     time_sum["operation"] = by_time["op"]
@@ -150,9 +153,10 @@ def _nvtx_domains(conn) -> Dict[int, str]:
     join = "LEFT JOIN StringIds s ON s.id = n.textId" if "textId" in cols else ""
     if "domainId" not in cols:
         return {}
-    rows = conn.execute(f"SELECT n.domainId, {text} FROM {NVTX} n {join} "
+    rows = conn.execute(f"SELECT n.rowid, n.domainId, {text} FROM {NVTX} n {join} "
                         f"WHERE n.eventType = {NVTX_DOMAIN_CREATE}").fetchall()
-    return {int(d): t or "" for d, t in rows if d is not None}
+    checked(NVTX, rows, ((int, type(None)), (str, type(None))), ("domainId", "text"))
+    return {d: t or "" for _, d, t in rows if d is not None}
 
 
 def nvtx_phases(conn, ranges: Dict[str, np.ndarray]) -> Tuple[Optional[pd.DataFrame], np.ndarray]:

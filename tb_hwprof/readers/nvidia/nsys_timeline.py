@@ -18,7 +18,7 @@ from ..common import sqlite_columns
 from ...model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
 from ..common.lanes import spread_over_lanes
 from ..common.timeline_builder import GPU_PID_BASE, NameTable
-from .nsys_schema import MEMCPY, MEMSET, NVTX_START_END, OSRT, api_name, string_map
+from .nsys_schema import MEMCPY, MEMSET, NVTX_START_END, OSRT, api_name, checked, string_map
 
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
 PID_MASK = 0xFFFFFF
@@ -87,15 +87,18 @@ def _os_runtime_calls(conn, names: Set[str], table: NameTable) -> Optional[dict]
 def _thread_names(conn, names: Set[str], gtids: np.ndarray) -> Dict[int, str]:
     if "ThreadNames" not in names or gtids.size == 0:
         return {}
-    rows = conn.execute("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId")
+    rows = conn.execute("SELECT t.rowid, t.globalTid, s.value FROM ThreadNames t "
+                        "JOIN StringIds s ON s.id = t.nameId").fetchall()
     wanted = set(gtids.tolist())
-    return {g: v for g, v in rows if g in wanted}
+    return {g: v for _, g, v in checked("ThreadNames", rows, ((int,), (str,)), ("globalTid", "nameId"))
+            if g in wanted}
 
 
 def _process_names(conn, names: Set[str]) -> Dict[int, str]:
     if "PROCESSES" not in names:
         return {}
-    return {int(pid): name or "" for pid, name in conn.execute("SELECT pid, name FROM PROCESSES")}
+    rows = conn.execute("SELECT rowid, pid, name FROM PROCESSES").fetchall()
+    return {pid: name or "" for _, pid, name in checked("PROCESSES", rows, ((int,), (str, type(None))), ("pid", "name"))}
 
 
 def cpu_tracks(conn, names: Set[str], gtids: np.ndarray) -> Tuple[List[Track], np.ndarray]:
