@@ -161,8 +161,8 @@ def gate(doc: dict, base_set, run_set, base: Side, run: Side, args) -> dict:
     """{metric, direction, limit_pct, regressions: [{what, base, run, worse_pct}]}: the total and every paired
     kernel taking at least --min-time-us on a side, more than --fail-if-slower % worse."""
     column, pct = args.metric, args.fail_if_slower
-    direction = metric_direction(column, args.direction)
     _check_metric(column, (base, run))
+    direction = metric_direction(column, args.direction)
     regressions = []
     b_total, r_total = _overall(base.kernels, column), _overall(run.kernels, column)
     worse = _worse_by(b_total, r_total, direction)

@@ -345,6 +345,11 @@ def _share(paired: List[dict], field: str, total: Optional[float]) -> Optional[f
     return part / total if total else None
 
 
+def _gpu_models(names) -> set:
+    """GPU names as models: drivers renamed 'GeForce GTX 1660 SUPER' to 'NVIDIA GeForce GTX 1660 SUPER'."""
+    return {re.sub(r"^(nvidia|amd)\s+", "", n.strip(), flags=re.IGNORECASE).lower() for n in names}
+
+
 def comparison_warnings(paired: List[dict], totals: dict, base: RunInfo, run: RunInfo) -> List[dict]:
     """Why the totals may not compare like with like: {id, text, decisive}; a decisive one means the
     speed-up is not a result (different programs, GPUs or tools)."""
@@ -358,7 +363,7 @@ def comparison_warnings(paired: List[dict], totals: dict, base: RunInfo, run: Ru
         out.append({"id": "inferred-pairs-only", "decisive": False,
                     "text": f"no kernel name in common: {len(paired)} pair(s) inferred ({', '.join(hows)}); "
                             f"check they do the same work"})
-    if base.devices and run.devices and sorted(set(base.devices)) != sorted(set(run.devices)):
+    if base.devices and run.devices and _gpu_models(base.devices) != _gpu_models(run.devices):
         out.append({"id": "different-devices", "decisive": True,
                     "text": f"different GPUs: the baseline ran on {', '.join(sorted(set(base.devices)))}, the run on "
                             f"{', '.join(sorted(set(run.devices)))}: the totals compare the hardware too"})
