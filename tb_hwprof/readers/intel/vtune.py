@@ -15,7 +15,6 @@ one-line error saying how to export CSV.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import re
 from pathlib import Path
@@ -25,10 +24,11 @@ import pandas as pd
 
 from ...errors import InputError
 from ...model import Device, Profile, Provenance, normalise_kernels
-from ..common import sha256_of
+from ..common import csvtext, read_input_bytes, sha256_of
 
 DELIMITERS = (",", "\t", ";")
 CSV_FIX = "re-export it with `vtune -report hotspots -r <result> -format csv -csv-delimiter comma -report-output out.csv`"
+SUMMARY_HEADER = ["Hierarchy Level", "Metric Name", "Metric Value"]
 GROUP_COLUMNS = ("Function", "Function Stack", "Source File", "Source Line", "Module", "Computing Task",
                  "Hierarchy Level", "Thread", "Process", "Call Stack", "Basic Block", "Loop", "Task Type",
                  "Frame Domain", "Core", "Package", "H/W Context", "Address")
@@ -115,13 +115,26 @@ def numeric_column(values: List[str]) -> Tuple[Optional[List[float]], str]:
     return out, (units.pop() if len(units) == 1 else "")
 
 
-def read_rows(path: Path, text: str) -> Tuple[List[str], List[List[str]], str]:
+def read_rows(path: Path, text: str) -> Tuple[List[str], List[Tuple[int, List[str]]], str]:
+    """(header, [(line number, cells)] of the non-blank rows, delimiter); a header naming a column
+    twice is refused (which of the two would the table show?)."""
     header_line = _first_lines(text, 1)[0] if text.strip() else ""
     delim = sniff_delimiter(header_line)
     if not delim:
         raise InputError(path, "no delimiter found in the header line", CSV_FIX)
-    rows = [r for r in csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=delim) if any(c.strip() for c in r)]
-    return [c.strip() for c in rows[0]], rows[1:], delim
+    rows = [(line, r) for line, r in csvtext.records(path, text.lstrip("\ufeff").splitlines(), CSV_FIX, delimiter=delim)
+            if any(c.strip() for c in r)]
+    header = [c.strip() for c in rows[0][1]]
+    csvtext.require_unique(path, header, CSV_FIX, rows[0][0])
+    return header, rows[1:], delim
+
+
+def table_rows(path: Path, header: List[str], rows: List[Tuple[int, List[str]]]) -> List[List[str]]:
+    """The cells of a function / task table, each row exactly as wide as the header (VTune writes
+    every cell, empty ones too): a wider or narrower row is cut, merged or shifted."""
+    for line, record in rows:
+        csvtext.require_width(path, line, record, len(header), CSV_FIX)
+    return [record for _, record in rows]
 
 
 # ---------------------------------------------------------------- tables
@@ -129,18 +142,14 @@ def read_rows(path: Path, text: str) -> Tuple[List[str], List[List[str]], str]:
 def table_frame(header: List[str], rows: List[List[str]]) -> Tuple[pd.DataFrame, Dict[str, str]]:
     """All columns by their VTune names: numbers parsed where a column holds only numbers, else text."""
     data, units = {}, {}
-    width = len(header)
     for i, name in enumerate(header):
-        cells = [r[i] if i < len(r) else "" for r in rows]
+        cells = [r[i] for r in rows]
         values, unit = numeric_column(cells)
         base, name_unit = column_unit(name)
         data[name] = values if values is not None and any(not math.isnan(v) for v in values) else cells
         if values is not None and (unit or name_unit):
             units[name] = unit or name_unit
-    ragged = sum(1 for r in rows if len(r) > width)
-    frame = pd.DataFrame(data, columns=header)
-    frame.attrs["ragged"] = ragged
-    return frame, units
+    return pd.DataFrame(data, columns=header), units
 
 
 def find_column(header: List[str], path: str, prefer_p_core: bool = True) -> Optional[str]:
@@ -210,14 +219,22 @@ def hotspots(header: List[str], frame: pd.DataFrame, units: Dict[str, str]) -> T
     return out, notes
 
 
-def summary_rows(rows: List[List[str]]) -> Tuple[pd.DataFrame, List[str]]:
+def summary_level(record: List[str]) -> int:
+    """The hierarchy level opening every summary row (-1 when absent: the row is damaged, not skipped)."""
+    try:
+        return int(record[0]) if len(record) >= 2 else -1
+    except ValueError:
+        return -1
+
+
+def summary_rows(path: Path, rows: List[Tuple[int, List[str]]]) -> Tuple[pd.DataFrame, List[str]]:
     """The summary report: (level, metric, value) rows; a ragged row is a sub-table header, kept as text."""
     records, stack, ragged = [], [], 0
-    for r in rows:
-        try:
-            level = int(r[0])
-        except (ValueError, IndexError):
-            continue
+    for line, r in rows:
+        level = summary_level(r)
+        if level < 0:
+            raise InputError(path, f"line {line}: a summary row without a hierarchy level and metric name "
+                             f"({csvtext.shown(r[0] if r else '')} ...): the file is damaged", CSV_FIX)
         metric = r[1].strip() if len(r) > 1 else ""
         rest = [c for c in r[2:]]
         ragged += len(rest) > 1
@@ -258,20 +275,22 @@ def header_era(header: List[str]) -> str:
 
 def read_vtune(path) -> Profile:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
+    data = read_input_bytes(path)
+    text = csvtext.decode(path, data, CSV_FIX)
     if is_text_report(text):
         raise InputError(path, "VTune text report (space-aligned columns), not CSV", CSV_FIX)
+    csvtext.check_characters(path, text, CSV_FIX)
     header, rows, delim = read_rows(path, text)
     delim_name = {",": "comma", "\t": "tab", ";": "semicolon"}[delim]
     devices: List[Device] = []
-    if header[:3] == ["Hierarchy Level", "Metric Name", "Metric Value"]:
-        table, notes = summary_rows(rows)
+    if header[0] == SUMMARY_HEADER[0] and header != SUMMARY_HEADER:
+        raise InputError(path, f"a summary report's header is {SUMMARY_HEADER}, this one {len(header)} cell(s) "
+                         f"({', '.join(csvtext.shown(h, 20) for h in header[:4])}): the file is damaged", CSV_FIX)
+    if header == SUMMARY_HEADER:
+        table, notes = summary_rows(path, rows)
         summaries, devices = {"vtune_summary": table}, cpu_device(table)
     else:
-        frame, units = table_frame(header, rows)
+        frame, units = table_frame(header, table_rows(path, header, rows))
         if header[0] == "Computing Task":
             frame.attrs["units"] = units
             summaries, notes = {"gpu_computing_tasks": frame}, [
@@ -284,7 +303,7 @@ def read_vtune(path) -> Profile:
         "VTune results are CPU functions (or GPU computing-task aggregates), not per-launch GPU kernels: the "
         "kernels table is empty; see the summary tables"]
     prov = Provenance(tool="vtune", tool_version="", source_path=str(path.resolve()),
-                      source_sha256=sha256_of(path.read_bytes()), source_format="vtune-csv")
+                      source_sha256=sha256_of(data), source_format="vtune-csv")
     return Profile(prov, devices, normalise_kernels([]), notes=notes, summaries=summaries)
 
 
