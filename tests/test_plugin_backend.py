@@ -192,11 +192,13 @@ def test_compare_renamed_kernel_series(app, samples_dir, ncu_report_module):
     doc = app.json("/compare", base=V1, run=V6)
     assert doc["base"] == V1 and doc["run"] == V6
     assert doc["totals"] == {"base_ns": base_ns, "run_ns": run_ns, "speedup": pytest.approx(base_ns / run_ns)}
-    # The series renamed its kernel (2D -> 1D): nothing matches, both sides list it.
-    assert doc["matched"] == []
-    assert [k["name"] for k in doc["only_in_base"]] == ["matrix_addition2D"]
-    assert [k["name"] for k in doc["only_in_run"]] == ["matrix_addition1D"]
-    assert doc["only_in_base"][0]["total_ns"] == base_ns
+    # The series renamed its kernel (2D -> 1D): no name matches, the one kernel left on each side is
+    # paired, and the pair says so (issue 12).
+    [pair] = doc["matched"]
+    assert (pair["base_name"], pair["run_name"], pair["paired_by"]) == ("matrix_addition2D", "matrix_addition1D",
+                                                                        "only-one-left")
+    assert (pair["base_ns"], pair["run_ns"]) == (base_ns, run_ns)
+    assert doc["only_in_base"] == doc["only_in_run"] == []
 
 
 def test_compare_same_kernel_matches_with_deltas(app):
