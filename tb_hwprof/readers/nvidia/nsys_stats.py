@@ -9,21 +9,21 @@ There are no per-launch rows in this output, so the kernels table is empty.
 """
 from __future__ import annotations
 
-import csv
-import io
 import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import pandas as pd
 
 from ...errors import InputError
 from ...model import Profile, Provenance, normalise_kernels
-from ..common import read_input_bytes
+from ..common import csvtext, read_input_bytes
 from ..common import sha256_file
 from .nsys_summaries import units_of
 
 _PROCESSING = re.compile(r"^Processing \[(?P<db>.*)\] with \[(?P<script>.*?)\]\.\.\.\s*$")
+STATS_FIX = "run `nsys stats --format csv REPORT` again and pass what it prints"
 _SKIPPED = re.compile(r"^SKIPPED: (?P<why>.*)$")
 _VERSION_IN_PATH = re.compile(r"[/\\](\d{4}\.\d+\.\d+)[/\\]")
 # Header cells nsys stats prints -> the SQLite reader's column names (units in the suffix).
@@ -67,22 +67,37 @@ def column_name(label: str) -> Tuple[str, float]:
     return (f"{name}_{suffix}" if suffix else name), (MB if unit == "mb" else 1.0)
 
 
-def _table(rows: List[List[str]]) -> pd.DataFrame:
+_INTEGER = re.compile(r"-?\d+")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf(?:inity)?", re.I)
+INT64_MAX = 2 ** 63 - 1
+
+
+def column_values(cells: List[str], factor: float):
+    """One column: int64 where every cell is an integer nsys printed so (counts, totals in ns), float64
+    where every cell is a number (MB scaled to bytes), else the text.  Plain Python per cell: a table of
+    thousands of columns must not cost a pandas call per column."""
+    if cells and factor == 1.0 and all(_INTEGER.fullmatch(c) for c in cells):
+        numbers = [int(c) for c in cells]
+        if all(abs(n) <= INT64_MAX for n in numbers):
+            return np.array(numbers, dtype="int64")
+    if cells and all(_NUMBER.fullmatch(c) for c in cells):
+        return np.array([float(c) for c in cells], dtype="float64") * factor
+    return cells
+
+
+def _table(path: Path, first_line: int, rows: List[List[str]]) -> pd.DataFrame:
+    """One block: a header, then rows exactly as wide (nsys prints every cell)."""
     header, body = rows[0], rows[1:]
-    frame = pd.DataFrame(body, columns=None).reindex(columns=range(len(header)))
+    csvtext.require_unique(path, header, STATS_FIX, first_line)
+    for offset, record in enumerate(body, start=1):
+        csvtext.require_width(path, first_line + offset, record, len(header), STATS_FIX)
+    columns = list(zip(*body)) if body else [()] * len(header)
     out = {}
-    for i, label in enumerate(header):
+    for label, cells in zip(header, columns):
         name, factor = column_name(label)
-        while name in out:  # two cells mapping to one name: keep both
+        while name in out:  # two labels mapping to one name ("Name" and "Range"): keep both
             name += "_2"
-        values = frame[i].fillna("").astype(str).str.strip()
-        numbers = pd.to_numeric(values, errors="coerce")
-        if len(values) and numbers.notna().all():
-            # Integers stay integers where nsys printed them so (counts, totals in ns); MB become bytes.
-            integral = factor == 1.0 and values.str.fullmatch(r"-?\d+").all()
-            out[name] = numbers.astype("int64") if integral else (numbers * factor).astype("float64")
-        else:
-            out[name] = values
+        out[name] = column_values([c.strip() for c in cells], factor)
     table = pd.DataFrame(out)
     table.attrs["units"] = units_of(table)
     return table
@@ -93,24 +108,33 @@ def _report_name(script: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", stem.lower()).strip("_") or "nsys_stats"
 
 
-def parse_blocks(text: str, fallback_name: str):
-    """(tables {name: frame}, skipped [(name, why)], nsys version or "") of stats output."""
-    tables: Dict[str, pd.DataFrame] = {}
+Block = Tuple[str, int, List[str]]  # (report name, line number of its header, its lines)
+
+
+def _progress_line(path: Path, number: int, line: str) -> Optional[re.Match]:
+    """A "Processing [db] with [script]..." line; one with anything after the dots is damaged (it
+    would otherwise be read as a row of the table before it)."""
+    m = _PROCESSING.match(line)
+    if m is None and line.startswith("Processing ["):
+        raise InputError(path, f"line {number}: a damaged 'Processing [...] with [...]...' line "
+                         f"({csvtext.shown(line[-40:])} at its end)", STATS_FIX)
+    return m
+
+
+def split_blocks(path: Path, text: str, fallback_name: str) -> Tuple[List[Block], List[Tuple[str, str]], str]:
+    """The CSV blocks of stats output (not parsed yet: damage anywhere is refused before any table is
+    built), skipped [(name, why)], and the nsys version or ""."""
+    blocks: List[Block] = []
     skipped: List[Tuple[str, str]] = []
-    version, name, block = "", fallback_name, []
+    version, name, block, start = "", fallback_name, [], 0
 
     def flush():
-        if len(block) >= 1:
-            rows = list(csv.reader(io.StringIO("\n".join(block))))
-            if rows and rows[0]:
-                key, n = name, 2
-                while key in tables:
-                    key, n = f"{name}_{n}", n + 1
-                tables[key] = _table(rows)
+        if block:
+            blocks.append((name, start, list(block)))
         block.clear()
 
-    for line in text.splitlines():
-        m = _PROCESSING.match(line)
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = _progress_line(path, number, line)
         if m:
             flush()
             name = _report_name(m.group("script"))
@@ -126,18 +150,35 @@ def parse_blocks(text: str, fallback_name: str):
             flush()
             continue
         if block or "," in line:
+            start = start if block else number
             block.append(line)
         # other lines ("Generating SQLite file ...", notices) carry no table
     flush()
+    return blocks, skipped, version
+
+
+def parse_blocks(path: Path, text: str, fallback_name: str):
+    """(tables {name: frame}, skipped [(name, why)], nsys version or "") of stats output."""
+    blocks, skipped, version = split_blocks(path, text, fallback_name)
+    parsed = [(name, start, [r for _, r in csvtext.records(path, lines, STATS_FIX, first_line=start)])
+              for name, start, lines in blocks]
+    tables: Dict[str, pd.DataFrame] = {}
+    for name, start, rows in parsed:
+        if rows and rows[0]:
+            key, n = name, 2
+            while key in tables:
+                key, n = f"{name}_{n}", n + 1
+            tables[key] = _table(path, start, rows)
     return tables, skipped, version
 
 
 def read_nsys_stats(path) -> Profile:
     path = Path(path)
-    text = read_input_bytes(path).decode("utf-8", "replace")
+    text = csvtext.decode(path, read_input_bytes(path), STATS_FIX)
+    csvtext.check_characters(path, text, STATS_FIX)
     stem = path.stem.lower()
     fallback = max((r for r in KNOWN_REPORTS if stem.endswith(r)), key=len, default="nsys_stats")
-    tables, skipped, version = parse_blocks(text, fallback)
+    tables, skipped, version = parse_blocks(path, text, fallback)
     if not tables and not skipped:
         raise InputError(path, "nsys stats output without any report block",
                          "run `nsys stats --format csv REPORT` and pass what it prints")
