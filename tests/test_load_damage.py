@@ -10,6 +10,8 @@ import os
 import pickle
 import resource
 import shutil
+import socket
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -333,28 +335,48 @@ def test_runs_keeps_a_damaged_runs_error_after_its_entry_is_evicted(exported, tm
 
 
 # -- repair on read ---------------------------------------------------------------------------------
-def rename_aside(run_dir: Path) -> Path:
-    """What an --overwrite killed between its two renames leaves: the old run under a hidden name."""
+def dead_pid() -> int:
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(child.stdout)
+
+
+def moved_aside_by_a_killed_overwrite(run_dir: Path) -> Path:
+    """What an --overwrite killed after its step 2 leaves (writer.replace_ours): the event file hidden,
+    the run's asset folder in the logdir's work area under the dead export's name."""
+    writer.hide_events(run_dir)
+    old = writer.area_of(run_dir) / "old" / f"{writer.key_of(run_dir.name)}@{dead_pid()}@{socket.gethostname()}"
+    old.parent.mkdir(parents=True)
+    os.rename(assets(run_dir), old)
+    return old
+
+
+def renamed_aside_by_an_older_export(run_dir: Path) -> Path:
+    """What an --overwrite of tb-hwprof before the work area left: the whole run under a hidden name."""
     aside = run_dir.parent / f".{run_dir.name}{writer.OLD_TAG}4242"
     os.rename(run_dir, aside)
     return aside
 
 
-def test_load_run_puts_back_a_run_an_interrupted_overwrite_left_aside(exported, tmp_path):
+INTERRUPTIONS = {"killed overwrite": moved_aside_by_a_killed_overwrite, "older export's": renamed_aside_by_an_older_export}
+
+
+@pytest.mark.parametrize("interruption", sorted(INTERRUPTIONS))
+def test_load_run_puts_back_a_run_an_interrupted_overwrite_left_aside(exported, tmp_path, interruption):
     run_dir = copy_run(exported, "ncu", tmp_path)
-    aside = rename_aside(run_dir)
+    aside = INTERRUPTIONS[interruption](run_dir)
     profile = tb_hwprof.load_run(run_dir)
     assert len(profile.kernels) == manifest_of(run_dir)["kernel_count"]
     assert not aside.exists()
 
 
-def test_the_plugin_puts_back_a_run_an_interrupted_overwrite_left_aside(exported, tmp_path):
+@pytest.mark.parametrize("interruption", sorted(INTERRUPTIONS))
+def test_the_plugin_puts_back_a_run_an_interrupted_overwrite_left_aside(exported, tmp_path, interruption):
     run_dir = copy_run(exported, "roc", tmp_path / "logs")
     app = App(tmp_path / "logs")
     served = app.json("/kernels", run="roc")
-    aside = rename_aside(run_dir)
+    aside = INTERRUPTIONS[interruption](run_dir)
     assert app.json("/kernels", run="roc") == served
-    assert run_dir.is_dir() and not aside.exists()
+    assert (assets(run_dir) / metadata.MANIFEST).is_file() and not aside.exists()
 
 
 # -- the plugin's modules (issue 17) ----------------------------------------------------------------
