@@ -1,8 +1,10 @@
-// Compare two runs: totals and speedup, matched kernels with metric deltas,
-// label changes, and kernels found in only one run.
+// Compare two runs: the warnings that qualify the totals, totals and speedup, paired kernels
+// (how each was paired) with metric deltas, one pair in detail (every column and raw metric
+// the two launches share), NVTX phases, and the kernels found in only one run, which the user
+// can pair by hand.
 
 import {getJSON} from "../api.js";
-import {h, replace, kernelName} from "../dom.js";
+import {h, s, replace, kernelName, debounce} from "../dom.js";
 import * as fmt from "../format.js";
 import {boundChip} from "./table.js";
 import {fetchInto, stat} from "./common.js";
@@ -15,6 +17,18 @@ const DELTAS = [
   ["l1_hit_rate_pct", "L1 hit"],
   ["l2_hit_rate_pct", "L2 hit"],
 ];
+
+const PAIRED_BY = {
+  "user": "paired by you",
+  "mangled": "same mangled name",
+  "demangled": "same demangled name",
+  "short": "same short name (the only kernel of that name on each side)",
+  "only-one-left": "the only kernel left on each side: check they do the same work",
+  "launch-config": "same launch configuration (grid, block, registers, shared memory), found once on each side",
+};
+
+// Pairs the user made, per (baseline, run): kept while the page lives.
+const userPairs = new Map();
 
 function speedupClass(v) {
   if (fmt.isMissing(v)) return "";
@@ -45,25 +59,79 @@ export function render(container, ctx) {
   return null;
 }
 
+function pairsOf(base, other) {
+  const id = `${base}\n${other}`;
+  if (!userPairs.has(id)) userPairs.set(id, []);
+  return userPairs.get(id);
+}
+
+/** The /compare route with the user's pair=BASE:RUN parameters (repeated, so not in getJSON's params). */
+function compareRoute(route, pairs) {
+  if (!pairs.length) return route;
+  const query = new URLSearchParams();
+  for (const p of pairs) query.append("pair", p);
+  return `${route}?${query}`;
+}
+
 async function load(slot, ctx, base, other) {
-  const doc = await fetchInto(slot, getJSON(ctx.view.route, {base, run: other}), `comparison of ${base} and ${other}`, ctx);
+  const pairs = pairsOf(base, other);
+  const doc = await fetchInto(slot, getJSON(compareRoute(ctx.view.route, pairs), {base, run: other}),
+    `comparison of ${base} and ${other}`, ctx);
   if (!doc) return;
+  const reload = () => load(slot, ctx, base, other).catch((e) => console.error(e));
+  const detail = h("div", {"data-role": "pair-detail-slot"});
+  const labels = doc.labels || {};
+  replace(slot, warningsBox(doc), totalsBox(doc, base, other),
+    matchedSection(doc, (m) => showPair(detail, ctx, base, other, m)), detail,
+    doc.phases ? phasesSection(doc.phases) : null,
+    h("div", {class: "two-col"},
+      onlyList("Only in baseline", doc.only_in_base, "only-in-base", labels.base || {}),
+      onlyList("Only in run", doc.only_in_run, "only-in-run", labels.run || {})),
+    pairPicker(doc, labels, pairs, reload),
+    h("p", {class: "muted small"}, "Deltas are run minus baseline in percentage points; green = higher, red = lower (higher throughput is usually better; a lower hit rate may not matter for a compute-bound kernel)."));
+}
+
+// Stated above the totals: why they may not compare like with like.
+function warningsBox(doc) {
+  const warnings = Array.isArray(doc.warnings) ? doc.warnings : [];
+  if (!warnings.length) return null;
+  return h("div", {"data-role": "warnings"}, warnings.map((w) =>
+    h("p", {class: ["warning", w.decisive ? "error" : "rule-warning"], "data-id": w.id}, w.text)));
+}
+
+function totalsBox(doc, base, other) {
   const t = doc.totals || {};
-  const totals = h("div", {class: "totals", "data-role": "totals"},
+  // A speed-up between different programs, GPUs or tools is no result: not coloured as one.
+  const comparable = doc.comparable !== false;
+  return h("div", {class: "totals", "data-role": "totals"},
     stat("Baseline", fmt.duration(t.base_ns), "base_ns", t.base_ns, {note: base}),
     stat("Run", fmt.duration(t.run_ns), "run_ns", t.run_ns, {note: other}),
-    h("div", {class: ["stat", "speedup", speedupClass(t.speedup)]},
-      h("div", {class: "stat-label"}, "Speedup (baseline / run)"),
+    h("div", {class: ["stat", "speedup", comparable ? speedupClass(t.speedup) : "not-comparable"],
+      title: comparable ? null : "not a result: see the warnings above"},
+      h("div", {class: "stat-label"}, comparable ? "Speedup (baseline / run)" : "Speedup (baseline / run), not a result"),
       h("div", {class: "stat-value", "data-role": "speedup", "data-value": t.speedup ?? null}, fmt.ratio(t.speedup))));
+}
 
+function pairName(m) {
+  const b = m.base_name || m.name || m.key, r = m.run_name || m.name || m.run_key;
+  return b === r ? kernelName(b, m.key) : h("span", null, kernelName(b, m.key), " → ", kernelName(r, m.run_key));
+}
+
+function matchedSection(doc, onPick) {
   const matched = Array.isArray(doc.matched) ? doc.matched : [];
+  const cross = doc.cross_tool;
   const rows = matched.map((m) => {
     const changed = (m.base_bound || "") !== (m.run_bound || "");
-    return h("tr", {"data-key": m.key, class: changed ? "label-changed" : null},
-      h("td", null, kernelName(m.name || m.key, m.key || m.name)),
+    const c = m.cross_tool || {};
+    return h("tr", {"data-key": m.key, "data-run-key": m.run_key, class: ["clickable", changed ? "label-changed" : null],
+      title: "show this pair in detail", onclick: () => onPick(m)},
+      h("td", null, pairName(m)),
+      h("td", {"data-col": "paired_by", title: PAIRED_BY[m.paired_by] || ""}, m.paired_by || ""),
       h("td", {class: "numeric", "data-col": "base_ns", "data-value": m.base_ns ?? null}, fmt.duration(m.base_ns)),
       h("td", {class: "numeric", "data-col": "run_ns", "data-value": m.run_ns ?? null}, fmt.duration(m.run_ns)),
-      h("td", {class: ["numeric", speedupClass(m.speedup)], "data-col": "speedup", "data-value": m.speedup ?? null}, fmt.ratio(m.speedup)),
+      h("td", {class: ["numeric", doc.comparable === false ? null : speedupClass(m.speedup)], "data-col": "speedup", "data-value": m.speedup ?? null}, fmt.ratio(m.speedup)),
+      cross ? h("td", {class: ["numeric", c.flagged ? "mid" : null], "data-col": "cross_ratio", "data-value": c.ratio ?? null,
+        title: `ncu ${fmt.duration(c.ncu_ns_per_launch)} / trace ${fmt.duration(c.trace_ns_per_launch)} per launch`}, fmt.ratio(c.ratio)) : null,
       h("td", {"data-col": "bound"}, boundChip(m.base_bound, null, null), changed ? [" → ", boundChip(m.run_bound, null, null)] : null),
       DELTAS.map(([key]) => {
         const d = m.deltas ? m.deltas[key] : null;
@@ -71,26 +139,119 @@ async function load(slot, ctx, base, other) {
           "data-col": key, "data-value": fmt.isMissing(d) ? null : d}, fmt.signed(d, 1));
       }));
   });
-  const matchedSection = h("section", null, h("h3", null, `Matched kernels (${matched.length})`),
-    matched.length ? h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "matched"},
-      h("thead", null, h("tr", null, h("th", null, "Kernel"), h("th", null, "Baseline"), h("th", null, "Run"),
-        h("th", {title: "baseline duration / run duration"}, "Speedup"), h("th", null, "Bound"),
+  const crossNote = cross ? h("p", {class: "muted small", "data-role": "cross-tool"},
+    `Cross-tool: ncu on the ${cross.ncu_side} side, ${cross.trace_tool} on the other; ${cross.flagged} pair(s) differ more than ${cross.threshold}× per launch (marked). ${cross.causes}.`) : null;
+  return h("section", null, h("h3", null, `Paired kernels (${matched.length})`),
+    matched.length ? [h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "matched"},
+      h("thead", null, h("tr", null, h("th", null, "Kernel"), h("th", {title: "how the two kernels were paired"}, "Paired by"),
+        h("th", null, "Baseline"), h("th", null, "Run"),
+        h("th", {title: "baseline duration / run duration"}, "Speedup"),
+        cross ? h("th", {title: "ncu time per launch / traced time per launch"}, "ncu / trace") : null,
+        h("th", null, "Bound"),
         DELTAS.map(([key, label]) => h("th", {title: `${key}: run minus baseline, percentage points`}, `Δ ${label} (pp)`)))),
-      h("tbody", null, rows)))
-      : h("p", {class: "muted"}, "No kernel name appears in both runs (a renamed kernel shows in the lists below); the totals still compare."));
+      h("tbody", null, rows))), crossNote, h("p", {class: "muted small"}, "Click a pair for every metric the two launches share.")]
+      : h("p", {class: "muted"}, "No kernel was paired (pair a renamed kernel below); the totals compare different work."));
+}
 
-  const onlyList = (title, items, role) => h("section", null, h("h3", null, `${title} (${items.length})`),
+function onlyList(title, items, role, labels) {
+  items = Array.isArray(items) ? items : [];
+  return h("section", null, h("h3", null, `${title} (${items.length})`),
     items.length ? h("table", {class: "data", "data-role": role}, h("tbody", null, items.map((o) =>
-      h("tr", {"data-key": o.key}, h("td", null, kernelName(o.name || o.key, o.key || o.name)),
+      h("tr", {"data-key": o.key}, h("td", null, kernelName(labels[o.key] || o.name || o.key, o.key || o.name)),
         h("td", {class: "numeric", "data-value": o.total_ns ?? null}, fmt.duration(o.total_ns))))))
       : h("p", {class: "muted"}, "none"));
+}
 
-  replace(slot, totals, matchedSection,
-    h("div", {class: "two-col"},
-      onlyList("Only in baseline", Array.isArray(doc.only_in_base) ? doc.only_in_base : [], "only-in-base"),
-      onlyList("Only in run", Array.isArray(doc.only_in_run) ? doc.only_in_run : [], "only-in-run")),
-    h("p", {class: "muted small"}, "Deltas are run minus baseline in percentage points; green = higher, red = lower (higher throughput is usually better; a lower hit rate may not matter for a compute-bound kernel)."),
-    doc.phases ? phasesSection(doc.phases) : null);
+// Pair a kernel left in the baseline with one left in the run (a rename the automatic stages missed).
+function pairPicker(doc, labels, pairs, reload) {
+  const left = Array.isArray(doc.only_in_base) ? doc.only_in_base : [];
+  const right = Array.isArray(doc.only_in_run) ? doc.only_in_run : [];
+  if (!left.length || !right.length) return pairs.length ? userPairsLine(pairs, reload) : null;
+  const options = (items, names) => items.map((o) => h("option", {value: o.key}, names[o.key] || o.name || o.key));
+  const b = h("select", {"data-role": "pair-base"}, options(left, labels.base || {}));
+  const r = h("select", {"data-role": "pair-run"}, options(right, labels.run || {}));
+  const add = h("button", {type: "button", "data-role": "pair-add", onclick: () => {
+    pairs.push(`${b.value}:${r.value}`);
+    reload();
+  }}, "Pair");
+  return h("section", {"data-role": "pair-picker"}, h("h3", null, "Pair by hand"),
+    h("div", {class: "toolbar"}, h("label", null, "Baseline ", b), h("label", null, " with run ", r), " ", add),
+    pairs.length ? userPairsLine(pairs, reload) : null);
+}
+
+function userPairsLine(pairs, reload) {
+  return h("p", {class: "muted small"}, `${pairs.length} pair(s) made by hand. `,
+    h("button", {type: "button", "data-role": "pair-clear", onclick: () => { pairs.length = 0; reload(); }}, "Forget them"));
+}
+
+// -- one pair in detail -----------------------------------------------------------------------
+async function showPair(slot, ctx, base, other, m) {
+  const doc = await fetchInto(slot, getJSON("compare_pair", {base, run: other, base_key: m.key, run_key: m.run_key}),
+    `the pair ${m.base_name || m.key}`, ctx);
+  if (!doc) return;
+  const rows = Array.isArray(doc.rows) ? doc.rows : [];
+  const trs = rows.map((x) => h("tr", {"data-metric": x.name, "data-source": x.source},
+    h("td", {class: "mono"}, x.name),
+    h("td", {class: "muted"}, x.unit || ""),
+    cell(x.base), cell(x.run),
+    h("td", {class: "numeric", "data-col": "diff", "data-value": x.diff ?? null}, typeof x.diff === "number" ? fmt.num(x.diff) : ""),
+    h("td", {class: ["numeric", "delta", x.relative > 0 ? "up" : x.relative < 0 ? "down" : ""], "data-col": "relative",
+      "data-value": x.relative ?? null}, fmt.isMissing(x.relative) ? "" : fmt.signed(x.relative * 100, 1, "%"))));
+  const count = h("span", {class: "muted", "data-role": "pair-count"}, `${rows.length} shared values`);
+  const filter = h("input", {type: "search", class: "filter", placeholder: "Filter metrics…", "data-role": "pair-filter",
+    oninput: debounce(() => {
+      const q = filter.value.trim().toLowerCase();
+      let shown = 0;
+      trs.forEach((tr, i) => {
+        const hit = !q || rows[i].name.toLowerCase().includes(q);
+        tr.hidden = !hit;
+        if (hit) shown++;
+      });
+      count.textContent = q ? `${shown} of ${rows.length} shared values` : `${rows.length} shared values`;
+    }, 120)});
+  replace(slot, h("section", {"data-role": "pair-detail"},
+    h("h3", null, "Pair: ", pairName(m), ` (${m.paired_by})`),
+    h("div", {class: "two-col"}, sideFacts("Baseline", doc.base), sideFacts("Run", doc.run)),
+    rooflineArrow(doc.base.roofline || {}, doc.run.roofline || {}),
+    h("div", {class: "toolbar"}, filter, count),
+    h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "pair-metrics"},
+      h("thead", null, h("tr", null, ["Metric", "Unit", "Baseline", "Run", "Difference", "Change"].map((t) => h("th", null, t)))),
+      h("tbody", null, trs)))));
+}
+
+function cell(v) {
+  return typeof v === "number" ? h("td", {class: "numeric", "data-value": v}, fmt.num(v)) : h("td", {class: "str"}, v ?? "");
+}
+
+function sideFacts(title, side) {
+  return h("div", {"data-role": `pair-${title.toLowerCase()}`},
+    h("h4", null, `${title}: `, kernelName(side.label, side.key)),
+    h("p", null, boundChip(side.bound, null, null), " ", h("span", {class: "muted"}, side.bound_reason || "")),
+    h("p", {class: "muted small"}, `launch ${side.launch} of ${fmt.int(side.launches)} (the longest), ${fmt.duration(side.total_ns)} in all`));
+}
+
+// Both kernels on one log-log roofline plane, an arrow from baseline to run (where both can be placed).
+function rooflineArrow(b, r) {
+  const ok = (p) => p.ai_dram > 0 && p.flop_per_s > 0;
+  if (!ok(b) || !ok(r)) return null;
+  const W = 320, H = 180, pad = 24;
+  const xs = [b.ai_dram, r.ai_dram].map(Math.log10), ys = [b.flop_per_s, r.flop_per_s].map(Math.log10);
+  const span = (v) => [Math.min(...v) - 0.5, Math.max(...v) + 0.5];
+  const [x0, x1] = span(xs), [y0, y1] = span(ys);
+  const X = (v) => pad + (Math.log10(v) - x0) / (x1 - x0) * (W - 2 * pad);
+  const Y = (v) => H - pad - (Math.log10(v) - y0) / (y1 - y0) * (H - 2 * pad);
+  return h("figure", {"data-role": "pair-roofline"},
+    s("svg", {width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "roofline points, baseline to run"},
+      s("defs", null, s("marker", {id: "pair-arrow", markerWidth: 8, markerHeight: 8, refX: 6, refY: 3, orient: "auto"},
+        s("path", {d: "M0,0 L6,3 L0,6 z", fill: "currentColor"}))),
+      s("rect", {x: pad, y: pad, width: W - 2 * pad, height: H - 2 * pad, fill: "none", stroke: "#dee2e6"}),
+      s("line", {x1: X(b.ai_dram), y1: Y(b.flop_per_s), x2: X(r.ai_dram), y2: Y(r.flop_per_s), stroke: "currentColor", "marker-end": "url(#pair-arrow)"}),
+      s("circle", {cx: X(b.ai_dram), cy: Y(b.flop_per_s), r: 4, fill: "#868e96", "data-role": "base-point"}),
+      s("circle", {cx: X(r.ai_dram), cy: Y(r.flop_per_s), r: 4, fill: "#1971c2", "data-role": "run-point"}),
+      s("text", {x: pad, y: H - 6, "font-size": 10}, "FLOP/byte (DRAM), log"),
+      s("text", {x: 4, y: pad - 8, "font-size": 10}, "FLOP/s, log")),
+    h("figcaption", {class: "muted small"},
+      `baseline ${fmt.num(b.ai_dram)} FLOP/B at ${fmt.flops(b.flop_per_s)} → run ${fmt.num(r.ai_dram)} FLOP/B at ${fmt.flops(r.flop_per_s)}`));
 }
 
 // NVTX phases matched by range name (both runs traced with NVTX ranges).
