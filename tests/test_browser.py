@@ -292,9 +292,11 @@ def test_compare_speedup(session, reports, ncu_report_module):
     assert float(value.get_attribute("data-value")) == pytest.approx(speedup, rel=1e-9)
     assert float(frame.locator("[data-role=base_ns]").get_attribute("data-value")) == pytest.approx(base, rel=1e-9)
     assert float(frame.locator("[data-role=run_ns]").get_attribute("data-value")) == pytest.approx(run, rel=1e-9)
-    # The series renamed its kernel (2D -> 1D): nothing matched, both listed on their side.
-    assert "matrix_addition2D" in frame.locator("table[data-role=only-in-base]").inner_text()
-    assert "matrix_addition1D" in frame.locator("table[data-role=only-in-run]").inner_text()
+    # The series renamed its kernel (2D -> 1D): paired as the only kernel left on each side, and said so.
+    row = frame.locator("table[data-role=matched] tbody tr")
+    assert row.count() == 1 and row.locator("td[data-col=paired_by]").inner_text().strip() == "only-one-left"
+    assert "matrix_addition2D" in row.inner_text() and "matrix_addition1D" in row.inner_text()
+    assert "no kernel name in common" in frame.locator("[data-role=warnings]").inner_text()
     session.shot("compare")
 
     # The same kernel in both runs (v1 vs v2, both matrix_addition2D): one matched row with its ratio and deltas.
