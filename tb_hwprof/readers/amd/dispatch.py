@@ -3,6 +3,7 @@ results.db, rocprof-compute workloads): the column aliases of the three rocprof 
 reading, dispatch rows -> kernels table, raw rows, duration statistics, provenance and devices."""
 from __future__ import annotations
 
+import csv
 import io
 import math
 from pathlib import Path
@@ -17,6 +18,9 @@ from . import devices as amd_devices
 from ..common import sha256_of
 
 CSV_FIX = "export with rocprof (results.csv), rocprofv3 --kernel-trace --output-format csv, or pass a rocprof-compute workload folder"
+DAMAGED_FIX = "the file is damaged: export it again from the profiler (or restore the original)"
+# Timestamps, ids and sizes end up as int64 (model, timeline): a larger number is no profiler's output.
+INT64_LIMIT = float(2 ** 63)
 
 # model field -> the column names rocprof v1 / v2 / v3 / rocprof-compute use for it (first present wins).
 ALIASES: Dict[str, Tuple[str, ...]] = {
@@ -49,12 +53,42 @@ def read_text(path: Path) -> str:
 
 
 def read_table(path: Path, text: Optional[str] = None) -> pd.DataFrame:
-    """A CSV as text columns (numbers converted by `numeric`): blank lines skipped, nothing guessed as NaN."""
+    """A CSV as text columns (numbers converted by `numeric`): blank lines skipped, nothing guessed as NaN.
+    The table remembers its file (attrs["source"]) so later checks can name it."""
     text = read_text(path) if text is None else text
+    refuse_repeated_header_cells(path, text)
     try:
-        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=True)
+        table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise InputError(path, f"unreadable CSV ({e})", CSV_FIX) from None
+        raise InputError(path, f"unreadable CSV ({one_line(e)})", CSV_FIX) from None
+    table.attrs["source"] = str(path)
+    return table
+
+
+def one_line(error: Exception) -> str:
+    """An exception's message on one line (pandas' tokenizer errors end in a newline)."""
+    return " ".join(str(error).split())
+
+
+def refuse_repeated_header_cells(path: Path, text: str) -> None:
+    """pandas would rename a second 'Agent_Id' to 'Agent_Id.1': a header naming a column twice is damaged."""
+    first = next((line for line in text.lstrip("\ufeff").splitlines() if line.strip()), "")
+    cells = [c.strip() for c in next(csv.reader([first]), [])]
+    seen: Dict[str, int] = {}
+    for i, cell in enumerate(cells, 1):
+        if cell and cell in seen:
+            raise InputError(path, f"the header names column {cell!r} twice (columns {seen[cell]} and {i})",
+                             DAMAGED_FIX)
+        seen.setdefault(cell, i)
+
+
+def source_of(table: pd.DataFrame) -> str:
+    return table.attrs.get("source", "the dispatch table")
+
+
+def shown(cell: str, limit: int = 40) -> str:
+    """A cell quoted for an error message, cut short (damage can be megabytes)."""
+    return repr(cell if len(cell) <= limit else cell[:limit] + "...")
 
 
 def numeric(series: pd.Series) -> pd.Series:
@@ -68,25 +102,79 @@ def column(table: pd.DataFrame, field: str) -> Optional[str]:
 
 def numeric_column(table: pd.DataFrame, field: str) -> pd.Series:
     name = column(table, field)
-    return numeric(table[name]) if name else pd.Series(np.nan, index=table.index, dtype="float64")
+    return checked_numbers(table, name) if name else pd.Series(np.nan, index=table.index, dtype="float64")
+
+
+def checked_numbers(table: pd.DataFrame, name: str, at_least: float = -INT64_LIMIT) -> pd.Series:
+    """`numeric` of a column the model relies on, refusing cells that are text but not a number, or a
+    number outside int64 (or below `at_least`): blank cells stay NaN (a field the row lacks)."""
+    values = numeric(table[name])
+    bad = ~((values >= at_least) & (values.abs() < INT64_LIMIT)) & (values.notna() | _filled(table[name]))
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        bounds = f"{at_least:.0f} to 2^63" if at_least > -INT64_LIMIT else "beyond +-2^63"
+        what = "not a number" if pd.isna(values.iloc[row]) else f"out of range ({bounds})"
+        raise InputError(source_of(table), f"column {name!r}, data row {row + 1}: "
+                         f"{shown(str(table[name].iloc[row]))} is {what}", DAMAGED_FIX)
+    return values
+
+
+def refuse_repeated_dispatches(table: pd.DataFrame) -> None:
+    """A trace lists each dispatch once: a dispatch id on several rows is a duplicated (damaged) row.
+    (Counter collection repeats it per counter, rocpd merges processes: those do not call this.)"""
+    name = column(table, "dispatch")
+    if name is None or table.empty:
+        return
+    ids = table[name].astype(str).str.strip()
+    repeated = ids.duplicated(keep=False) & (ids != "")
+    if repeated.any():
+        rows = np.flatnonzero(repeated.to_numpy())
+        first = ids.iloc[rows[0]]
+        same = rows[(ids.iloc[rows] == first).to_numpy()]
+        listed = ", ".join(str(r + 1) for r in same[:3]) + (f" and {same.size - 3} more" if same.size > 3 else "")
+        raise InputError(source_of(table), f"dispatch id {shown(first)} ({name}) is on {same.size} rows "
+                         f"(data rows {listed}): a trace lists each dispatch once", DAMAGED_FIX)
+
+
+def _filled(text: pd.Series) -> pd.Series:
+    return text.astype(str).str.strip() != "" if text.dtype == object or pd.api.types.is_string_dtype(text) \
+        else pd.Series(False, index=text.index)
 
 
 # ---------------------------------------------------------------- dispatch rows -> kernels table
 
+PER_DIMENSION = tuple(f"{what}_Size_{d}" for what in ("Grid", "Workgroup") for d in "XYZ")
+
+
+def refuse_partial_launch_shape(table: pd.DataFrame) -> None:
+    """rocprofv3 writes a grid and a workgroup size per dimension: all six columns or none."""
+    present = [c for c in PER_DIMENSION if c in table.columns]
+    if present and len(present) < len(PER_DIMENSION):
+        missing = [c for c in PER_DIMENSION if c not in table.columns]
+        raise InputError(source_of(table), f"no column {', '.join(map(repr, missing))} beside "
+                         f"{', '.join(map(repr, present))} (a rocprofv3 launch shape has all six)", DAMAGED_FIX)
+
+
 def _launch_shape(table: pd.DataFrame) -> Dict[str, object]:
     """Grid and workgroup from per-dimension columns (v3) or totals (v1/v2: the HSA grid in work-items)."""
-    if "Grid_Size_X" in table.columns and "Workgroup_Size_X" in table.columns:
-        g = [numeric(table[f"Grid_Size_{d}"]) for d in "XYZ"]
-        w = [numeric(table[f"Workgroup_Size_{d}"]) for d in "XYZ"]
+    refuse_partial_launch_shape(table)
+    if "Grid_Size_X" in table.columns:
+        g = [checked_numbers(table, f"Grid_Size_{d}", at_least=0) for d in "XYZ"]
+        w = [checked_numbers(table, f"Workgroup_Size_{d}", at_least=1) for d in "XYZ"]
         blocks = [np.ceil(gi / wi) for gi, wi in zip(g, w)]
         grid = [f"({int(a)}, {int(b)}, {int(c)})" if not np.isnan([a, b, c]).any() else ""
                 for a, b, c in zip(*blocks)]
         block = [f"({int(a)}, {int(b)}, {int(c)})" if not np.isnan([a, b, c]).any() else "" for a, b, c in zip(*w)]
         return {"grid": grid, "block": block, "grid_size": blocks[0] * blocks[1] * blocks[2],
                 "block_size": w[0] * w[1] * w[2]}
-    items, wg = numeric_column(table, "grid"), numeric_column(table, "workgroup")
+    items, wg = sizes(table, "grid", at_least=0), sizes(table, "workgroup", at_least=1)
     # rocprof's grid size counts work-items (threads); the model's counts workgroups (blocks).
     return {"grid_size": np.ceil(items / wg), "block_size": wg}
+
+
+def sizes(table: pd.DataFrame, field: str, at_least: float) -> pd.Series:
+    name = column(table, field)
+    return checked_numbers(table, name, at_least) if name else pd.Series(np.nan, index=table.index, dtype="float64")
 
 
 def _registers(table: pd.DataFrame) -> pd.Series:
@@ -103,7 +191,7 @@ def parse_timestamps(table: pd.DataFrame, field: str) -> Tuple[pd.Series, int]:
         return pd.Series(np.nan, index=table.index, dtype="float64"), 0
     text = table[name].astype(str)
     rounded = text.str.contains(r"[eE][+]?\d", regex=True)
-    return numeric(table[name]).where(~rounded), int(rounded.sum())
+    return checked_numbers(table, name).where(~rounded), int(rounded.sum())
 
 
 def dispatch_kernels(table: pd.DataFrame) -> Tuple[pd.DataFrame, List[str]]:

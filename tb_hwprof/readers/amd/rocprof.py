@@ -29,8 +29,8 @@ from ...errors import InputError
 from ...model import Device, Profile, normalise_kernels
 from . import devices as amd_devices
 from .dispatch import (CSV_FIX, ALIASES, column, devices_for, dispatch_kernels,
-                       kernel_stats, numeric, provenance, raw_rows, read_table, read_text, stats_of,
-                       with_units)
+                       kernel_stats, numeric, provenance, raw_rows, read_table, read_text,
+                       refuse_repeated_dispatches, stats_of, with_units)
 
 
 STATS_COLUMNS = ("Name", "Calls", "TotalDurationNs", "AverageNs", "Percentage")
@@ -74,9 +74,14 @@ def sibling_rocminfo(path: Path) -> Dict[int, Device]:
     return {}
 
 
+TRACES = ("rocprof-v1-csv", "rocprofv3-kernel-trace")  # one row per dispatch (not so counter collection)
+
+
 def read_dispatch_csv(path: Path, fmt: str) -> Profile:
     """rocprof v1 results.csv (trace or counters), rocprofv3 kernel_trace.csv, rocprof-compute per-pass CSVs."""
     table = read_table(path)
+    if fmt in TRACES:
+        refuse_repeated_dispatches(table)
     kernels, notes = dispatch_kernels(table)
     tool = {"rocprof-v1-csv": "rocprof", "rocprofv3-kernel-trace": "rocprofv3"}.get(fmt, "rocprof-compute")
     known = sibling_rocminfo(path) if fmt == "rocprof-v1-csv" else {}
