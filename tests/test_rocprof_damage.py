@@ -61,3 +61,23 @@ def test_a_data_row_repeated_20000_times_is_refused_fast(case, words):
     began = time.perf_counter()
     refused(repro(case), *words)
     assert time.perf_counter() - began < 10  # was 20-40 s of lane assignment before it exported
+
+
+# ---------------------------------------------------------------- rocprof v1 results.json
+
+@pytest.mark.parametrize("case, words", [
+    ("17_crash_AttributeError", ("traceEvents[1].args.name is a list",)),
+    ("20_crash_AttributeError", ("traceEvents[1].args is a number, not an object",)),
+    ("30_crash_AttributeError", ("traceEvents[3].args is a number, not an object",)),
+    ("31_crash_AttributeError", ("traceEvents[19].args is null, not an object",)),
+    ("32_crash_AttributeError", ("traceEvents[17].args.Name is an object, not text or a number",))])
+def test_json_values_of_the_wrong_type_are_refused_with_event_and_field(case, words):
+    refused(repro(f"fuzz/{case}/results.json"), *words)
+
+
+def test_a_non_finite_json_timestamp_is_refused():
+    refused(repro("fuzz/18_crash_IntCastingNaNError/results.json"), "traceEvents[23].args.BeginNs is -inf")
+
+
+def test_json_nested_a_thousand_deep_is_refused_not_a_recursion_error():
+    refused(repro("fuzz/19_crash_RecursionError/results.json"), "nested too deeply")

@@ -28,9 +28,9 @@ import pandas as pd
 from ...errors import InputError
 from ...model import Device, Profile, normalise_kernels
 from . import devices as amd_devices
-from .dispatch import (CSV_FIX, ALIASES, column, devices_for, dispatch_kernels,
-                       kernel_stats, numeric, provenance, raw_rows, read_table, read_text,
-                       refuse_repeated_dispatches, stats_of, with_units)
+from .dispatch import (CSV_FIX, DAMAGED_FIX, INT64_LIMIT, ALIASES, column, devices_for, dispatch_kernels,
+                       kernel_stats, numeric, one_line, provenance, raw_rows, read_table, read_text,
+                       refuse_repeated_dispatches, shown, stats_of, with_units)
 
 
 STATS_COLUMNS = ("Name", "Calls", "TotalDurationNs", "AverageNs", "Percentage")
@@ -246,13 +246,73 @@ def _json_devices(other: dict) -> Dict[int, Device]:
          "Max Clock Freq. (MHz)": a.get("MaxClockFreq.(MHz)")} for a in agents.values()])
 
 
-def read_v1_json(path: Path) -> Profile:
-    """rocprof v1 results.json: kernels are the complete events of the GPUn processes, copies of COPY, API calls of CPU *."""
+# What the reader takes from a results.json event, and the type rocprof writes it as (numbers as text).
+EVENT_TEXT = ("ph", "name", "cat")
+EVENT_NUMBERS = ("pid", "tid", "ts", "dur", "id")
+ARG_NUMBERS = ("BeginNs", "EndNs", "dev-id", "queue-id", "pid", "tid", "stream-id", "DurationNs")
+
+
+def decode_v1_json(path: Path) -> dict:
+    """results.json decoded and type-checked once: an object with a list of event objects whose fields
+    have the types rocprof writes (text, or numbers finite and within int64), and an otherData object
+    of text values; anything else is damage, refused with the event index and field."""
     try:
         doc = json.loads(read_text(path))
+    except RecursionError:  # the decoder recurses per nesting level: thousands of [ or { are no trace
+        raise InputError(path, "JSON nested too deeply to be a rocprof trace", DAMAGED_FIX) from None
     except ValueError as e:
-        raise InputError(path, f"unreadable JSON ({e})", CSV_FIX) from None
-    events = [e for e in doc.get("traceEvents", []) if isinstance(e, dict)]
+        raise InputError(path, f"unreadable JSON ({one_line(e)})", CSV_FIX) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents", []), list):
+        raise InputError(path, "JSON without a traceEvents list (not a Chrome trace)", DAMAGED_FIX)
+    for i, event in enumerate(doc.get("traceEvents", [])):
+        _check_event(path, i, event)
+    other = doc.get("otherData") or {}
+    if not isinstance(other, dict):
+        raise InputError(path, f"otherData is {_json_type(other)}, not an object", DAMAGED_FIX)
+    for key, value in other.items():
+        _check_value(path, f"otherData {key!r}", value, number=False)
+    return doc
+
+
+def _check_event(path: Path, i: int, event) -> None:
+    if not isinstance(event, dict):
+        raise InputError(path, f"traceEvents[{i}] is {_json_type(event)}, not an event object", DAMAGED_FIX)
+    for key in EVENT_TEXT + EVENT_NUMBERS:
+        if key in event:
+            _check_value(path, f"traceEvents[{i}].{key}", event[key], number=key in EVENT_NUMBERS)
+    args = event.get("args", {})
+    if not isinstance(args, dict):
+        raise InputError(path, f"traceEvents[{i}].args is {_json_type(args)}, not an object", DAMAGED_FIX)
+    for key, value in args.items():
+        _check_value(path, f"traceEvents[{i}].args.{key}", value, number=key in ARG_NUMBERS)
+
+
+def _check_value(path: Path, where: str, value, number: bool) -> None:
+    """Text or a number (rocprof writes both as text); `number`: it must read as a finite int64-sized one."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise InputError(path, f"{where} is {_json_type(value)}, not text or a number", DAMAGED_FIX)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(path, f"{where} is {value}, not a finite number", DAMAGED_FIX)
+    if number and not (isinstance(value, str) and not value.strip()) and not _int64_sized(value):
+        raise InputError(path, f"{where} is {shown(str(value))}, not a number within 64 bits", DAMAGED_FIX)
+
+
+def _int64_sized(value) -> bool:
+    try:
+        return abs(float(value)) < INT64_LIMIT
+    except (ValueError, OverflowError):
+        return False
+
+
+def _json_type(value) -> str:
+    return {dict: "an object", list: "a list", bool: "a boolean", type(None): "null", str: "text"}.get(
+        type(value), "a number")
+
+
+def read_v1_json(path: Path) -> Profile:
+    """rocprof v1 results.json: kernels are the complete events of the GPUn processes, copies of COPY, API calls of CPU *."""
+    doc = decode_v1_json(path)
+    events = doc.get("traceEvents", [])
     lanes = {str(e.get("pid")): e.get("args", {}).get("name", "") for e in events
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     complete = [e for e in events if e.get("ph") == "X"]
@@ -264,6 +324,7 @@ def read_v1_json(path: Path) -> Profile:
     # --hip-trace JSON names kernels in args "Name" (dispatch traces: "KernelName"); the event name as a last resort.
     table = pd.DataFrame([{"KernelName": e.get("args", {}).get("Name", e.get("name", "")),
                            **{k: str(v) for k, v in e.get("args", {}).items()}} for e in by_lane.get("gpu", [])])
+    table.attrs["source"] = str(path)  # dispatch_kernels' refusals name the file
     kernels, notes = dispatch_kernels(table) if len(table) else (normalise_kernels([]), [])
     summaries = kernel_stats(kernels)
     summaries.update(_json_activity(by_lane.get("copy", []), "memory_copies"))
