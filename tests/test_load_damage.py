@@ -174,7 +174,18 @@ def _kernels_codes_outside_the_dictionary(doc):
     doc["dictionary"][column]["codes"] = [len(doc["dictionary"][column]["values"])] * doc["rows"]
 
 
+def _kernels_objects_in_a_text_column(doc):
+    """The kernel names as JSON objects (the analyses group on them: 'unhashable type: dict')."""
+    if "name" in doc["dictionary"]:
+        values = doc["dictionary"]["name"]["values"]
+        values[:] = [{"name": v} for v in values]
+    else:
+        doc["data"]["name"] = [{"name": v} for v in doc["data"]["name"]]
+
+
 TABLE_DAMAGE = {
+    "kernels objects in a text column": (lambda d: assets(d) / metadata.KERNELS,
+                                         lambda p: edit_gz(p, _kernels_objects_in_a_text_column)),
     "kernels truncated": (lambda d: assets(d) / metadata.KERNELS, truncate),
     "kernels bit-flipped": (lambda d: assets(d) / metadata.KERNELS, flip),
     "kernels deleted": (lambda d: assets(d) / metadata.KERNELS, Path.unlink),
@@ -204,6 +215,19 @@ def test_a_damaged_table_is_one_error_naming_it(exported, tmp_path, damage):
     path = find(run_dir)
     spoil(path)
     assert "re-export the run with --overwrite" in refused(run_dir, path)
+
+
+@pytest.mark.parametrize("damage, route", [("kernels objects in a text column", "/kernel_groups"),
+                                           ("kernels text in a number column", "/kernel_groups"),
+                                           ("kernels rows differ from kernel_count", "/kernels"),
+                                           ("details metric set out of range", "/kernel"),
+                                           ("details short of launches", "/kernel")])
+def test_the_plugin_answers_a_damaged_table_with_a_one_line_422_naming_it(exported, tmp_path, damage, route):
+    run_dir = copy_run(exported, "roc", tmp_path / "logs")
+    find, spoil = TABLE_DAMAGE[damage]
+    spoil(find(run_dir))
+    error = App(tmp_path / "logs").json(route, expect=422, run="roc", launch="0")["error"]
+    assert "\n" not in error and str(find(run_dir)) in error and "could not serve" not in error
 
 
 def test_the_pristine_runs_load(exported):

@@ -56,7 +56,9 @@ def read_kernels(run_dir, manifest: Optional[dict] = None):
     try:
         doc = tables.read_json_gz(path, metadata.declared_size(manifest, metadata.KERNELS))
         run_checks.check_columnar(doc, manifest["kernel_count"])
-        return tables.kernels_from_json(doc)
+        kernels = tables.kernels_from_json(doc)
+        run_checks.check_cells(kernels)
+        return kernels
     except metadata.DAMAGED_FILE_ERRORS as e:
         raise InputError(path, f"unreadable kernels table ({e})", REEXPORT) from None
 
@@ -133,6 +135,7 @@ def read_summaries(run_dir, manifest: dict) -> dict:
             doc = tables.read_json_gz(path, metadata.declared_size(manifest, path.name))
             run_checks.check_columnar(doc)
             out[name] = tables.frame_from_json(doc)
+            run_checks.check_cells(out[name])
         except metadata.DAMAGED_FILE_ERRORS as e:
             raise InputError(path, f"unreadable summary table ({e})", REEXPORT) from None
     return out

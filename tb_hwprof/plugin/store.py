@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 from ..errors import HwprofError, InputError
-from ..logdir import metadata, reader
+from ..logdir import metadata, reader, run_checks
 from . import encode
 
 # TensorBoard's name for a run written at the top of the logdir (`--logdir` pointed at one run):
@@ -134,7 +134,7 @@ class RunEntry:
     def kernels(self):
         """The kernels table as a DataFrame (parsed on first use, not for /kernels)."""
         from ..logdir import tables
-        return self.memo("kernels", lambda: self._read_kernels(lambda raw, doc: tables.kernels_from_json(doc)))
+        return self.memo("kernels", lambda: self._read_kernels(lambda raw, doc: _checked(tables.kernels_from_json(doc))))
 
     def _read_kernels(self, make):
         self.loads["kernels"] += 1
@@ -164,7 +164,7 @@ class RunEntry:
     def summary(self, name: str):
         """One summary table as a DataFrame (units in .attrs)."""
         from ..logdir import tables
-        return self.memo(("summary", name), lambda: self._read_summary(name, lambda raw, doc: tables.frame_from_json(doc)))
+        return self.memo(("summary", name), lambda: self._read_summary(name, lambda raw, doc: _checked(tables.frame_from_json(doc))))
 
     def _read_summary(self, name: str, make):
         path = self._summary_path(name)
@@ -209,6 +209,12 @@ def _read_columnar(path: Path, what: str, make, expected_rows: Optional[int] = N
         encode.check_columnar(doc, expected_rows)
         return make(raw, doc)
     return read_asset(path, what, read)
+
+
+def _checked(frame):
+    """A table read back, its text cells checked (run_checks.check_cells: a JSON object in one is damage)."""
+    run_checks.check_cells(frame)
+    return frame
 
 
 def _format2_shape(raw: bytes, doc: dict) -> bytes:
