@@ -230,6 +230,40 @@ def library_call():
         raise DamagedLaunch(f"Nsight Compute's reader failed on it ({type(e).__name__}: {e})") from None
 
 
+@dataclasses.dataclass(frozen=True)
+class MetricGrammar:
+    """Nsight Compute's metric names: [prefix.]unit__counter[.rollup[.submetric]] or
+    [prefix.]unit__ratio[.submetric], the rollups and submetrics being those ncu_report's own enums
+    name (RollupOperation_SUM -> "sum", MetricSubtype_PER_SECOND -> "per_second").  Every name of
+    the real reports (66k, Nsight Compute 2020.2 to 2025.1) follows it; a name whose suffix does
+    not is a damaged name table (a metric renamed, its value lost under its real name)."""
+
+    rollups: frozenset
+    submetrics: frozenset
+
+    @classmethod
+    def of(cls, ncu_report) -> "MetricGrammar":
+        def words(prefix):
+            return frozenset(n[len(prefix):].lower() for n in dir(ncu_report.IMetric) if n.startswith(prefix)) - {"none"}
+        return cls(words("RollupOperation_"), words("MetricSubtype_"))
+
+    def follows(self, name: str) -> bool:
+        if name.startswith("regex:"):  # a section's metric pattern, not a name
+            return True
+        parts = name.split(".")
+        counter = next((i for i, part in enumerate(parts) if "__" in part), None)
+        if counter is None:  # not a unit__counter name ("inst_executed", "derived_tempMetric0"): no suffix either
+            return len(parts) == 1
+        tail = parts[counter + 1:]
+        return len(tail) <= 2 and all(t in self.rollups | self.submetrics for t in tail[:1]) \
+            and all(t in self.submetrics for t in tail[1:])
+
+
+def readable_text(text: str) -> bool:
+    """No lone surrogates (bytes that were not UTF-8) and no control characters but tab and newlines."""
+    return not any((c < " " and c not in "\t\n\r") or "\ud800" <= c <= "\udfff" for c in text)
+
+
 def launch_name(action, ncu_report) -> str:
     with library_call():
         name = action.name(ncu_report.IAction.NameBase_FUNCTION)
@@ -240,27 +274,38 @@ def launch_name(action, ncu_report) -> str:
     return name
 
 
-def _metric_names(action) -> List[str]:
+def _metric_names(action, grammar: MetricGrammar) -> List[str]:
     with library_call():
         names = list(action.metric_names())
     for name in names:
         if not isinstance(name, str) or not METRIC_NAME.fullmatch(name):
             raise DamagedLaunch(f"metric name {repr(name)[:60]} is not readable text")
+        if not grammar.follows(name):
+            raise DamagedLaunch(f"metric name {name[:80]} is not a Nsight Compute metric name")
     if len(set(names)) != len(names):
         raise DamagedLaunch("a metric name is listed twice")
     return names
 
 
-def action_metrics(action, readers: Dict[int, object]) -> Dict[str, list]:
+def _sound_text(name: str, value: str, grammar: MetricGrammar) -> bool:
+    """A text metric reads as text; a breakdown's (a list of the metrics it is made of) as names."""
+    if name.startswith("breakdown:"):
+        return all(METRIC_NAME.fullmatch(part) and grammar.follows(part) for part in value.split(","))
+    return readable_text(value)
+
+
+def action_metrics(action, readers: Dict[int, object], grammar: MetricGrammar) -> Dict[str, list]:
     """{metric name: [value, unit]} for every metric of one launch."""
     out = {}
-    for name in _metric_names(action):
+    for name in _metric_names(action, grammar):
         with library_call():
             metric = action.metric_by_name(name)
             if metric is None:
                 raise DamagedLaunch(f"metric {name} is listed but not stored")
             value = readers[metric.kind()](metric)
             unit = metric.unit()
+        if isinstance(value, str) and not _sound_text(name, value, grammar):
+            raise DamagedLaunch(f"metric {name} holds damaged text")
         out[name] = [None if value != value else value, unit]  # NaN -> null, as JSON has it
     return out
 
@@ -282,6 +327,8 @@ def action_rules(action) -> List[dict]:
             "speedup_type": {1: "global", 2: "local"}.get(speedup.get("type"), ""),
             "estimated_speedup_pct": speedup.get("speedup", math.nan),
         })
+    if not all(readable_text(v) for rule in rules for v in rule.values() if isinstance(v, str)):
+        raise DamagedLaunch("a rule result holds unreadable text")
     return rules
 
 
@@ -297,29 +344,38 @@ class Launches:
     count: int = 0  # launches the library gave, sound or not
 
 
-def read_launch(action, launch_id: int, range_id: int, ncu_report, readers) -> Tuple[dict, dict, list]:
+def other_names(action, ncu_report) -> Dict[str, str]:
+    """The launch's demangled and mangled kernel names."""
+    with library_call():
+        names = {"demangled_name": action.name(ncu_report.IAction.NameBase_DEMANGLED),
+                 "mangled_name": action.name(ncu_report.IAction.NameBase_MANGLED)}
+    if not all(readable_text(v or "") for v in names.values()):
+        raise DamagedLaunch("its demangled or mangled kernel name is not readable text")
+    return names
+
+
+def read_launch(action, launch_id: int, range_id: int, ncu_report, readers,
+                grammar: MetricGrammar) -> Tuple[dict, dict, list]:
     """(kernels row, raw metrics, rule results) of one launch, or DamagedLaunch."""
     name = launch_name(action, ncu_report)
-    raw = action_metrics(action, readers)
+    raw = action_metrics(action, readers, grammar)
     values = {k: v[0] for k, v in raw.items()}
     row = ncu_metrics.kernel_fields(values)
-    with library_call():
-        row.update(launch_id=launch_id, range_id=range_id, name=name,
-                   demangled_name=action.name(ncu_report.IAction.NameBase_DEMANGLED),
-                   mangled_name=action.name(ncu_report.IAction.NameBase_MANGLED))
+    row.update(launch_id=launch_id, range_id=range_id, name=name, **other_names(action, ncu_report))
     return row, raw, action_rules(action)
 
 
 def read_launches(ctx, ncu_report) -> Launches:
     launches = Launches()
-    readers = value_readers(ncu_report)
+    readers, grammar = value_readers(ncu_report), MetricGrammar.of(ncu_report)
     for range_id in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(range_id)
         for action_id in range(rng.num_actions()):
             launch_id = launches.count
             launches.count += 1
             try:
-                row, raw, rules = read_launch(rng.action_by_idx(action_id), launch_id, range_id, ncu_report, readers)
+                row, raw, rules = read_launch(rng.action_by_idx(action_id), launch_id, range_id, ncu_report,
+                                              readers, grammar)
             except DamagedLaunch as e:
                 launches.damaged[launch_id] = str(e)
                 continue
