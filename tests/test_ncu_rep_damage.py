@@ -156,6 +156,9 @@ def test_salvage_keeps_the_sound_launches_as_the_original_has_them(one_launch_da
     assert len(salvage_notes) == 1 and "launch 2 (" in salvage_notes[0]
     assert not any(f"launch {i} (" in salvage_notes[0] for i in (0, 1, 3, 4, 5))
 
+    from support_plugin import App  # the plugin's Overview shows the run's notes
+    assert salvage_notes[0] in App(tmp_path).json("/overview", run="r")["notes"]
+
     expected = ncu_launches(ncu_report_module, original)
     sound = [0, 1, 3, 4, 5]
     assert list(run.kernels["launch_id"]) == sound
@@ -212,3 +215,17 @@ def test_a_crash_in_the_analysis_names_the_file(samples_dir, tmp_path, capfd, mo
     assert rc == 1 and len(err) == 1
     assert err[0].startswith(f"tb-hwprof: error: {path}: unexpected ValueError: cannot reshape")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_renamed_metric_is_refused(samples_dir, tmp_path, capfd, ncu_report_module):
+    """A byte flipped in the metric name table renames a metric (its value would be lost under its
+    real name): a suffix that is no rollup or submetric ncu_report's enums know is damage."""
+    data = sample(samples_dir, ORIGINAL).read_bytes()
+    at = data.index(b".pct_of_peak_sustained_elapsed")
+    damaged = tmp_path / "renamed.ncu-rep"
+    damaged.write_bytes(data[:at] + b".pct_of_peak_susteined_elapsed" + data[at + 30:])
+    assert any("susteined" in name for name in ncu_launches(ncu_report_module, damaged)[0][1])
+    rc, err = export(capfd, damaged, tmp_path / "logs")
+    assert rc == 1 and len(err) == 1
+    assert f"{damaged}: damaged Nsight Compute report, no sound launch in it: launch 0 (metric name " in err[0]
+    assert "pct_of_peak_susteined_elapsed is not a Nsight Compute metric name" in err[0]
