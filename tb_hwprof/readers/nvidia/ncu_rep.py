@@ -1,8 +1,20 @@
 """Nsight Compute `.ncu-rep` reader, through NVIDIA's own `ncu_report` module.
 
-`ncu_report` silently returns an empty or shortened report for a damaged file,
-so the container is walked first: a file that does not end where its last
-block says it does is rejected instead of being half-read.
+`ncu_report` silently returns an empty or shortened report for a damaged file
+(a launch without its name or metrics, a metric renamed), so damage is looked
+for with signals of our own, and a damaged launch refuses the file, naming it
+(with salvage=True, `export --salvage`, the sound launches are kept and the
+run's notes list the others):
+- the container is walked: it must end where its last block says, each block
+  must hold the records its header counts, and each record must parse whole;
+  the launches it declares must all reach us;
+- per launch: a kernel name, metric names that are text and follow Nsight
+  Compute's grammar (rollup/submetric words from ncu_report's own enums), each
+  listed metric stored, text values that read as text;
+- what ncu_report's protobuf code prints on stderr (a record it could not
+  parse) is collected, not leaked, and is damage.
+A flipped bit inside a metric value, or one that renames a metric into another
+well-formed name, leaves no trace in the file (it has no checksum): not caught.
 """
 from __future__ import annotations
 
