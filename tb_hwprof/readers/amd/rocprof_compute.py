@@ -26,6 +26,7 @@ sysinfo.csv with SOL's peak formulas, else from a datasheet.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from pathlib import Path
@@ -37,13 +38,42 @@ import pandas as pd
 from ...errors import InputError
 from ...model import Device, Peak, Profile, Provenance
 from . import devices as amd_devices
-from ..common import sha256_of
-from .dispatch import dispatch_kernels, numeric, raw_rows, read_table, stats_of, with_units
+from ..common import csvtext, sha256_of
+from .dispatch import dispatch_kernels, numeric, raw_rows, read_table, read_text, stats_of, with_units
 
 REQUIRED = ("pmc_perf.csv", "sysinfo.csv")
 PRECISIONS = ("F16", "F32", "F64")
 MFMA_PRECISIONS = ("F16", "BF16", "F32", "F64")
 WAVE_SIZE = ("Wave_Size", "wave_size")  # pmc_perf.csv's per-dispatch wave size (rocprofv2/v3, v1)
+DAMAGED_FIX = "profile the workload again with `rocprof-compute profile` (the folder's CSV files are damaged)"
+TOP_COLUMNS = ("Kernel_Name", "Count", "Sum(ns)", "Mean(ns)", "Median(ns)", "Pct")
+
+
+def checked_text(path: Path) -> str:
+    """A workload CSV's text once it is a well-formed table: no control bytes, strict quoting, a header
+    naming each column once, every row as wide as the header (a wider first row would otherwise
+    become pandas' index and shift every column)."""
+    text = read_text(path)
+    csvtext.check_characters(path, text, DAMAGED_FIX)
+    csvtext.check_table(path, text, DAMAGED_FIX)
+    return text
+
+
+def checked_table(path: Path, required: Tuple[str, ...] = ()) -> pd.DataFrame:
+    text = checked_text(path)
+    table = read_table(path, text)
+    csvtext.require_columns(path, list(table.columns), required, DAMAGED_FIX)
+    return table
+
+
+def per_dispatch(path: Path, table: pd.DataFrame) -> pd.DataFrame:
+    """A table of one row per dispatch: a Dispatch_ID twice is a duplicated or spliced row."""
+    ids = table["Dispatch_ID"]
+    twice = ids[ids.duplicated()]
+    if len(twice):
+        raise InputError(path, f"Dispatch_ID {csvtext.shown(str(twice.iloc[0]))} is on {int((ids == twice.iloc[0]).sum())} "
+                         "rows (one row per dispatch): the file is damaged", DAMAGED_FIX)
+    return table
 
 
 def is_workload(path: Path) -> bool:
@@ -51,8 +81,7 @@ def is_workload(path: Path) -> bool:
 
 
 def read_sysinfo(folder: Path) -> Dict[str, str]:
-    with open(folder / "sysinfo.csv", newline="", encoding="utf-8", errors="replace") as f:
-        rows = list(csv.DictReader(f))
+    rows = list(csv.DictReader(io.StringIO(checked_text(folder / "sysinfo.csv"), newline="")))
     if not rows:
         raise InputError(folder / "sysinfo.csv", "empty sysinfo.csv", "re-run rocprof-compute profile")
     return {k.strip(): (v or "").strip() for k, v in rows[0].items() if k}
@@ -212,7 +241,7 @@ def roofline_row(folder: Path) -> Tuple[Dict[str, float], Optional[pd.DataFrame]
     path = folder / "roofline.csv"
     if not path.is_file():
         return {}, None
-    table = read_table(path)
+    table = checked_table(path)
     if not len(table):
         return {}, None
     row = table[table.get("device", pd.Series(dtype=str)).astype(str) == "0"]
@@ -324,9 +353,9 @@ def read_workload(folder) -> Profile:
         raise InputError(folder, "not a rocprof-compute / Omniperf workload folder (needs pmc_perf.csv and "
                          "sysinfo.csv)", "pass the folder `rocprof-compute profile` wrote (<name>/<gpu model>/)")
     info = read_sysinfo(folder)
-    pmc = read_table(folder / "pmc_perf.csv")
+    pmc = per_dispatch(folder / "pmc_perf.csv", checked_table(folder / "pmc_perf.csv", ("Dispatch_ID",)))
     level_path = folder / "SQ_LEVEL_WAVES.csv"
-    level = read_table(level_path) if level_path.is_file() else None
+    level = per_dispatch(level_path, checked_table(level_path, ("Dispatch_ID",))) if level_path.is_file() else None
     kernels, notes = dispatch_kernels(pmc)
     derived, derive_notes = derive(pmc, info, level, kernels["duration_ns"])
     for col in derived.columns:
@@ -348,7 +377,7 @@ def _summaries(folder: Path, kernels: pd.DataFrame, roof_table: Optional[pd.Data
         out["kernel_stats"] = stats_of(kernels["demangled_name"], kernels["duration_ns"])
     top = folder / "pmc_kernel_top.csv"
     if top.is_file():
-        t = read_table(top)
+        t = checked_table(top, TOP_COLUMNS)
         out["pmc_kernel_top"] = with_units(pd.DataFrame({
             "name": t["Kernel_Name"], "calls": numeric(t["Count"]), "total_ns": numeric(t["Sum(ns)"]),
             "avg_ns": numeric(t["Mean(ns)"]), "median_ns": numeric(t["Median(ns)"]), "pct": numeric(t["Pct"])}))
