@@ -15,6 +15,7 @@ side.  Every pair records how it was paired: an optimisation series renames kern
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import KERNEL_COLUMNS
-from .groups import bound_labels, dominant_label
+from .. import columnar
 
 # Metrics whose run-minus-base difference the comparison reports.
 DELTA_COLUMNS = ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct",
@@ -69,6 +70,7 @@ def _strip_groups(text: str, opening: str, closing: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def short_name(name: str) -> str:
     """The bare function name: 'void ns::k<4, T>(int)' -> 'k'; 'matrix_addition2D' stays."""
     bare = _strip_groups(_strip_groups(normalise_kernel_name(name), "(", ")"), "<", ">").strip()
@@ -90,8 +92,9 @@ def template_arguments(short: str, full: str) -> str:
 
 
 def _normalised_codes(names: pd.Series):
-    """(codes, normalised names): normalise_kernel_name once per distinct name (launches repeat names)."""
-    codes, uniques = pd.factorize(names, use_na_sentinel=False)
+    """(codes, normalised names): normalise_kernel_name once per distinct name (launches repeat names;
+    grouped by the str objects they share, not by hashing a million long names)."""
+    codes, uniques = columnar.object_factorize(names.to_numpy(dtype=object))
     return codes, [normalise_kernel_name(n) for n in uniques]
 
 
@@ -113,38 +116,79 @@ def _none(value) -> Optional[float]:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def _weighted_means(keyed: pd.DataFrame, column: str) -> pd.Series:
-    """Per key: duration-weighted mean of `column`; the plain mean where no launch has a duration."""
-    value, weight = keyed[column], keyed["duration_ns"]
-    both = value.notna() & weight.notna()
-    parts = pd.DataFrame({"key": keyed["_key"], "vw": (value * weight).where(both),
-                          "w": weight.where(both), "v": value})
-    g = parts.groupby("key", sort=False)
-    weighted = g["vw"].sum(min_count=1) / g["w"].sum(min_count=1)
-    return weighted.where(g["w"].sum() > 0, g["v"].mean())
+def _per_key_sum(codes: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
+    return np.bincount(codes, weights=values, minlength=n)
+
+
+def weighted_means(codes: np.ndarray, n: int, values: np.ndarray, durations: np.ndarray) -> np.ndarray:
+    """Per key: duration-weighted mean of `values`; the plain mean where no launch has a duration
+    (NaN where no launch has the value).  bincount over the key codes: one pass per column."""
+    has = ~np.isnan(values)
+    both = has & ~np.isnan(durations)
+    weight = _per_key_sum(codes, n, np.where(both, durations, 0.0))
+    weighted = _per_key_sum(codes, n, np.where(both, values * durations, 0.0))
+    count = _per_key_sum(codes, n, has.astype(np.float64))
+    plain = _per_key_sum(codes, n, np.where(has, values, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(weight > 0, weighted / weight, np.where(count > 0, plain / count, np.nan))
+
+
+def _floats(kernels: pd.DataFrame, column: str) -> np.ndarray:
+    return kernels[column].to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _per_key_totals(codes: np.ndarray, n: int, durations: np.ndarray) -> np.ndarray:
+    """Per key: summed durations, NaN where no launch has one."""
+    timed = ~np.isnan(durations)
+    totals = _per_key_sum(codes, n, np.where(timed, durations, 0.0))
+    return np.where(_per_key_sum(codes, n, timed.astype(np.float64)) > 0, totals, np.nan)
+
+
+def _dominant_bounds(codes: np.ndarray, n: int, bound: pd.Series, durations: np.ndarray) -> List[str]:
+    """Per key, the bound label covering most time (launch count breaks ties, then the label's name),
+    as groups.dominant_label decides it; '' and missing labels count as 'unknown'."""
+    raw_codes, raw = columnar.object_factorize(bound.to_numpy(dtype=object))
+    label_codes, labels = pd.factorize(np.array([b if isinstance(b, str) and b else "unknown" for b in raw],
+                                                dtype=object))
+    row_labels = label_codes[raw_codes] if raw_codes.size else raw_codes
+    width = max(len(labels), 1)
+    combo = codes.astype(np.int64) * width + row_labels
+    time = np.bincount(combo, weights=np.nan_to_num(durations, nan=0.0), minlength=n * width)
+    count = np.bincount(combo, minlength=n * width)
+    present = np.flatnonzero(count)
+    rank = {label: i for i, label in enumerate(sorted(labels))}
+    label_rank = np.array([rank[label] for label in labels], dtype=np.int64)
+    order = np.lexsort((label_rank[present % width], -count[present], -time[present], present // width))
+    best = ["unknown"] * n
+    for i in order[::-1].tolist():  # the first of each key in `order` is written last
+        best[int(present[i] // width)] = labels[present[i] % width]
+    return best
 
 
 @dataclasses.dataclass
 class KernelSet:
-    """One run's kernels grouped by instantiation: per launch the index of its key (codes), and per
-    key its names and figures (groups, in order of first appearance)."""
+    """One run's kernels grouped by instantiation: per launch the index of its key (codes), per key
+    its first row and its names and figures (groups, in order of first appearance)."""
     kernels: pd.DataFrame
     codes: np.ndarray
     keys: List[str]
     groups: Dict[str, dict]
+    first: np.ndarray
+
+    def __post_init__(self):
+        self.index = {k: i for i, k in enumerate(self.keys)}
 
     def launches_of(self, key: str) -> np.ndarray:
         """Row positions of `key`'s launches."""
-        return np.flatnonzero(self.codes == self.keys.index(key))
+        return np.flatnonzero(self.codes == self.index[key])
 
     def aggregate(self, column: str) -> Dict[str, Optional[float]]:
         """Per key: `column` summed for durations, else its duration-weighted mean."""
-        keyed = self.kernels.assign(_key=self.codes)
-        if column == "duration_ns":
-            values = keyed.groupby("_key", sort=False)[column].sum(min_count=1)
-        else:
-            values = _weighted_means(keyed, column)
-        return {self.keys[code]: _none(v) for code, v in values.items()}
+        durations = _floats(self.kernels, "duration_ns")
+        n = len(self.keys)
+        values = _per_key_totals(self.codes, n, durations) if column == "duration_ns" else \
+            weighted_means(self.codes, n, _floats(self.kernels, column), durations)
+        return {k: _none(v) for k, v in zip(self.keys, values.tolist())}
 
 
 def _labels(names: List[str], demangled: List[str], keys: List[str]) -> List[str]:
@@ -162,28 +206,26 @@ def _labels(names: List[str], demangled: List[str], keys: List[str]) -> List[str
 
 def kernel_set(kernels: pd.DataFrame) -> KernelSet:
     """The run's kernels grouped by key, with totals, bound label and DELTA_COLUMNS means per key."""
-    # Grouped by integer codes (in order of first appearance, as groupby(sort=False) orders keys):
-    # each groupby would hash the 1M key strings again (~0.17 s each, ~4 s per comparison).
+    # Per-key figures by bincount over integer key codes (in order of first appearance): a
+    # groupby per column would cost ~4x as much on a 1M-launch run.
     codes, keys = kernel_keys(kernels)
-    keyed = kernels.assign(_key=codes)
-    g = keyed.groupby("_key", sort=False)
-    frame = pd.DataFrame({"name": g["name"].first(), "demangled": g["demangled_name"].first(),
-                          "mangled": g["mangled_name"].first(), "launches": g.size(),
-                          "total_ns": g["duration_ns"].sum(min_count=1)})
-    frame["bound"] = dominant_label(keyed["_key"], bound_labels(keyed), keyed["duration_ns"])
-    for column in DELTA_COLUMNS:
-        frame[column] = _weighted_means(keyed, column)
-    records = frame.to_dict("records")
-    ordered = [keys[code] for code in frame.index]
-    names = [str(r["name"]) if isinstance(r["name"], str) else "" for r in records]
-    labels = _labels(names, [normalise_kernel_name(r["demangled"]) for r in records], ordered)
+    n = len(keys)
+    first = columnar.first_rows(codes, n)
+    durations = _floats(kernels, "duration_ns")
+    totals = _per_key_totals(codes, n, durations).tolist()
+    launches = np.bincount(codes, minlength=n).tolist()
+    bounds = _dominant_bounds(codes, n, kernels["bound"], durations)
+    means = {c: weighted_means(codes, n, _floats(kernels, c), durations).tolist() for c in DELTA_COLUMNS}
+    text = lambda column: [v if isinstance(v, str) else "" for v in kernels[column].to_numpy(dtype=object)[first]]  # noqa: E731
+    names, demangled, mangled = text("name"), text("demangled_name"), text("mangled_name")
+    labels = _labels(names, [normalise_kernel_name(d) for d in demangled], keys)
     groups = {}
-    for key, row, name, label in zip(ordered, records, names, labels):
-        groups[key] = {"name": name, "label": label, "mangled": normalise_kernel_name(row["mangled"]),
-                       "demangled": normalise_kernel_name(row["demangled"]), "short": short_name(name or key),
-                       "launches": int(row["launches"]), "total_ns": _none(row["total_ns"]), "bound": row["bound"],
-                       "metrics": {c: _none(row[c]) for c in DELTA_COLUMNS}}
-    return KernelSet(kernels, codes, keys, groups)
+    for i, key in enumerate(keys):
+        groups[key] = {"name": names[i], "label": labels[i], "mangled": normalise_kernel_name(mangled[i]),
+                       "demangled": normalise_kernel_name(demangled[i]), "short": short_name(names[i] or key),
+                       "launches": int(launches[i]), "total_ns": _none(totals[i]), "bound": bounds[i],
+                       "metrics": {c: _none(means[c][i]) for c in DELTA_COLUMNS}}
+    return KernelSet(kernels, codes, keys, groups, first)
 
 
 def aggregate_by_key(kernels: pd.DataFrame) -> Dict[str, dict]:
@@ -203,19 +245,32 @@ def _config_text(row) -> Optional[str]:
     return ", ".join(parts)
 
 
+def _value_codes(values: np.ndarray) -> np.ndarray:
+    """A code per row, equal values sharing one (str objects by the pointer trick, numbers by value)."""
+    if values.dtype == object:
+        return columnar.object_factorize(values)[0]
+    return pd.factorize(values, use_na_sentinel=False)[0].astype(np.int64)
+
+
 def launch_configs(kset: KernelSet, keys: Sequence[str]) -> Dict[str, Optional[str]]:
     """Per key: its launch configuration when all its launches share one, else None.  Only the
-    launches of `keys` are looked at (what the name stages left: a handful of a 1M-launch run)."""
-    wanted = np.array([kset.keys.index(k) for k in keys], dtype=np.int64)
-    rows = np.flatnonzero(np.isin(kset.codes, wanted))
-    columns = [c for c in LAUNCH_CONFIG if c in kset.kernels.columns]
-    if len(columns) < len(LAUNCH_CONFIG):
-        return {k: None for k in keys}
-    part = kset.kernels.iloc[rows][columns].assign(_key=kset.codes[rows]).drop_duplicates()
+    launches of `keys` are looked at (what the name stages left)."""
     out: Dict[str, Optional[str]] = {k: None for k in keys}
-    for code, configs in part.groupby("_key", sort=False):
-        if len(configs) == 1:
-            out[kset.keys[code]] = _config_text(configs.iloc[0])
+    if any(c not in kset.kernels.columns for c in LAUNCH_CONFIG):
+        return out
+    wanted = np.zeros(len(kset.keys), dtype=bool)
+    wanted[[kset.index[k] for k in keys]] = True
+    rows = np.flatnonzero(wanted[kset.codes])
+    config = np.zeros(rows.size, dtype=np.int64)
+    for column in LAUNCH_CONFIG:  # one code per distinct configuration, column by column
+        part = _value_codes(kset.kernels[column].to_numpy()[rows])
+        config = pd.factorize(config * (int(part.max(initial=0)) + 1) + part)[0].astype(np.int64)
+    width = int(config.max(initial=0)) + 1
+    distinct = np.unique(kset.codes[rows].astype(np.int64) * width + config) // width
+    per_key = np.bincount(distinct, minlength=len(kset.keys))
+    for key in keys:
+        if per_key[kset.index[key]] == 1:
+            out[key] = _config_text(kset.kernels.iloc[int(kset.first[kset.index[key]])])
     return out
 
 
