@@ -1,0 +1,93 @@
+"""Compare of two 1M-launch runs: `tb-hwprof compare` on two exported runs, and the plugin's /compare.
+
+The runs are synthetic for scale: the two real PyTorch traces HTA's trace-diff example ships
+(control on an A100, test on a V100: 170 and 131 kernels, 107 paired), their kernels tables
+repeated under new launch ids up to --launches, written with tb_hwprof.logdir.writer.write_run
+as kernels-only runs (no trace, no operator level: compare reads only the kernels table).
+
+Timed in-process, each side read from disk every time (nothing cached):
+  cli     tb_hwprof.cli.main(["compare", BASE, RUN])   target <= 2 s
+  plugin  views.compare_runs on fresh run entries      target ~1 s
+
+    python benchmarks/bench_compare.py [--launches N] [--repeat N]
+"""
+import argparse
+import contextlib
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
+BASE = SAMPLES / "torch" / "hta_trace_diff_control.json.gz"
+RUN = SAMPLES / "torch" / "hta_trace_diff_test.json.gz"
+
+
+def grow(profile, launches: int):
+    """The trace's kernel launches repeated to `launches` rows with new launch ids; kernels only."""
+    import pandas as pd
+    k = len(profile.kernels)
+    rows = pd.concat([profile.kernels] * (launches // k + 1), ignore_index=True).iloc[:launches].copy()
+    rows["launch_id"] = range(launches)
+    profile.kernels = rows
+    profile.raw_metrics, profile.rules, profile.summaries = [], [], {}
+    profile.timeline, profile.torch = None, None
+    return profile
+
+
+def build_run(report: Path, logdir: Path, name: str, launches: int) -> Path:
+    import tb_hwprof
+    from tb_hwprof.logdir.writer import write_run
+    started = time.perf_counter()
+    profile = grow(tb_hwprof.read(report), launches)
+    run_dir = write_run(profile, tb_hwprof.analyse(profile), logdir, name, overwrite=True)
+    print(f"wrote {name}: {launches:,} launches in {time.perf_counter() - started:.1f} s")
+    return run_dir
+
+
+def cli_compare(base: Path, run: Path) -> float:
+    from tb_hwprof.cli import main
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        code = main(["compare", str(base), str(run)])
+    elapsed = time.perf_counter() - started
+    if code != 0:
+        raise SystemExit(f"tb-hwprof compare exited {code}:\n{out.getvalue()[-2000:]}")
+    return elapsed
+
+
+def plugin_compare(logdir: Path) -> float:
+    from tb_hwprof.plugin import store, views
+    runs = store.RunStore(str(logdir))  # fresh: nothing of either run cached
+    started = time.perf_counter()
+    base, run = (runs.entry(r, runs.run_dir(r)) for r in ("base", "run"))
+    views.compare_runs(base, run)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--launches", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        logdir = Path(tmp) / "logs"
+        logdir.mkdir()
+        base = build_run(BASE, logdir, "base", args.launches)
+        run = build_run(RUN, logdir, "run", args.launches)
+        cli_compare(base, run)  # warm imports and the page cache
+        cli = [cli_compare(base, run) for _ in range(args.repeat)]
+        plugin = [plugin_compare(logdir) for _ in range(args.repeat)]
+    print(f"tb-hwprof compare, two exported {args.launches:,}-launch runs: median {statistics.median(cli):.2f} s "
+          f"over {args.repeat} (target <= 2 s)")
+    print(f"plugin /compare (views.compare_runs, fresh entries):       median {statistics.median(plugin):.2f} s "
+          f"over {args.repeat} (target ~1 s)")
+
+
+if __name__ == "__main__":
+    main()
