@@ -234,11 +234,12 @@ def aggregate_by_key(kernels: pd.DataFrame) -> Dict[str, dict]:
 
 
 # -- pairing ---------------------------------------------------------------------------------
-def _config_text(row) -> Optional[str]:
-    """One launch configuration as text; None where the table lacks any of its parts."""
+def _config_text(kernels: pd.DataFrame, row: int) -> Optional[str]:
+    """One launch's configuration as text; None where the table lacks any of its parts."""
     parts = []
     for column in LAUNCH_CONFIG:
-        value = row[column]
+        value = kernels[column].to_numpy()[row]
+        value = value.item() if hasattr(value, "item") else value
         if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
             return None
         parts.append(f"{column}={value:g}" if isinstance(value, float) else f"{column}={value}")
@@ -270,7 +271,7 @@ def launch_configs(kset: KernelSet, keys: Sequence[str]) -> Dict[str, Optional[s
     per_key = np.bincount(distinct, minlength=len(kset.keys))
     for key in keys:
         if per_key[kset.index[key]] == 1:
-            out[key] = _config_text(kset.kernels.iloc[int(kset.first[kset.index[key]])])
+            out[key] = _config_text(kset.kernels, int(kset.first[kset.index[key]]))
     return out
 
 
