@@ -50,11 +50,24 @@ def profiles(samples_dir):
     return out
 
 
+USER_FILE = "worker0.1700000000000.pt.trace.json"  # a PyTorch run folder's trace, beside our run
+
+
+def write_template(profiles, logdir: Path, mode: str) -> None:
+    """Run 'r' from OLD_SAMPLE ('overwrite'), the same beside a user's trace ('beside'), nothing ('new')."""
+    logdir.mkdir(parents=True)
+    if mode == "beside":
+        (logdir / "r").mkdir()
+        (logdir / "r" / USER_FILE).write_text('{"traceEvents": []}')
+    if mode != "new":
+        writer.write_run(*profiles[OLD_SAMPLE], logdir, "r", beside=mode == "beside")
+
+
 @pytest.fixture(scope="module")
 def template(profiles, tmp_path_factory) -> Path:
     """A logdir holding run 'r' from OLD_SAMPLE (copied for each test that replaces it)."""
     logdir = tmp_path_factory.mktemp("template") / "logs"
-    writer.write_run(*profiles[OLD_SAMPLE], logdir, "r")
+    write_template(profiles, logdir, "overwrite")
     return logdir
 
 
@@ -64,10 +77,10 @@ def fresh_logdir(template: Path, tmp_path: Path) -> Path:
     return logdir
 
 
-def overwrite_killed_at(step: int, profiles, logdir: Path) -> int:
-    """In a forked child, replace run 'r' by NEW_SAMPLE's and die (os._exit: nothing cleans up, as
-    after kill -9) just before its step-th rename or tree removal; the child's exit status: the
-    number of such steps it made when it was not killed, 255 when it was."""
+def overwrite_killed_at(step: int, profiles, logdir: Path, beside: bool = False) -> int:
+    """In a forked child, write run 'r' from NEW_SAMPLE (over the one there) and die (os._exit: nothing
+    cleans up, as after kill -9) just before its step-th rename or tree removal; the child's exit
+    status: the number of such steps it made when it was not killed, 255 when it was."""
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
         count = [0]
@@ -81,32 +94,43 @@ def overwrite_killed_at(step: int, profiles, logdir: Path) -> int:
             return step_then
         try:
             os.rename, os.replace, shutil.rmtree = map(dies_before, (os.rename, os.replace, shutil.rmtree))
-            writer.write_run(*profiles[NEW_SAMPLE], logdir, "r", overwrite=True)
+            writer.write_run(*profiles[NEW_SAMPLE], logdir, "r", overwrite=True, beside=beside)
         finally:
             os._exit(min(count[0], 254))
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
-def test_a_kill_at_any_step_of_an_overwrite_leaves_one_whole_run(profiles, template, tmp_path, samples_dir):
-    steps = overwrite_killed_at(10 ** 6, profiles, fresh_logdir(template, tmp_path / "count"))
-    assert 6 <= steps < 254  # manifest, events, hide, aside, in, show, removals: each a kill point
+@pytest.mark.parametrize("mode", ["overwrite", "beside", "new"])
+def test_a_kill_at_any_step_leaves_one_whole_run(profiles, tmp_path, samples_dir, mode):
+    """Killed before each of its renames and removals, an export leaves the run it replaces (or none,
+    for a new run) or its own, complete, and never a folder TensorBoard lists besides."""
+    template = tmp_path / "template"
+    write_template(profiles, template, mode)
+    steps = overwrite_killed_at(10 ** 6, profiles, fresh_logdir(template, tmp_path / "count"), mode == "beside")
+    assert 3 <= steps < 254  # manifest, events, (hide, aside,) in, show, removals: each a kill point
+    old, new = (str((samples_dir / name).resolve()) for name in (OLD_SAMPLE, NEW_SAMPLE))
     outcomes = []
     for step in range(1, steps + 1):
         logdir = fresh_logdir(template, tmp_path / str(step))
         run = logdir / "r"
-        assert overwrite_killed_at(step, profiles, logdir) == 255
+        assert overwrite_killed_at(step, profiles, logdir, mode == "beside") == 255
         assert listed_runs(logdir) <= {run}, step  # never a listed leftover, even before any repair
         writer.recover_interrupted(run)  # what load_run and the plugin call
-        assert listed_runs(logdir) == {run}, step
-        outcomes.append(source_of(run))
-        events = [p.name for p in run.iterdir() if "tfevents" in p.name]
-        assert len(events) == 1 and not writer.pending_events(run), (step, events)
+        if mode == "new" and not run.exists():
+            outcomes.append(None)
+            assert listed_runs(logdir) == set(), step
+        else:
+            assert listed_runs(logdir) == {run}, step
+            outcomes.append(source_of(run))
+            events = [p.name for p in run.iterdir() if "tfevents" in p.name]
+            assert len(events) == 1 and not writer.pending_events(run), (step, events)
+        if mode == "beside":
+            assert (run / USER_FILE).read_text() == '{"traceEvents": []}'
         writer.write_run(*profiles[OLD_SAMPLE], logdir, "other")  # any next export cleans the dead one's
         assert not (logdir / metadata.WORK_AREA).exists(), (step, sorted((logdir / metadata.WORK_AREA).rglob("*")))
-        assert listed_runs(logdir) == {run, logdir / "other"}
-    old, new = (str((samples_dir / name).resolve()) for name in (OLD_SAMPLE, NEW_SAMPLE))
-    assert set(outcomes) == {old, new}  # early kills keep the old run, late ones the new
-    assert outcomes == sorted(outcomes, key=[old, new].index)  # never back to old once the new is in
+    before = None if mode == "new" else old
+    assert set(outcomes) == {before, new}  # early kills keep the run as it was, late ones the new
+    assert outcomes == sorted(outcomes, key=[before, new].index)  # never back once the new is in
 
 
 def test_kill_9_of_a_running_export_leaves_the_old_run(template, tmp_path, samples_dir):
@@ -186,7 +210,7 @@ def test_a_reader_repairs_only_when_no_export_holds_the_run(profiles, template, 
     logdir = fresh_logdir(template, tmp_path)
     run = logdir / "r"
     step = next(s for s in range(1, 40) if overwrite_killed_at(s, profiles, fresh_logdir(template, tmp_path / str(s)))
-                == 255 and not (tmp_path / str(s) / "logs" / "r" / "plugins" / "tb_hwprof").exists())
+                == 255 and not writer.asset_dir(tmp_path / str(s) / "logs" / "r").exists())
     assert overwrite_killed_at(step, profiles, logdir) == 255
     assert not writer.asset_dir(run).exists() and listed_runs(logdir) == set()
     lock = writer.lock_run(run, "r")
