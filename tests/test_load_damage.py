@@ -117,6 +117,10 @@ MANIFEST_DAMAGE = {
     "summary a list": lambda m: m.update(summary=[1, 2]),
     "roofline a list": lambda m: m.update(roofline=[1]),
     "inflated_bytes as text": lambda m: m.update(inflated_bytes={metadata.KERNELS: "big"}),
+    "a roof as text": lambda m: m.update(roofline={"0": {"roofs": {"bytes_per_s_dram": "fast"}}}),
+    "a headline figure a list": lambda m: m["summary"].update(kernel_launches=[9]),
+    "timeline counts as text": lambda m: m.update(timeline={**(m.get("timeline") or {}), "kept": {"kernel": "many"}}),
+    "a finding's figures a number": lambda m: m.update(advice=[{"id": "x.y", "severity": "low", "figures": 1.5}]),
 }
 
 

@@ -67,13 +67,38 @@ def _check_entries(path: Path, manifest: dict) -> None:
             raise damaged(path, f"manifest inflated_bytes[{name!r}] is {value!r}, not a size")
     if not all(isinstance(note, str) for note in manifest.get("notes") or []):
         raise damaged(path, "manifest notes are not all text")
-    if not all(isinstance(finding, dict) for finding in manifest.get("advice") or []):
-        raise damaged(path, "manifest advice is not a list of objects")
-    if not all(isinstance(roofs, dict) for roofs in (manifest.get("roofline") or {}).values()):
+    if not all(isinstance(finding, dict) and all(isinstance(finding.get(k, {}), (dict, type(None)))
+                                                 for k in ("figures", "values"))
+               for finding in manifest.get("advice") or []):
+        raise damaged(path, "manifest advice is not a list of findings")
+    if not all(isinstance(roofs, dict) and _is_map_of(roofs.get("roofs", {}), is_number)
+               and _is_map_of(roofs.get("ridge_points", {}), lambda per_level: _is_map_of(per_level, is_number))
+               for roofs in (manifest.get("roofline") or {}).values()):  # ridge_points: precision -> level -> value
         raise damaged(path, "manifest roofline is not a map of device -> roofs")
-    kept = (manifest.get("timeline") or {}).get("kept_events")
+    if not _is_map_of(manifest.get("summary") or {}, is_number):
+        raise damaged(path, "manifest summary is not a map of figures")
+    _check_timeline(path, manifest.get("timeline") or {})
+
+
+def _check_timeline(path: Path, timeline: dict) -> None:
+    """The manifest's timeline entry: counts per category, the capture's span, the window."""
+    kept = timeline.get("kept_events")
     if kept is not None and not is_count(kept):
         raise damaged(path, f"manifest timeline.kept_events {kept!r} is not a count")
+    span = timeline.get("capture_ns")
+    if not all(_is_map_of(timeline.get(k, {}), is_count) for k in ("kept", "dropped")) \
+            or not isinstance(timeline.get("window"), (dict, type(None))) \
+            or not (span is None or (isinstance(span, list) and len(span) == 2 and all(map(is_number, span)))):
+        raise damaged(path, "manifest timeline is not counts, a capture span and a window")
+
+
+def is_number(value: Any) -> bool:
+    """A JSON number or null (a missing figure)."""
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _is_map_of(value: Any, test) -> bool:
+    return isinstance(value, dict) and all(test(v) for v in value.values())
 
 
 def _fields(cls) -> tuple:
