@@ -348,3 +348,17 @@ def test_cli_missing_input_is_one_line(tmp_path, capsys, logdir):
     assert main(["compare", str(tmp_path / "nope"), str(logdir / "v1")]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "nope" in err and "exported run folder" in err
+
+
+def test_cli_prints_nvtx_phases_both_runs_have(capsys, samples_dir):
+    """Both sides one NVTX-annotated capture: every range name paired, each at speed-up 1.00x."""
+    path = sample(samples_dir, DLPROF)
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    [(ranges,)] = db.execute("SELECT count(DISTINCT coalesce(n.text, s.value)) FROM NVTX_EVENTS n "
+                             "LEFT JOIN StringIds s ON s.id = n.textId WHERE n.[end] IS NOT NULL").fetchall()
+    db.close()
+    assert main(["compare", str(path), str(path), "--limit", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"NVTX phases matched by name ({ranges})" in out
+    section = out.split("NVTX phases matched by name")[1].split("\n\n")[0].splitlines()[2:]
+    assert len(section) == ranges and all("1.00x" in line for line in section)
