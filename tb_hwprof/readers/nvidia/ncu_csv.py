@@ -396,6 +396,16 @@ def _is_launch_id(text: str) -> bool:
     return text.strip().isdigit()
 
 
+def skip_row(path: Path, line: int, record: List[str], header: List[str], least: int) -> bool:
+    """Whether a record without a launch ID can be skipped: application output or the header printed
+    again.  A record as wide as a table row whose ID cell is not a number is a damaged row: skipping
+    it would drop its metric silently."""
+    if record == header or not least <= len(record) <= len(header):
+        return True
+    raise InputError(path, f"line {line}: a table row whose ID cell is {shown(record[0])}, not a launch number: "
+                     "the file is damaged", DAMAGED_FIX)
+
+
 Records = Iterable[Tuple[int, List[str]]]  # (line number, cells)
 
 
@@ -468,7 +478,7 @@ def long_launches(path: Path, header: List[str], records: Records) -> Tuple[List
     launches, rows = LaunchRows(path, cols), MetricRows(path)
     for line, record in records:
         launch_id = cols.get(record, "ID")
-        if not _is_launch_id(launch_id):
+        if not _is_launch_id(launch_id) and skip_row(path, line, record, header, least):
             continue  # application output or a repeated header between rows
         csvtext.require_width(path, line, record, len(header), DAMAGED_FIX, least)
         launch = launches.launch(line, record)
@@ -494,7 +504,7 @@ def raw_launches(path: Path, header: List[str], records: Records) -> Tuple[List[
             csvtext.require_width(path, line, record, len(header), DAMAGED_FIX, least=0)
             units = {i: record[i] for i, _ in metric_cols if i < len(record)}
             continue
-        if not _is_launch_id(launch_id):
+        if not _is_launch_id(launch_id) and skip_row(path, line, record, header, len(header)):
             continue
         csvtext.require_width(path, line, record, len(header), DAMAGED_FIX)
         launch = Launch(cols.launch_columns(record))
