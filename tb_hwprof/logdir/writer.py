@@ -107,16 +107,18 @@ def owner_tag() -> str:
 
 
 def owner_gone(entry_name: str) -> bool:
-    """Whether the export that named an area entry '<key>@<pid>@<host>[@...]' is dead: only known on
-    its own host (a logdir on NFS is shared by hosts whose pids we cannot see)."""
+    """Whether the export that named an area entry '<key>@<pid>@<host>[@...]' is dead."""
     parts = entry_name.split("@")
-    if len(parts) < 3 or not parts[1].isdigit() or unquote(parts[2]) != socket.gethostname():
-        return False
-    pid = int(parts[1])
-    if pid == os.getpid():
+    return len(parts) >= 3 and process_gone(parts[1], unquote(parts[2]))
+
+
+def process_gone(pid: str, host: str) -> bool:
+    """Whether process `pid` of `host` is dead: only known on its own host (a logdir on NFS is shared
+    by hosts whose pids we cannot see)."""
+    if not pid.isdigit() or host != socket.gethostname() or int(pid) == os.getpid():
         return False
     try:
-        os.kill(pid, 0)
+        os.kill(int(pid), 0)
     except ProcessLookupError:
         return True
     except PermissionError:  # alive, another user's
@@ -196,11 +198,16 @@ class RunLock:
 
     def holder(self) -> str:
         """'pid N on host H' from the lock file, as well as it can be read."""
+        pid, host = self.owner()
+        return f"pid {pid} on {host}" if pid else "another process"
+
+    def owner(self) -> tuple:
+        """(pid, host) the lock file names; ('', '') when it names none."""
         try:
             pid, host = self.path.read_text().split()[:2]
-            return f"pid {pid} on {host}"
+            return pid, host
         except (OSError, ValueError):  # just created, not yet written, or just removed
-            return "another process"
+            return "", ""
 
     def release(self) -> None:
         if self.fd is None:
@@ -281,7 +288,7 @@ def clean_area(area: Path) -> None:
     files nobody holds removed."""
     for path in list_dir(area / "locks"):
         lock = RunLock(path)
-        if lock.take():
+        if process_gone(*lock.owner()) and lock.take():  # only a dead one's: a live export keeps its file
             lock.release()
     for staging in list_dir(area / "staging"):
         if owner_gone(staging.name):
@@ -322,8 +329,6 @@ def legacy_leftovers(run_dir: Path, tag: str, suffix: "re.Pattern") -> list:
     return sorted(p for p in run_dir.parent.iterdir()
                   if p.name.startswith(prefix) and suffix.fullmatch(p.name[len(prefix):]) and p.is_dir())
 
-
-leftovers = legacy_leftovers  # the name earlier callers used
 
 
 # ---------------------------------------------------------------- event files: hidden and shown
