@@ -2,9 +2,9 @@
 
 TensorBoard lists every folder under the logdir holding a file whose name contains "tfevents"
 (io_wrapper.IsTensorFlowEventsFile, hidden folders included), so no such file ever exists outside a
-run: a run is built in a hidden area beside it, <parent>/.tb-hwprof/ (no event file is ever named
-there: it is written as "events.out.tfpending.*" inside the asset folder and gets its tfevents name
-only in the run folder, as the last step).  A new run is one folder rename into place; replacing a
+run: a run is built in a hidden area beside it, <parent>/.tb-hwprof/, with its event file named
+"events.out.tfpending.*" inside the asset folder; the file takes its tfevents name only in the run
+folder, as the last step.  A new run is one folder rename into place; replacing a
 run moves our files only (the asset folder, our event files: other files and nested runs stay):
   1. our event files are renamed into the old asset folder under pending names (TensorBoard stops
      listing the old run),  2. the old asset folder goes to .tb-hwprof/old/,  3. the new one comes
