@@ -316,6 +316,14 @@ def test_compare_speedup(session, reports, ncu_report_module):
     assert frame.locator("[data-role=speedup]").inner_text().strip() == f"{base / run_v2:.2f}×"
     session.shot("compare-matched")
 
+    # Two programs on two GPUs (T4, GTX 1660 SUPER): said right above the totals, speed-up not coloured.
+    frame = session.go("#view=compare&base=armleth_v1&run=lakshya")
+    frame.locator("[data-role=warnings] + [data-role=totals]").wait_for()
+    assert "different GPUs" in frame.locator("[data-role=warnings]").inner_text()
+    classes = frame.locator(".stat.speedup").get_attribute("class")
+    assert "not-comparable" in classes and "faster" not in classes and "slower" not in classes
+    session.shot("compare-warnings")
+
 
 def test_xss_kernel_name_is_text(session):
     session.open()
