@@ -81,3 +81,18 @@ def test_a_non_finite_json_timestamp_is_refused():
 
 def test_json_nested_a_thousand_deep_is_refused_not_a_recursion_error():
     refused(repro("fuzz/19_crash_RecursionError/results.json"), "nested too deeply")
+
+
+# ---------------------------------------------------------------- rocprof v1 results.db, rocpd
+
+def test_a_v1_table_without_a_column_it_needs_is_named():
+    refused(repro("fuzz/21_crash_KeyError/results.db"), "table HIP has no column 'BeginNs'")
+
+
+def test_a_rocpd_agent_whose_extdata_is_not_json_text_is_refused():
+    refused(repro("fuzz/22_crash_TypeError/v3_rocpd_mi300x_ck_bmm_results.db"),
+            "rocpd_info_agent column 'extdata'", "(id 6)", "where rocprof writes text")
+
+
+def test_binary_data_in_a_text_cell_is_refused_not_a_unicode_error():
+    refused(repro("fuzz/33_crash_UnicodeDecodeError/results.db"), "OPS column '__lane', row 1: binary data")

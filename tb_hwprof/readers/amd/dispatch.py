@@ -108,14 +108,20 @@ def numeric_column(table: pd.DataFrame, field: str) -> pd.Series:
 def checked_numbers(table: pd.DataFrame, name: str, at_least: float = -INT64_LIMIT) -> pd.Series:
     """`numeric` of a column the model relies on, refusing cells that are text but not a number, or a
     number outside int64 (or below `at_least`): blank cells stay NaN (a field the row lacks)."""
-    values = numeric(table[name])
-    bad = ~((values >= at_least) & (values.abs() < INT64_LIMIT)) & (values.notna() | _filled(table[name]))
+    cells = table[name]
+    return fitting_numbers(source_of(table), name, cells, numeric(cells), _filled(cells), at_least)
+
+
+def fitting_numbers(source: str, name: str, cells: pd.Series, values: pd.Series, filled: pd.Series,
+                    at_least: float = -INT64_LIMIT, table: str = "") -> pd.Series:
+    """`values` (the numbers of `cells`), once every `filled` cell is a number from at_least to 2^63."""
+    bad = ~((values >= at_least) & (values.abs() < INT64_LIMIT)) & (values.notna() | filled)
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         bounds = f"{at_least:.0f} to 2^63" if at_least > -INT64_LIMIT else "beyond +-2^63"
         what = "not a number" if pd.isna(values.iloc[row]) else f"out of range ({bounds})"
-        raise InputError(source_of(table), f"column {name!r}, data row {row + 1}: "
-                         f"{shown(str(table[name].iloc[row]))} is {what}", DAMAGED_FIX)
+        raise InputError(source, f"{table + ' ' if table else ''}column {name!r}, data row {row + 1}: "
+                         f"{shown(str(cells.iloc[row]))} is {what}", DAMAGED_FIX)
     return values
 
 

@@ -20,7 +20,8 @@ import pandas as pd
 from ...errors import InputError
 from ...model import Device, Profile, normalise_kernels
 from . import devices as amd_devices
-from .dispatch import devices_for, kernel_stats, provenance, stats_of, timing_notes, with_units
+from .dispatch import (DAMAGED_FIX, INT64_LIMIT, devices_for, fitting_numbers, kernel_stats, one_line,
+                       provenance, refuse_repeated_dispatches, shown, stats_of, timing_notes, with_units)
 from ..common import SQLITE_MAGIC
 from ..common.sqlite_columns import open_read_only
 
@@ -64,31 +65,99 @@ def query(conn, sql: str) -> pd.DataFrame:
     return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
 
 
+# ---------------------------------------------------------------- values checked as they leave SQLite
+
+# Object columns whose cells are all text and/or numbers (pandas' infer_dtype, in C): nothing to look at.
+TEXT_OR_NUMBERS = {"string", "integer", "floating", "mixed-integer-float", "mixed-integer", "decimal", "empty"}
+
+
+def refuse_binary_cells(path: Path, frame: pd.DataFrame, what: str) -> None:
+    """A blob where rocprof writes text or numbers (e.g. invalid UTF-8 stored as bytes) is damage."""
+    for name in frame.columns:
+        cells = frame[name]
+        if cells.dtype != object or pd.api.types.infer_dtype(cells, skipna=True) in TEXT_OR_NUMBERS:
+            continue
+        binary = cells.map(lambda v: isinstance(v, (bytes, bytearray, memoryview)))  # rare: mixed columns only
+        if binary.any():
+            row = int(np.flatnonzero(binary.to_numpy())[0])
+            raise InputError(path, f"{what} column {name!r}, row {row + 1}{_id(frame, row)}: binary data "
+                             f"{bytes(cells.iloc[row])[:20]!r} where rocprof writes text or a number", DAMAGED_FIX)
+
+
+def _id(frame: pd.DataFrame, row: int) -> str:
+    return f" (id {frame['id'].iloc[row]})" if "id" in frame.columns else ""
+
+
+def refuse_non_text(path: Path, frame: pd.DataFrame, what: str, columns) -> None:
+    """Name columns hold text (or NULL): a number or a blob there is damage."""
+    for name in columns:
+        cells = frame[name]
+        if cells.dtype == object and pd.api.types.infer_dtype(cells, skipna=True) in ("string", "empty"):
+            continue
+        wrong = ~cells.map(lambda v: v is None or isinstance(v, str))
+        if wrong.any():
+            row = int(np.flatnonzero(wrong.to_numpy())[0])
+            raise InputError(path, f"{what} column {name!r}, row {row + 1}{_id(frame, row)}: {shown(repr(cells.iloc[row]))} "
+                             "where rocprof writes text", DAMAGED_FIX)
+
+
+def sql_numbers(path: Path, frame: pd.DataFrame, what: str, columns, at_least: float = -INT64_LIMIT) -> None:
+    """Columns rocprof writes as integers, made float64 in place, once each non-NULL cell is a number
+    within int64 (and >= at_least): text, blobs, inf or 1e300 in them are damage."""
+    for name in columns:
+        cells = frame[name]
+        frame[name] = fitting_numbers(str(path), name, cells, pd.to_numeric(cells, errors="coerce"),
+                                      cells.notna(), at_least, table=what)
+
+
 # ---------------------------------------------------------------- rocprof v1 results.db
 
-def _v1_activity(conn, table: str) -> pd.DataFrame:
-    return query(conn, f'SELECT * FROM "{table}"')
+V1_ACTIVITY_COLUMNS = ("Name", "BeginNs", "EndNs")  # what every v1 activity table (OPS, COPY, HIP, HSA) has
+
+
+def _v1_activity(path: Path, conn, table: str) -> pd.DataFrame:
+    """One v1 table, its schema and cell types checked: the three columns the reader relies on, no blobs."""
+    frame = query(conn, f'SELECT * FROM "{table}"')
+    missing = [c for c in V1_ACTIVITY_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(path, f"table {table} has no column {', '.join(map(repr, missing))} "
+                         f"(rocprof v1 writes {', '.join(V1_ACTIVITY_COLUMNS)})", DAMAGED_FIX)
+    refuse_binary_cells(path, frame, table)
+    refuse_non_text(path, frame, table, ["Name"])
+    return frame
+
+
+def _v1_calls(path: Path, frame: pd.DataFrame, table: str) -> pd.DataFrame:
+    sql_numbers(path, frame, table, ["BeginNs", "EndNs"])
+    return with_units(pd.DataFrame({
+        "name": frame["Name"], "start_ns": frame["BeginNs"], "end_ns": frame["EndNs"],
+        "duration_ns": (frame["EndNs"] - frame["BeginNs"]).astype("float64"),
+        **({"args": frame["args"]} if "args" in frame.columns else {})}))
+
+
+def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table as the CSV readers see one: text cells, NULL as an empty cell (not the text 'None')."""
+    return frame.astype(object).where(frame.notna(), "").astype(str)
 
 
 def read_v1_db(path: Path) -> Profile:
     conn = connect(path)
     try:
         names = schema_names(conn)
-        ops = _v1_activity(conn, "OPS")
+        ops = _v1_activity(path, conn, "OPS")
         summaries = {}
         for table, key in (("COPY", "memory_copies"), ("HIP", "hip_api_trace"), ("HSA", "hsa_api_trace")):
             if table in names:
-                df = _v1_activity(conn, table)
+                df = _v1_activity(path, conn, table)
                 if len(df):
-                    summaries[key] = with_units(pd.DataFrame({
-                        "name": df["Name"], "start_ns": df["BeginNs"], "end_ns": df["EndNs"],
-                        "duration_ns": (df["EndNs"] - df["BeginNs"]).astype("float64"),
-                        **({"args": df["args"]} if "args" in df.columns else {})}))
+                    summaries[key] = _v1_calls(path, df, table)
     except sqlite3.DatabaseError as e:
-        raise InputError(path, f"damaged rocprof results.db ({e})", FIX) from None
+        raise InputError(path, f"damaged rocprof results.db ({one_line(e)})", FIX) from None
     finally:
         conn.close()
-    table = ops.rename(columns={"Name": "KernelName"}).astype(str)
+    table = _as_text(ops.rename(columns={"Name": "KernelName"}))
+    table.attrs["source"] = str(path)  # dispatch_kernels' refusals name the file
+    refuse_repeated_dispatches(table)
     from .dispatch import dispatch_kernels, raw_rows
     kernels, notes = dispatch_kernels(table) if len(table) else (normalise_kernels([]), [])
     summaries.update(kernel_stats(kernels))
@@ -113,20 +182,37 @@ ORDER BY K.start, K.id
 """
 
 
-def rocpd_kernels(conn) -> pd.DataFrame:
+KERNEL_NUMBERS = ("id", "device", "queue_id", "stream_id", "dispatch_id", "start", "end", "lds_size",
+                  "scratch_size", "vgpr_count", "accum_vgpr_count", "sgpr_count", "corr_id")
+
+
+def checked_kernels(path: Path, conn) -> pd.DataFrame:
+    """The kernels view's rows, once names are text and numbers fit the model (grid >= 0, workgroup >= 1)."""
     k = query(conn, KERNEL_SQL)
-    wg = [k[f"workgroup_{d}"].astype("float64") for d in "xyz"]
+    refuse_non_text(path, k, "kernels", ["name", "symbol"])
+    sql_numbers(path, k, "kernels", KERNEL_NUMBERS)
+    sql_numbers(path, k, "kernels", [f"grid_{d}" for d in "xyz"], at_least=0)
+    sql_numbers(path, k, "kernels", [f"workgroup_{d}" for d in "xyz"], at_least=1)
+    return k
+
+
+def _triples(x: pd.Series, y: pd.Series, z: pd.Series) -> list:
+    """'(x, y, z)' per row; '' where a dimension is NULL."""
+    return [f"({int(a)}, {int(b)}, {int(c)})" if not np.isnan([a, b, c]).any() else "" for a, b, c in zip(x, y, z)]
+
+
+def rocpd_kernels(path: Path, conn) -> pd.DataFrame:
+    k = checked_kernels(path, conn)
+    wg = [k[f"workgroup_{d}"] for d in "xyz"]
     blocks = [np.ceil(k[f"grid_{d}"] / w) for d, w in zip("xyz", wg)]  # rocpd grid sizes count work-items
     symbol = k["symbol"].fillna("").astype(str)
     frame = pd.DataFrame({
-        "name": [amd_devices.display_name(n) for n in k["name"].astype(str)],
-        "demangled_name": [amd_devices.strip_suffix(n) for n in k["name"].astype(str)],
+        "name": [amd_devices.display_name(n) for n in k["name"].fillna("").astype(str)],
+        "demangled_name": [amd_devices.strip_suffix(n) for n in k["name"].fillna("").astype(str)],
         "mangled_name": [amd_devices.strip_suffix(s) if s.startswith("_Z") else "" for s in symbol],
         "device": k["device"], "stream": k["queue_id"],
-        "start_ns": k["start"].astype("float64"), "end_ns": k["end"].astype("float64"),
-        "duration_ns": (k["end"] - k["start"]).astype("float64"),
-        "grid": [f"({int(a)}, {int(b)}, {int(c)})" for a, b, c in zip(*blocks)],
-        "block": [f"({int(a)}, {int(b)}, {int(c)})" for a, b, c in zip(*wg)],
+        "start_ns": k["start"], "end_ns": k["end"], "duration_ns": k["end"] - k["start"],
+        "grid": _triples(*blocks), "block": _triples(*wg),
         "grid_size": blocks[0] * blocks[1] * blocks[2], "block_size": wg[0] * wg[1] * wg[2],
         # Per-lane vector registers: arch VGPRs + AGPRs (SGPRs are per wavefront, so not counted).
         "registers_per_thread": k["vgpr_count"] + k["accum_vgpr_count"].fillna(0),
@@ -137,42 +223,77 @@ def rocpd_kernels(conn) -> pd.DataFrame:
     return normalise_kernels(frame)
 
 
-def rocpd_devices(conn, kernels: pd.DataFrame) -> List[Device]:
+AGENT_SQL = "SELECT id, type_index, product_name, name, extdata FROM rocpd_info_agent WHERE type = 'GPU'"
+
+
+def rocpd_devices(path: Path, conn, kernels: pd.DataFrame) -> List[Device]:
     """GPU agents (type_index = HIP device ordinal) with CU count and clock from the agent's extdata."""
+    agents = query(conn, AGENT_SQL)
+    refuse_non_text(path, agents, "rocpd_info_agent", ["product_name", "name", "extdata"])
+    sql_numbers(path, agents, "rocpd_info_agent", ["type_index"], at_least=0)
     known: Dict[int, Device] = {}
-    for _id, index, product, arch, ext in conn.execute(
-            "SELECT id, type_index, product_name, name, extdata FROM rocpd_info_agent WHERE type = 'GPU'"):
-        try:
-            info = json.loads(ext or "{}")
-        except ValueError:
-            info = {}
-        cus = info.get("cu_count")
+    for row, (index, product, arch, ext) in enumerate(agents[["type_index", "product_name", "name", "extdata"]]
+                                                      .itertuples(index=False)):
+        if pd.isna(index):
+            continue  # an agent without a HIP ordinal: no dispatch can name it
+        info = agent_extdata(path, row, ext)
+        cus, clock = info.get("cu_count"), info.get("max_engine_clk_fcompute")
         known[int(index)] = Device(id=int(index), name=product or "", vendor="AMD", architecture=arch or "",
-                                   sm_count=cus, clock_mhz=info.get("max_engine_clk_fcompute"),
-                                   peaks=amd_devices.datasheet_peaks(product or "", cus))
+                                   sm_count=cus, clock_mhz=clock, peaks=amd_devices.datasheet_peaks(product or "", cus))
     return devices_for(kernels, known)
 
 
-def rocpd_summaries(conn, names: Set[str]) -> Dict[str, pd.DataFrame]:
+def agent_extdata(path: Path, row: int, ext: Optional[str]) -> dict:
+    """An agent's extdata: a JSON object whose cu_count / max_engine_clk_fcompute are numbers if present."""
+    try:
+        info = json.loads(ext or "{}")
+    except (ValueError, RecursionError):
+        info = None
+    if not isinstance(info, dict):
+        raise InputError(path, f"rocpd_info_agent row {row + 1}: extdata {shown(str(ext))} is not a JSON object",
+                         DAMAGED_FIX)
+    for key in ("cu_count", "max_engine_clk_fcompute"):
+        value = info.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 <= value < INT64_LIMIT):
+            raise InputError(path, f"rocpd_info_agent row {row + 1}: extdata {key} is {shown(str(value))}, "
+                             "not a count", DAMAGED_FIX)
+    return info
+
+
+def checked_query(path: Path, conn, sql: str, what: str, texts=(), numbers=()) -> pd.DataFrame:
+    frame = query(conn, sql)
+    refuse_non_text(path, frame, what, texts)
+    sql_numbers(path, frame, what, numbers)
+    return frame
+
+
+def rocpd_summaries(path: Path, conn, names: Set[str]) -> Dict[str, pd.DataFrame]:
     out = {}
-    copies = query(conn, "SELECT name, start, \"end\", size, src_device, dst_device FROM memory_copies")
+    copies = checked_query(path, conn, "SELECT name, start, \"end\", size, src_device, dst_device FROM memory_copies",
+                           "memory_copies", ["name"], ["start", "end", "size", "src_device", "dst_device"])
     if len(copies):
         out["memory_copies"] = with_units(copies.rename(columns={"start": "start_ns", "end": "end_ns",
                                                                  "size": "size_bytes"}).assign(
             duration_ns=lambda d: (d["end_ns"] - d["start_ns"]).astype("float64")))
-    regions = query(conn, "SELECT category, name, start, \"end\" FROM regions")
+    regions = checked_query(path, conn, "SELECT category, name, start, \"end\" FROM regions", "regions",
+                            ["category", "name"], ["start", "end"])
     if len(regions):
         regions = regions.rename(columns={"start": "start_ns", "end": "end_ns"})
         regions["duration_ns"] = (regions["end_ns"] - regions["start_ns"]).astype("float64")
         out["api_trace"] = with_units(regions)
         out["api_stats"] = stats_of(regions["name"], regions["duration_ns"])
-    counters = query(conn, "SELECT dispatch_id, kernel_name, counter_name, value FROM counters_collection") \
+    counters = checked_query(path, conn, "SELECT dispatch_id, kernel_name, counter_name, value FROM counters_collection",
+                             "counters_collection", ["kernel_name", "counter_name"], ["dispatch_id"]) \
         if "counters_collection" in names else pd.DataFrame()
+    if len(counters):  # a counter's value may be any number, inf included; text or a blob is damage
+        refuse_binary_cells(path, counters, "counters_collection")
     if len(counters):
         out["counters"] = with_units(counters.rename(columns={"dispatch_id": "dispatch", "kernel_name": "kernel",
                                                               "counter_name": "counter"}))
     if "top" in names:
-        out["rocpd_top"] = with_units(query(conn, "SELECT * FROM top"))  # the tool's own view (durations in us)
+        out["rocpd_top"] = with_units(query(conn, "SELECT * FROM top"))
+        refuse_binary_cells(path, out["rocpd_top"], "top")  # the tool's own view (durations in us)
         out["rocpd_top"].attrs["units"].update({"total_duration": "us", "average": "us", "percentage": "%"})
     return out
 
@@ -182,7 +303,7 @@ def rocpd_notes(conn, kernels: pd.DataFrame) -> List[str]:
     notes = [f"rocprofv3 rocpd database, schema_version {meta.get('schema_version', '?')}: "
              f"{len(kernels)} kernel dispatch(es)"]
     for (env,) in conn.execute("SELECT environment FROM rocpd_info_process LIMIT 1"):
-        m = re.search(r"rocm-(\d+\.\d+(?:\.\d+)?)", env or "")
+        m = re.search(r"rocm-(\d+\.\d+(?:\.\d+)?)", env) if isinstance(env, str) else None
         if m:
             notes.append(f"ROCm {m.group(1)} (from the profiled process's library path)")
     counters = conn.execute("SELECT count(*) FROM rocpd_info_pmc").fetchone()[0]
@@ -196,13 +317,13 @@ def read_rocpd(path: Path) -> Profile:
     conn = connect(path)
     try:
         names = schema_names(conn)
-        kernels = rocpd_kernels(conn)
-        devices = rocpd_devices(conn, kernels)
-        summaries = rocpd_summaries(conn, names)
+        kernels = rocpd_kernels(path, conn)
+        devices = rocpd_devices(path, conn, kernels)
+        summaries = rocpd_summaries(path, conn, names)
         notes = rocpd_notes(conn, kernels) + timing_notes(kernels, pd.Series(np.nan, index=kernels.index),
                                                            pd.Series(np.nan, index=kernels.index))
     except (sqlite3.DatabaseError, KeyError) as e:
-        raise InputError(path, f"damaged or unexpected rocpd database ({e})", FIX) from None
+        raise InputError(path, f"damaged or unexpected rocpd database ({one_line(e)})", FIX) from None
     finally:
         conn.close()
     summaries.update(kernel_stats(kernels))
