@@ -103,10 +103,18 @@ def in_child(work: Callable[[], str], done_kind: str, limit_s: float = TIME_LIMI
         receive.close()
 
 
+class UnreadableRun(Exception):
+    """A run just written that the logdir reader refuses: a bug of ours, not damage in the input."""
+
+
 def _export_and_load(path: Path, logdir: Path) -> str:
     import tb_hwprof
+    from tb_hwprof.errors import HwprofError
     run_dir = tb_hwprof.export(path, logdir, "r")
-    check_run(run_dir)
+    try:
+        check_run(run_dir)
+    except HwprofError as e:
+        raise UnreadableRun(f"the run written from {path.name} does not read back: {e}") from e
     return str(run_dir)
 
 
@@ -486,6 +494,8 @@ SEEDS_BY_NAME: Dict[str, Seed] = {s.name: s for s in SEEDS}
 
 def mutate_bytes(data: bytes, mutation, rng: random.Random) -> Tuple[bytes, str]:
     """One mutation; a structured one that cannot parse this input falls back to bit flips."""
+    if not data:  # an earlier step truncated it all: nothing left to change
+        return data, f"{mutation.__name__}: nothing to mutate (empty)"
     try:
         out, description = mutation(data, rng)
     except (ValueError, UnicodeDecodeError, IndexError, sqlite3.DatabaseError) as e:
