@@ -177,17 +177,19 @@ def test_sparse_rowids_are_read_not_refused(tmp_path, monkeypatch, native):
         sqlite_columns.check_span("t", (5, 4))
 
 
+@pytest.mark.parametrize("bad", ["'QnxKernelTrace'", "CAST(x'ff00' AS TEXT)"], ids=["text", "not-utf8"])
 @pytest.mark.parametrize("native", BACKENDS)
-def test_a_non_integer_value_names_its_row(tmp_path, monkeypatch, native):
-    """A text where an integer must be (what a swapped page puts there) is refused naming the table,
-    the expression and the row, however far into the table it is."""
+def test_a_non_integer_value_names_its_row(tmp_path, monkeypatch, native, bad):
+    """A text where an integer must be (what a swapped page puts there; one that is not even UTF-8
+    makes SQLite's group_concat undecodable) is refused naming the table, the expression and the
+    row, however far into the table it is."""
     monkeypatch.setattr(sqlite_columns, "NATIVE", native)
     monkeypatch.setattr(sqlite_columns, "CHUNK_ROWS", 4)
     path = tmp_path / "t.sqlite"
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
     conn.executemany("INSERT INTO t (rowid, a, b) VALUES (?, ?, ?)", [(r, r, r) for r in range(1, 30)])
-    conn.execute("UPDATE t SET b = 'QnxKernelTrace' WHERE rowid = 23")
+    conn.execute(f"UPDATE t SET b = {bad} WHERE rowid = 23")
     conn.commit()
     with pytest.raises(sqlite_columns.DamagedValues, match=r"in t: b \(row 23\)"):
         sqlite_columns.int_columns(conn, "t", ["a", "b"])

@@ -52,10 +52,11 @@ class DamagedValues(ValueError):
     """A NULL, a REAL or a text where the reader needs an integer: no export writes one there, a
     damaged file (a swapped or overwritten page) does."""
 
-    def __init__(self, table: str, expr: str, rowid: Optional[int] = None):
+    def __init__(self, table: str, expr: str, rowid: Optional[int] = None,
+                 problem: str = "unexpected NULL or non-integer value"):
         self.table, self.expr, self.rowid = table, expr, rowid
         row = f" (row {rowid})" if rowid is not None else ""
-        super().__init__(f"unexpected NULL or non-integer value in {table}: {expr}{row}")
+        super().__init__(f"{problem} in {table}: {expr}{row}")
 
 
 def first_bad_rowid(conn: sqlite3.Connection, table: str, expr: str, rows: tuple, where: str = "") -> Optional[int]:
@@ -102,6 +103,21 @@ def split_rows(span, parts: int) -> List[tuple]:
     return [(a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)]
 
 
+def _chunk_row(conn, table: str, sql: str, exprs: Sequence[str], rows: tuple, where: str) -> tuple:
+    """The chunk query's one row.  A value that is not valid UTF-8 text makes its group_concat
+    undecodable: that is a non-integer value too, named as one."""
+    try:
+        return conn.execute(sql, rows).fetchone()
+    except sqlite3.OperationalError as e:
+        if not str(e).startswith("Could not decode"):
+            raise sqlite3.DatabaseError(f"{table}: {e}") from None
+    for expr in exprs:
+        bad = first_bad_rowid(conn, table, expr, rows, where)
+        if bad is not None:
+            raise DamagedValues(table, expr, bad)
+    raise DamagedValues(table, ", ".join(exprs))
+
+
 def _parsed(conn, table: str, exprs: Sequence[str], row: tuple, rows: tuple, where: str):
     """(rows, int64 arrays) of one chunk's (count, last rowid, group_concat texts...) over `rows`."""
     cols = [_parse(text, row[0]) for text in row[2:]]
@@ -123,14 +139,14 @@ def _chunks(conn: sqlite3.Connection, table: str, exprs: Sequence[str], span: tu
         sql = f'SELECT count(*), NULL, {aggs} FROM "{table}" NOT INDEXED WHERE rowid BETWEEN ? AND ? {keep}'
         for first in range(first, hi + 1, CHUNK_ROWS):
             rows = (first, min(first + CHUNK_ROWS - 1, hi))
-            yield _parsed(conn, table, exprs, _one_row(conn, table, sql, rows), rows, where)
+            yield _parsed(conn, table, exprs, _chunk_row(conn, table, sql, exprs, rows, where), rows, where)
         return
     aggs = ", ".join(f"group_concat(c{i})" for i in range(len(exprs)))
     picked = ", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))
     sql = (f'SELECT count(*), max(r), {aggs} FROM (SELECT rowid AS r, {picked} FROM "{table}" NOT INDEXED '
            f"WHERE rowid BETWEEN ? AND ? {keep} ORDER BY rowid LIMIT {CHUNK_ROWS})")
     while True:
-        row = _one_row(conn, table, sql, (first, hi))
+        row = _chunk_row(conn, table, sql, exprs, (first, hi), where)
         yield _parsed(conn, table, exprs, row, (first, hi), where)
         if row[0] < CHUNK_ROWS or row[1] >= hi:
             return

@@ -61,6 +61,9 @@ REQUIRED_COLUMNS = {
 }  # cudaMalloc_v3020 -> cudaMalloc (runtime version tag, not _v2 symbols)
 
 
+REEXPORT = "re-export it with `nsys export --type sqlite`"
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """Read-only, through a URI: nothing is ever created or locked next to the user's file."""
     try:
@@ -68,7 +71,7 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA temp_store = MEMORY")  # our helper tables stay in memory, never on disk
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:
-        raise InputError(path, f"unreadable SQLite file ({e})", "re-run `nsys export --type sqlite`") from None
+        raise InputError(path, f"the SQLite file is damaged ({e})", REEXPORT) from None
     return conn
 
 

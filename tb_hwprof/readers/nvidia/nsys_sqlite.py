@@ -33,8 +33,8 @@ from ...model import Device, Peak, Profile, Provenance, normalise_kernels
 from . import nsys_timeline
 from ..common import sqlite_columns
 from ..common import SQLITE_MAGIC, sha256_file
-from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, RUNTIME, checked, columns, connect,
-                          lookup, memcpy_labels, schema_problem, string_map, strings_of, table_names)
+from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, REEXPORT, RUNTIME, checked, columns,
+                          connect, lookup, memcpy_labels, schema_problem, string_map, strings_of, table_names)
 from .nsys_summaries import kernel_summary, read_summaries
 
 
@@ -428,9 +428,6 @@ def kernel_names(strings: pd.Series, c: Dict[str, np.ndarray]) -> np.ndarray:
     the demangled one where there is none."""
     short = lookup(strings, c["short"])
     return np.where(short == "", lookup(strings, c["demangled"]), short)
-
-
-REEXPORT = "re-export it with `nsys export --type sqlite`"
 
 
 def _read_export(conn, path: Path):
