@@ -108,7 +108,7 @@ def _chunk_row(conn, table: str, sql: str, exprs: Sequence[str], rows: tuple, wh
     undecodable: that is a non-integer value too, named as one."""
     try:
         return conn.execute(sql, rows).fetchone()
-    except sqlite3.OperationalError as e:
+    except sqlite3.DatabaseError as e:
         if not str(e).startswith("Could not decode"):
             raise sqlite3.DatabaseError(f"{table}: {e}") from None
     for expr in exprs:
