@@ -22,13 +22,22 @@ def read_manifest(run_dir) -> dict:
     try:
         return _read_manifest(run_dir)
     except FileNotFoundError:
-        from .writer import recover_interrupted
-        recover_interrupted(Path(run_dir))
+        _repair(Path(run_dir))
     try:
         return _read_manifest(run_dir)
     except FileNotFoundError:
         raise InputError(run_dir, "not a tb-hwprof run (no plugins/tb_hwprof/profile.json)",
                          "export one with `tb-hwprof export REPORT --logdir DIR --run NAME`") from None
+
+
+def _repair(run_dir: Path) -> None:
+    """writer.recover_interrupted (a no-op while an export holds the run), its failure one line."""
+    from .writer import recover_interrupted
+    try:
+        recover_interrupted(run_dir)
+    except OSError as e:
+        raise InputError(run_dir, f"cannot put back what an interrupted export left ({e.strerror or e})",
+                         "check the logdir's permissions and free space, then read the run again") from None
 
 
 def _read_manifest(run_dir) -> dict:
