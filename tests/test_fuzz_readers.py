@@ -111,3 +111,32 @@ def test_damaged_run_loads_or_fails_in_one_line(kind, index, written_runs, tmp_p
     damage = fuzzing.damage_run(run_dir, random.Random(f"run:{kind}:{index}"), index)
     outcome = fuzzing.load_outcome(run_dir, fuzzing.MUTANT_TIME_LIMIT_S)
     assert not fuzzing.problems_with(outcome, run_dir, "loaded"), f"{kind} run, {damage}: {outcome}"
+
+
+# -- valid variants read the same: a CSV saved on Windows, with a BOM, without its last newline -----------
+EQUIVALENTS = {"crlf": lambda data: data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"),
+               "bom": lambda data: b"\xef\xbb\xbf" + data,
+               "no_final_newline": lambda data: data.rstrip(b"\r\n")}
+CSV_SEEDS = [s for s in SEEDS if s.sample.endswith(".csv")]
+
+
+def _loaded(path, logdir):
+    import tb_hwprof
+    outcome = fuzzing.export_outcome(path, logdir)
+    assert outcome.kind == "exported", f"{path.name} is valid input: {outcome}"
+    return tb_hwprof.load_run(outcome.detail)
+
+
+@pytest.mark.parametrize("variant", sorted(EQUIVALENTS))
+@pytest.mark.parametrize("seed", CSV_SEEDS, ids=lambda s: s.name)
+def test_equivalent_csv_reads_the_same(seed, variant, warm, request, tmp_path):
+    import pandas.testing as pdt
+    source = _seed_sample(seed, warm, request)
+    variant_path = tmp_path / "in" / source.name
+    variant_path.parent.mkdir()
+    variant_path.write_bytes(EQUIVALENTS[variant](source.read_bytes()))
+    original, read = _loaded(source, tmp_path / "a"), _loaded(variant_path, tmp_path / "b")
+    pdt.assert_frame_equal(read.kernels, original.kernels)
+    assert sorted(read.summaries) == sorted(original.summaries)
+    for name, table in original.summaries.items():
+        pdt.assert_frame_equal(read.summaries[name], table, obj=name)
