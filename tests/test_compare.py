@@ -45,7 +45,7 @@ def ncu_launches(ncu_report, path):
                     metrics[name] = float(action[name].value())
                 except (TypeError, ValueError):
                     pass
-            out.append((action.name(), float(action["gpu__time_duration.sum"].value()), metrics))
+            out.append((action.name(), metrics.get("gpu__time_duration.sum", float("nan")), metrics))
     return out
 
 
@@ -362,3 +362,23 @@ def test_cli_prints_nvtx_phases_both_runs_have(capsys, samples_dir):
     assert f"NVTX phases matched by name ({ranges})" in out
     section = out.split("NVTX phases matched by name")[1].split("\n\n")[0].splitlines()[2:]
     assert len(section) == ranges and all("1.00x" in line for line in section)
+
+
+ROUTED = pytest.mark.skipif("/compare_pair" not in __import__("tb_hwprof.plugin.routes", fromlist=["ROUTES"]).ROUTES,
+                            reason="plugin/service.py does not route pair= and /compare_pair yet (load engineer's file)")
+
+
+@ROUTED
+def test_routes_take_pairs_and_serve_a_pair(logdir):
+    from support_plugin import P, App, body
+    app = App(logdir)
+    response = app.client.get(f"{P}/compare?base=v1&run=t4_nsys&pair=matrix_addition2D:vecAdd",
+                              headers={"Accept-Encoding": "gzip"})
+    doc = json.loads(body(response))
+    [m] = doc["matched"]
+    assert response.status_code == 200 and m["paired_by"] == "user"
+    assert app.json("/compare", expect=400, base="v1", run="v8", pair="nope:nothing")["error"].startswith("pair 'nope:nothing'")
+    detail = app.json("/compare_pair", base="v1", run="v8", base_key=m["key"],
+                      run_key=app.json("/compare", base="v1", run="v8")["matched"][0]["run_key"])
+    assert {r["name"] for r in detail["rows"]} >= {"duration_ns", "launch__grid_dim_x"}
+    app.json("/compare_pair", expect=404, base="v1", run="v8", base_key="nope", run_key="nope")

@@ -195,7 +195,8 @@ async function showPair(slot, ctx, base, other, m) {
     h("td", {class: "muted"}, x.unit || ""),
     cell(x.base), cell(x.run),
     h("td", {class: "numeric", "data-col": "diff", "data-value": x.diff ?? null}, typeof x.diff === "number" ? fmt.num(x.diff) : ""),
-    h("td", {class: ["numeric", "delta", x.relative > 0 ? "up" : x.relative < 0 ? "down" : ""], "data-col": "relative",
+    // Not coloured: whether higher is better depends on the metric (a longer duration is worse, more throughput better).
+    h("td", {class: "numeric", "data-col": "relative",
       "data-value": x.relative ?? null}, fmt.isMissing(x.relative) ? "" : fmt.signed(x.relative * 100, 1, "%"))));
   const count = h("span", {class: "muted", "data-role": "pair-count"}, `${rows.length} shared values`);
   const filter = h("input", {type: "search", class: "filter", placeholder: "Filter metrics…", "data-role": "pair-filter",
