@@ -242,13 +242,18 @@ def library_call():
         raise DamagedLaunch(f"Nsight Compute's reader failed on it ({type(e).__name__}: {e})") from None
 
 
+# unit__counter: snake case, at most a trailing capitalised word ("nvlink__dev0Id").
+UNIT_COUNTER = re.compile(r"[a-z][a-z0-9]*__[a-z0-9_]+(?:[A-Z][a-z]+)?")
+
+
 @dataclasses.dataclass(frozen=True)
 class MetricGrammar:
     """Nsight Compute's metric names: [prefix.]unit__counter[.rollup[.submetric]] or
-    [prefix.]unit__ratio[.submetric], the rollups and submetrics being those ncu_report's own enums
-    name (RollupOperation_SUM -> "sum", MetricSubtype_PER_SECOND -> "per_second").  Every name of
-    the real reports (66k, Nsight Compute 2020.2 to 2025.1) follows it; a name whose suffix does
-    not is a damaged name table (a metric renamed, its value lost under its real name)."""
+    [prefix.]unit__ratio[.submetric], unit and counter in snake case (UNIT_COUNTER), the rollups
+    and submetrics being the words of ncu_report's own enums (RollupOperation_SUM -> "sum",
+    MetricSubtype_PER_SECOND -> "per_second").  Every name of the real reports (66k, Nsight Compute
+    2020.2 to 2025.1) follows it; a name that does not is a damaged name table (a metric renamed,
+    its value lost under its real name)."""
 
     rollups: frozenset
     submetrics: frozenset
@@ -266,6 +271,8 @@ class MetricGrammar:
         counter = next((i for i, part in enumerate(parts) if "__" in part), None)
         if counter is None:  # not a unit__counter name ("inst_executed", "derived_tempMetric0"): no suffix either
             return len(parts) == 1
+        if not UNIT_COUNTER.fullmatch(parts[counter].rsplit(":", 1)[-1]):  # after "breakdown:", "pmsampling:"
+            return False
         tail = parts[counter + 1:]
         return len(tail) <= 2 and all(t in self.rollups | self.submetrics for t in tail[:1]) \
             and all(t in self.submetrics for t in tail[1:])
