@@ -217,15 +217,18 @@ def test_a_crash_in_the_analysis_names_the_file(samples_dir, tmp_path, capfd, mo
     assert not (tmp_path / "r").exists()
 
 
-def test_a_renamed_metric_is_refused(samples_dir, tmp_path, capfd, ncu_report_module):
+@pytest.mark.parametrize("real, renamed", [(b".pct_of_peak_sustained_elapsed", b".pct_of_peak_susteined_elapsed"),
+                                            (b"launch__grid_size", b"launch__gRid_size")])
+def test_a_renamed_metric_is_refused(real, renamed, samples_dir, tmp_path, capfd, ncu_report_module):
     """A byte flipped in the metric name table renames a metric (its value would be lost under its
-    real name): a suffix that is no rollup or submetric ncu_report's enums know is damage."""
+    real name): a suffix that is no rollup or submetric ncu_report's enums know, or a unit__counter
+    that is not snake case, is damage."""
     data = sample(samples_dir, ORIGINAL).read_bytes()
-    at = data.index(b".pct_of_peak_sustained_elapsed")
+    at = data.index(real)  # the first one is in the launches' name table
     damaged = tmp_path / "renamed.ncu-rep"
-    damaged.write_bytes(data[:at] + b".pct_of_peak_susteined_elapsed" + data[at + 30:])
-    assert any("susteined" in name for name in ncu_launches(ncu_report_module, damaged)[0][1])
+    damaged.write_bytes(data[:at] + renamed + data[at + len(real):])
+    assert any(renamed.decode() in name for name in ncu_launches(ncu_report_module, damaged)[0][1])
     rc, err = export(capfd, damaged, tmp_path / "logs")
     assert rc == 1 and len(err) == 1
     assert f"{damaged}: damaged Nsight Compute report, no sound launch in it: launch 0 (metric name " in err[0]
-    assert "pct_of_peak_susteined_elapsed is not a Nsight Compute metric name" in err[0]
+    assert f"{renamed.decode()}" in err[0] and "is not a Nsight Compute metric name" in err[0]
