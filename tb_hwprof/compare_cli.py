@@ -22,7 +22,7 @@ COMPARE_EPILOG = """\
 examples:
   tb-hwprof compare runs/baseline runs/candidate              # two exported runs
   tb-hwprof compare v1.ncu-rep v8.ncu-rep                     # two reports, read on the fly
-  tb-hwprof compare v1.ncu-rep v8.ncu-rep --pair 'matrix_addition2D:matrix_addition1D'
+  tb-hwprof compare v1.ncu-rep v6.ncu-rep --pair 'matrix_addition2D:matrix_addition1D'
   tb-hwprof compare runs/main runs/pr --format markdown       # a table for a pull-request comment
   tb-hwprof compare runs/main runs/pr --fail-if-slower 5      # CI: exit 1 when 5% slower
   tb-hwprof compare runs/main runs/pr --fail-if-slower 10 --metric dram_bytes

@@ -8,7 +8,6 @@ import gzip
 import json
 import sqlite3
 from collections import defaultdict
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -228,11 +228,6 @@ def kernel_set(kernels: pd.DataFrame) -> KernelSet:
     return KernelSet(kernels, codes, keys, groups, first)
 
 
-def aggregate_by_key(kernels: pd.DataFrame) -> Dict[str, dict]:
-    """Key -> {name, label, total_ns, bound, metric means, ...} over that key's launches, in table order."""
-    return kernel_set(kernels).groups
-
-
 # -- pairing ---------------------------------------------------------------------------------
 def _config_text(kernels: pd.DataFrame, row: int) -> Optional[str]:
     """One launch's configuration as text; None where the table lacks any of its parts."""
