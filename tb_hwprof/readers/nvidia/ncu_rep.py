@@ -450,10 +450,12 @@ def read_ncu_rep(path, salvage: bool = False) -> Profile:
     container = check_container(path, data)
     ncu_report = import_ncu_report()
     lines: List[str] = []
-    with library_stderr(lines):
-        ctx = ncu_report.load_report(str(path))
-        launches = read_launches(ctx, ncu_report) if ctx is not None else Launches()
-    errors = library_errors(lines)
+    try:
+        with library_stderr(lines):
+            ctx = ncu_report.load_report(str(path))
+            launches = read_launches(ctx, ncu_report) if ctx is not None else Launches()
+    finally:  # even when reading failed: what was written there besides the library's errors is passed on
+        errors = library_errors(lines)
     if (ctx is None or ctx.num_ranges() == 0) and not container.launches and not errors:
         raise InputError(path, "Nsight Compute could not read any range from this report",
                          "open it in the Nsight Compute GUI to check it, or re-run `ncu -o`")
