@@ -330,6 +330,23 @@ def test_a_pickled_member_is_refused_never_unpickled(timeline_app, tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("damage", ["a category renamed", "a track's pid as text"])
+def test_a_retyped_index_meta_is_refused_before_rendering(timeline_app, damage):
+    """The meta's categories and tracks go into the trace's text: damage there is refused, not rendered."""
+    make_app, run_dir = timeline_app
+    members = index_members(index_path(run_dir))
+    meta = json.loads(members["meta"].tobytes())
+    if damage == "a category renamed":
+        meta["categories"][0] = "kernel\",\"x\":\""
+    else:
+        meta["tracks"][0]["pid"] = "1,\"x\":2"
+    members["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    write_members(index_path(run_dir), members)
+    with pytest.raises(InputError, match="timeline index"):
+        run_trace.render(run_dir, run_dir.parent / "out.json.gz")
+    assert str(index_path(run_dir)) in served_timeline_error(make_app)
+
+
 def test_a_truncated_index_is_a_422(timeline_app):
     make_app, run_dir = timeline_app
     truncate(index_path(run_dir))

@@ -278,6 +278,8 @@ def _index_meta(blob: np.ndarray) -> dict:
         raise ValueError("index meta lacks categories, names or tracks")
     if not all(isinstance(text, str) for text in meta["categories"] + meta["names"]):
         raise ValueError("index meta categories / names are not all text")
+    if meta["categories"] != list(TIMELINE_CATEGORIES)[:len(meta["categories"])]:  # new ones are appended
+        raise ValueError(f"categories {meta['categories']} differ from this tb-hwprof's {list(TIMELINE_CATEGORIES)}")
     for track in meta["tracks"]:
         _check_track(track)
     return meta
