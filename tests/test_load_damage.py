@@ -21,7 +21,7 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.errors import HwprofError, InputError
-from tb_hwprof.logdir import metadata, run_trace, writer
+from tb_hwprof.logdir import metadata, reader, run_trace, writer
 from tb_hwprof.plugin import views
 
 from support_plugin import P, App, body
@@ -148,6 +148,13 @@ def test_an_unparsable_manifest_is_one_error_naming_it(exported, tmp_path, damag
     path = assets(run_dir) / metadata.MANIFEST
     path.write_bytes(MANIFEST_BYTES[damage](path.read_bytes()))
     refused(run_dir, path)
+
+
+def test_a_manifest_too_big_to_be_one_is_not_read(exported, tmp_path):
+    run_dir = copy_run(exported, "ncu", tmp_path)
+    with open(assets(run_dir) / metadata.MANIFEST, "r+b") as f:
+        f.truncate(reader.MANIFEST_MAX_BYTES + 1)  # sparse: no disk used
+    assert "more than any manifest" in refused(run_dir, assets(run_dir) / metadata.MANIFEST)
 
 
 @pytest.mark.parametrize("version", [None, "2", True, 0, metadata.FORMAT_VERSION + 1])

@@ -40,10 +40,17 @@ def _repair(run_dir: Path) -> None:
                          "check the logdir's permissions and free space, then read the run again") from None
 
 
+# A manifest holds facts, figures and advice (kilobytes; ~1 MB for the largest runs): a bigger file is
+# not one, and is not read whole.
+MANIFEST_MAX_BYTES = 64 << 20
+
+
 def _read_manifest(run_dir) -> dict:
     """FileNotFoundError when the manifest is not there (the caller may repair the run)."""
     path = asset_dir(run_dir) / metadata.MANIFEST
     try:
+        if path.stat().st_size > MANIFEST_MAX_BYTES:
+            raise ValueError(f"{path.stat().st_size:,} bytes, more than any manifest ({MANIFEST_MAX_BYTES:,})")
         manifest = orjson.loads(path.read_bytes())  # depth-bounded: deep nesting is an error, not a RecursionError
     except FileNotFoundError:
         raise
