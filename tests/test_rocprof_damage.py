@@ -1,6 +1,8 @@
 """Damaged rocprof inputs (issue 13): each class of damage the fuzzer found in the AMD readers is
 refused with one line naming the file, the problem and the fix, or, where the input is still valid,
 read.  The inputs are the reproducers in ../shared/repro, read in place."""
+import csv
+import json
 import time
 
 import pytest
@@ -8,7 +10,7 @@ import pytest
 import tb_hwprof
 from tb_hwprof.errors import InputError
 
-from conftest import repro
+from conftest import repro, sample
 
 pytestmark = pytest.mark.fuzz
 
@@ -39,8 +41,19 @@ def test_a_dropped_launch_shape_column_is_named():
     refused(repro(f"fuzz/29_crash_KeyError/{V3_TRACE}"), "no column 'Workgroup_Size_Y'", "all six")
 
 
-def test_a_bit_flipped_number_is_refused_with_its_column_and_row():
-    refused(repro(f"fuzz/13_crash_KeyError/{V3_TRACE}"), "column 'Agent_Id', data row 6", "'q' is not a number")
+def test_bit_flips_are_refused_at_the_first_damage():
+    """Five flips: the first one met while reading is a byte that is not UTF-8 (it was a KeyError)."""
+    refused(repro(f"fuzz/13_crash_KeyError/{V3_TRACE}"), "bytes that are not UTF-8 at offset 1315")
+
+
+def test_a_number_turned_to_text_is_refused_with_its_column_and_row(samples_dir, tmp_path):
+    """One of the 13 reproducer's flips alone: a digit of Agent_Id turned into 'q'."""
+    def flip(data):
+        lines = data.split(b"\n")
+        lines[6] = lines[6].replace(b'"KERNEL_DISPATCH",1,', b'"KERNEL_DISPATCH",q,', 1)
+        return b"\n".join(lines)
+    path = edited_copy(tmp_path, sample(samples_dir, f"rocprof/{V3_TRACE}"), flip)
+    refused(path, "column 'Agent_Id', data row 6", "'q' is not a number")
 
 
 @pytest.mark.parametrize("case, words", [
@@ -63,6 +76,51 @@ def test_a_data_row_repeated_20000_times_is_refused_fast(case, words):
     assert time.perf_counter() - began < 10  # was 20-40 s of lane assignment before it exported
 
 
+def edited_copy(tmp_path, source, edit):
+    """`source` (a real sample) with `edit(bytes) -> bytes` applied, under its own name in tmp_path."""
+    path = tmp_path / source.name
+    path.write_bytes(edit(source.read_bytes()))
+    return path
+
+
+def test_surplus_cells_on_the_first_data_row_are_refused_not_made_an_index(samples_dir, tmp_path):
+    """pandas takes surplus first cells for an index (the row then reads shifted): refused instead."""
+    def two_more(data):
+        header, first, rest = data.split(b"\n", 2)
+        return b"\n".join([header, first + b",1,2", rest])
+    path = edited_copy(tmp_path, sample(samples_dir, "rocprof/v1_old_rome_omp/results.csv"), two_more)
+    refused(path, "data row 1 has 2 more cell(s) than the header")
+
+
+@pytest.mark.parametrize("bad, words", [(b"\x00", "NUL byte at offset 40"),
+                                        (b"\xff\xfe", "bytes that are not UTF-8 at offset 40")])
+def test_bytes_no_rocprof_csv_holds_are_refused(bad, words, samples_dir, tmp_path):
+    path = edited_copy(tmp_path, sample(samples_dir, f"rocprof/{V3_TRACE}"), lambda d: d[:40] + bad + d[40:])
+    refused(path, words)
+
+
+def test_a_file_cut_mid_row_is_refused(samples_dir, tmp_path):
+    source = sample(samples_dir, f"rocprof/{V3_TRACE}")
+    def cut(data):
+        data = data.rstrip(b"\n")
+        return data[:data.rindex(b"\n") + 30]  # '"KERNEL_DISPATCH",1,1,69,3,18' of the last row
+    refused(edited_copy(tmp_path, source, cut), "the last row has 6 of the header's 18 cells", "cut short")
+    whole = edited_copy(tmp_path, source, lambda d: d.rstrip(b"\n"))  # only the final line end missing
+    assert len(tb_hwprof.read(whole).kernels) == len(tb_hwprof.read(source).kernels) == 7
+
+
+def test_an_infinite_counter_value_is_read_as_infinity(samples_dir, tmp_path):
+    """Still-valid input: a counter (not a model field) may be inf; it is kept, and the run exports."""
+    source = sample(samples_dir, "rocprof/v1_mi300a_vecadd/output_vec_add_gpu.csv")
+    rows = list(csv.reader(source.read_text().splitlines()))
+    rows[1][rows[0].index("Wavefronts")] = "inf"
+    path = tmp_path / source.name
+    with open(path, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+    assert tb_hwprof.read(path).raw_metrics[0]["Wavefronts"][0] == float("inf")
+    assert tb_hwprof.export(path, tmp_path / "logs", "r").is_dir()
+
+
 # ---------------------------------------------------------------- rocprof v1 results.json
 
 @pytest.mark.parametrize("case, words", [
@@ -81,6 +139,22 @@ def test_a_non_finite_json_timestamp_is_refused():
 
 def test_json_nested_a_thousand_deep_is_refused_not_a_recursion_error():
     refused(repro("fuzz/19_crash_RecursionError/results.json"), "nested too deeply")
+
+
+def test_json_numbers_written_as_numbers_not_text_read_the_same(samples_dir, tmp_path):
+    """Still-valid input: rocprof writes numbers as text; the same trace with JSON numbers reads the same."""
+    source = sample(samples_dir, "rocprof/v1_mi300a_vecadd/results.json")
+    doc = json.loads(source.read_text())
+    for event in doc["traceEvents"]:
+        for key in ("BeginNs", "EndNs", "dev-id"):
+            if key in event.get("args", {}):
+                event["args"][key] = int(event["args"][key])
+    path = tmp_path / source.name
+    path.write_text(json.dumps(doc))
+    numbers, text = tb_hwprof.read(path), tb_hwprof.read(source)
+    assert numbers.kernels[["start_ns", "end_ns", "device"]].equals(text.kernels[["start_ns", "end_ns", "device"]])
+    for key in ("memory_copies", "api_trace"):
+        assert numbers.summaries[key].equals(text.summaries[key]), key
 
 
 # ---------------------------------------------------------------- rocprof v1 results.db, rocpd

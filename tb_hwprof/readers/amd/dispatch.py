@@ -52,15 +52,49 @@ def read_text(path: Path) -> str:
         raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
 
 
+def read_csv_text(path: Path) -> str:
+    """A profiler's CSV as text: UTF-8, no NUL bytes, and not cut short mid-row."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
+    if b"\0" in data:
+        raise InputError(path, f"NUL byte at offset {data.index(0)}: not a CSV text file", DAMAGED_FIX)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"bytes that are not UTF-8 at offset {e.start}", DAMAGED_FIX) from None
+    refuse_cut_last_row(path, text)
+    return text
+
+
+def refuse_cut_last_row(path: Path, text: str) -> None:
+    """rocprof ends its rows with a line end, though some files (docs samples) lack the last one: a last
+    line without one and with fewer cells than the header was cut short (its last cell is a fragment)."""
+    if text.endswith(("\n", "\r")) or not text.strip():
+        return
+    lines = text.lstrip("\ufeff").splitlines()
+    header = next((line for line in lines if line.strip()), "")
+    if len(lines) > 1 and _cells(lines[-1]) < _cells(header):
+        raise InputError(path, f"the last row has {_cells(lines[-1])} of the header's {_cells(header)} cells and no "
+                         "line end: the file looks cut short", DAMAGED_FIX)
+
+
+def _cells(line: str) -> int:
+    return len(next(csv.reader([line]), []))
+
+
 def read_table(path: Path, text: Optional[str] = None) -> pd.DataFrame:
     """A CSV as text columns (numbers converted by `numeric`): blank lines skipped, nothing guessed as NaN.
     The table remembers its file (attrs["source"]) so later checks can name it."""
-    text = read_text(path) if text is None else text
+    text = read_csv_text(path) if text is None else text
     refuse_repeated_header_cells(path, text)
     try:
         table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise InputError(path, f"unreadable CSV ({one_line(e)})", CSV_FIX) from None
+    if not isinstance(table.index, pd.RangeIndex):  # pandas made the surplus first cells an index
+        raise InputError(path, f"data row 1 has {table.index.nlevels} more cell(s) than the header", DAMAGED_FIX)
     table.attrs["source"] = str(path)
     return table
 
