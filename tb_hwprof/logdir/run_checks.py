@@ -55,29 +55,42 @@ def check_manifest(path: Path, manifest: Any) -> dict:
 
 
 def _check_entries(path: Path, manifest: dict) -> None:
-    """The lists and maps whose items the readers index: file names, sizes, notes, advice, roofs."""
-    for name, value in (manifest.get("files") or {}).items():
-        if not isinstance(value, (str, int, type(None))) or isinstance(value, bool):
-            raise damaged(path, f"manifest files[{name!r}] is a JSON {type(value).__name__}")
-        if str(name).startswith(metadata.SUMMARY_PREFIX) and not (
-                isinstance(value, str) and metadata.is_summary_name(name[len(metadata.SUMMARY_PREFIX):])):
-            raise damaged(path, f"manifest files[{name!r}] = {value!r} names no summary table")
+    """The lists and maps whose items the readers and views index."""
+    _check_files(path, manifest.get("files") or {})
     for name, value in (manifest.get("inflated_bytes") or {}).items():
         if not is_count(value):
             raise damaged(path, f"manifest inflated_bytes[{name!r}] is {value!r}, not a size")
     if not all(isinstance(note, str) for note in manifest.get("notes") or []):
         raise damaged(path, "manifest notes are not all text")
-    if not all(isinstance(finding, dict) and all(isinstance(finding.get(k, {}), (dict, type(None)))
-                                                 for k in ("figures", "values"))
-               for finding in manifest.get("advice") or []):
+    if not all(map(_is_finding, manifest.get("advice") or [])):
         raise damaged(path, "manifest advice is not a list of findings")
-    if not all(isinstance(roofs, dict) and _is_map_of(roofs.get("roofs", {}), is_number)
-               and _is_map_of(roofs.get("ridge_points", {}), lambda per_level: _is_map_of(per_level, is_number))
-               for roofs in (manifest.get("roofline") or {}).values()):  # ridge_points: precision -> level -> value
+    if not all(map(_is_roofs, (manifest.get("roofline") or {}).values())):
         raise damaged(path, "manifest roofline is not a map of device -> roofs")
     if not _is_map_of(manifest.get("summary") or {}, is_number):
         raise damaged(path, "manifest summary is not a map of figures")
     _check_timeline(path, manifest.get("timeline") or {})
+
+
+def _check_files(path: Path, files: dict) -> None:
+    """File names (and details_chunk, a number); a summary table's key names a table and its file."""
+    for name, value in files.items():
+        if not isinstance(value, (str, int, type(None))) or isinstance(value, bool):
+            raise damaged(path, f"manifest files[{name!r}] is a JSON {type(value).__name__}")
+        if name.startswith(metadata.SUMMARY_PREFIX) and not (
+                isinstance(value, str) and metadata.is_summary_name(name[len(metadata.SUMMARY_PREFIX):])):
+            raise damaged(path, f"manifest files[{name!r}] = {value!r} names no summary table")
+
+
+def _is_finding(finding: Any) -> bool:
+    """What Finding.from_dict reads: an object whose figures (or, before format 2, values) are maps."""
+    return isinstance(finding, dict) and all(isinstance(finding.get(k, {}), (dict, type(None)))
+                                             for k in ("figures", "values"))
+
+
+def _is_roofs(roofs: Any) -> bool:
+    """One device's {"roofs": {name: value}, "ridge_points": {precision: {level: value}}}."""
+    return isinstance(roofs, dict) and _is_map_of(roofs.get("roofs", {}), is_number) \
+        and _is_map_of(roofs.get("ridge_points", {}), lambda per_level: _is_map_of(per_level, is_number))
 
 
 def _check_timeline(path: Path, timeline: dict) -> None:
