@@ -241,10 +241,10 @@ def roofline_row(folder: Path) -> Tuple[Dict[str, float], Optional[pd.DataFrame]
     path = folder / "roofline.csv"
     if not path.is_file():
         return {}, None
-    table = checked_table(path)
+    table = checked_table(path, ("device",))
     if not len(table):
         return {}, None
-    row = table[table.get("device", pd.Series(dtype=str)).astype(str) == "0"]
+    row = table[table["device"].astype(str).str.strip() == "0"]
     first = (row if len(row) else table).iloc[0]
     return {k: float(v) for k, v in first.items() if _is_number(v)}, table
 

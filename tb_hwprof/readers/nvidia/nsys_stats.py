@@ -123,10 +123,14 @@ def _progress_line(path: Path, number: int, line: str) -> Optional[re.Match]:
 
 def split_blocks(path: Path, text: str, fallback_name: str) -> Tuple[List[Block], List[Tuple[str, str]], str]:
     """The CSV blocks of stats output (not parsed yet: damage anywhere is refused before any table is
-    built), skipped [(name, why)], and the nsys version or ""."""
+    built), skipped [(name, why)], and the nsys version or "".  In stdout output a block is the one
+    right after a "Processing" line: a notice holding a comma elsewhere (a path with one in
+    "Generating SQLite file ...") is no table.  A bare `nsys stats -o` file is all table."""
     blocks: List[Block] = []
     skipped: List[Tuple[str, str]] = []
     version, name, block, start = "", fallback_name, [], 0
+    bare = re.search(r"^Processing \[", text, re.M) is None
+    expecting = bare  # whether a table may start here
 
     def flush():
         if block:
@@ -137,19 +141,21 @@ def split_blocks(path: Path, text: str, fallback_name: str) -> Tuple[List[Block]
         m = _progress_line(path, number, line)
         if m:
             flush()
-            name = _report_name(m.group("script"))
+            name, expecting = _report_name(m.group("script")), True
             v = _VERSION_IN_PATH.search(m.group("script"))
             version = version or (v.group(1) if v else "")
             continue
         s = _SKIPPED.match(line)
         if s:
             flush()
+            expecting = bare
             skipped.append((name, s.group("why").strip()))
             continue
         if not line.strip():
+            expecting = expecting and (bare or not block)  # one table per report
             flush()
             continue
-        if block or "," in line:
+        if block or (expecting and "," in line):
             start = start if block else number
             block.append(line)
         # other lines ("Generating SQLite file ...", notices) carry no table
