@@ -8,6 +8,7 @@ Expected values come from the CSV itself, parsed here with the csv module.
 import csv
 import io
 import math
+import shutil
 import subprocess
 import sys
 import time
@@ -123,6 +124,16 @@ def test_a_metric_repeated_with_another_value_is_refused(samples_dir, tmp_path):
     assert "line 2: '32,746,880'" in error.problem
 
 
+def test_a_row_whose_id_cell_is_damaged_is_refused_not_skipped(samples_dir, tmp_path):
+    def damaged_id(lines):
+        row = next(csv.reader([lines[7]]))
+        row[0] = "x7"  # the rest of the row is intact: skipping it would drop a metric silently
+        out = io.StringIO()
+        csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="").writerow(row)
+        return lines[:7] + [out.getvalue()] + lines[8:]
+    assert refused(_esmm_with(samples_dir, tmp_path, damaged_id)).problem.startswith("line 8: ")
+
+
 def test_a_cut_last_row_is_refused(samples_dir, tmp_path):
     """A file cut inside its last quoted cell: the csv module would read the half cell as the value."""
     path = _esmm_with(samples_dir, tmp_path, lambda lines: lines[:-1] + [lines[-1][:-5]])
@@ -178,6 +189,16 @@ def test_nsys_stats_5000_extra_columns_read_fast(samples_dir, tmp_path):
     assert table["c4999"].tolist() == ["c4999"] * len(narrow)
 
 
+def test_nsys_stats_notice_with_a_comma_is_no_table(samples_dir, tmp_path):
+    """'Generating SQLite file <path>' with a comma in the path: a notice, not a table of its own."""
+    real = sample(samples_dir, MINERU_STATS)
+    text = real.read_text()
+    assert text.startswith("Generating SQLite file /data/MinerU/")
+    edited = tmp_path / "stats.csv"
+    edited.write_text(text.replace("/data/MinerU/", "/data/Miner,U/", 1))
+    assert set(tb_hwprof.read(edited).summaries) == set(tb_hwprof.read(real).summaries) == {"osrt_sum"}
+
+
 # ---------------------------------------------------------------------------- rocprof-compute workloads
 @pytest.mark.parametrize("name, file, words", [
     ("fuzz/27_crash_KeyError/omniperf_vcopy_mi200", "pmc_perf.csv", "lacks column(s) 'Dispatch_ID'"),
@@ -202,3 +223,14 @@ def test_cli_prints_one_line(tmp_path, name):
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in done.stderr, done.stderr
+
+
+def test_roofline_csv_without_a_device_column_is_refused(samples_dir, tmp_path):
+    """roofline.csv written with semicolons: one header cell, no device column (was a pandas IndexingError)."""
+    folder = tmp_path / "omniperf_vcopy_mi200"
+    shutil.copytree(sample(samples_dir, "rocprof/omniperf_vcopy_mi200/sysinfo.csv").parent, folder)
+    roofline = folder / "roofline.csv"
+    roofline.chmod(0o644)
+    roofline.write_text(roofline.read_text().replace(",", ";"))
+    error = refused(folder)
+    assert error.path == str(roofline) and "'device'" in error.problem
