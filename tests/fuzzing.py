@@ -37,7 +37,7 @@ MUTANTS = int(os.environ.get("TB_HWPROF_FUZZ_MUTANTS", "6"))
 EXAMPLES = int(os.environ.get("TB_HWPROF_FUZZ_EXAMPLES", str(max(2, MUTANTS // 2))))
 # A mutant that inflates into a memory bomb fails its own child, not the shared machine.
 CHILD_MEMORY_BYTES = 6 << 30
-TRACEBACK_TAIL = 1500
+TRACEBACK_TAIL = 4000
 
 
 @dataclasses.dataclass(frozen=True)
