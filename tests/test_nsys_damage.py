@@ -169,3 +169,14 @@ def test_a_column_declared_with_another_type_is_named(tmp_path, samples_dir):
     edit(path, "ALTER TABLE StringIds RENAME TO s_old", "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value REAL)",
          "INSERT INTO StringIds SELECT * FROM s_old", "DROP TABLE s_old")
     assert refusal(path).startswith("not a complete Nsight Systems export: column StringIds.value is declared REAL")
+
+
+@pytest.mark.parametrize("table, column, value, bounds", [
+    (KERNEL, "streamId", -5, "-1..4294967295"), (KERNEL, "deviceId", 300, "0..127"),
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", "contextId", 1 << 40, "-1..16777215")])
+def test_an_id_no_cuda_numbering_has_is_refused(tmp_path, samples_dir, table, column, value, bounds):
+    """Devices, contexts and streams are packed into one key per GPU operation: an id outside what
+    CUDA numbers (what a damaged page holds) would silently merge streams, so it is refused."""
+    path = copy_of(samples_dir, tmp_path)
+    edit(path, f"UPDATE {table} SET {column} = {value} WHERE rowid = 3")
+    assert refusal(path) == f"damaged Nsight Systems export: an id outside {bounds} in {table}: {column} (row 3)"

@@ -131,6 +131,23 @@ def check_integers(conn: sqlite3.Connection, table: str, cols: Iterable[str]) ->
         raise sqlite_columns.DamagedValues(table, column, rowid)
 
 
+# (column, lowest, highest) of the ids the reader packs into one int64 per GPU operation (its
+# stream key: device < 2^7, context < 2^24, stream < 2^32); -1 stands for "absent".
+ID_BOUNDS = (("deviceId", 0, 127), ("contextId", -1, (1 << 24) - 1), ("streamId", -1, (1 << 32) - 1))
+
+
+def check_bounds(conn: sqlite3.Connection, table: str, values: Iterable[np.ndarray]) -> None:
+    """Refuse (DamagedValues) an id of ID_BOUNDS (`values`: their arrays, in that order) outside its
+    range: CUDA never numbers a device, context or stream so, a damaged page does.  One vectorised
+    pass per column; the row is looked up only then."""
+    for (column, lo, hi), array in zip(ID_BOUNDS, values):
+        if array.size and ((array - lo).view(np.uint64) > hi - lo).any():  # below lo wraps round to huge
+            row = conn.execute(f'SELECT rowid FROM "{table}" WHERE NOT coalesce("{column}", {max(lo, 0)}) '
+                               f"BETWEEN {lo} AND {hi} LIMIT 1").fetchone()
+            raise sqlite_columns.DamagedValues(table, column, row[0] if row else None,
+                                               f"an id outside {lo}..{hi}")
+
+
 def checked(table: str, rows: List[tuple], kinds: Tuple[tuple, ...], names: Tuple[str, ...]) -> List[tuple]:
     """`rows` (rowid first, then one value per `names`), each value of one of its `kinds` of Python
     types; a row with another (a NULL id, a text where a number must be) is refused as damage."""

@@ -33,8 +33,8 @@ from ...model import Device, Peak, Profile, Provenance, normalise_kernels
 from . import nsys_timeline
 from ..common import sqlite_columns
 from ..common import SQLITE_MAGIC, sha256_file
-from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, REEXPORT, RUNTIME, checked, columns,
-                          connect, lookup, memcpy_labels, schema_problem, string_map, strings_of, table_names)
+from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, REEXPORT, RUNTIME, check_bounds, checked,
+                          columns, connect, lookup, memcpy_labels, schema_problem, string_map, strings_of, table_names)
 from .nsys_summaries import kernel_summary, read_summaries
 
 
@@ -393,6 +393,7 @@ def _fetch(conn, path: Path, names: Set[str]):
         if kernel_cols is not None:
             fetched.kernels = _assemble_kernels(exprs, asked, kernel_cols())
             check_durations(conn, KERNEL, fetched.kernels["start"], fetched.kernels["end"])
+            check_bounds(conn, KERNEL, (fetched.kernels[f] for f in ("device", "context", "stream")))
         fetched.ranges = nvtx_ranges(conn) if NVTX in names else None
         strings, kernel_sum = _kernel_only(conn, fetched.kernels)
         fetched.api = tuple(api()) if api is not None else None
