@@ -180,3 +180,12 @@ def test_an_id_no_cuda_numbering_has_is_refused(tmp_path, samples_dir, table, co
     path = copy_of(samples_dir, tmp_path)
     edit(path, f"UPDATE {table} SET {column} = {value} WHERE rowid = 3")
     assert refusal(path) == f"damaged Nsight Systems export: an id outside {bounds} in {table}: {column} (row 3)"
+
+
+def test_sqlite_quoting_damaged_text_is_still_one_line(tmp_path, samples_dir):
+    """SQLite's message quotes the text it could not decode (newlines and all): cut to one line."""
+    path = copy_of(samples_dir, tmp_path, "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite")
+    edit(path, "UPDATE NVTX_EVENTS SET text = CAST(x'0a66660aff0a' AS TEXT) || hex(randomblob(400)) "
+               "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL AND eventType = 59)")
+    problem = refusal(path)
+    assert problem.startswith("the SQLite file is damaged (NVTX_EVENTS: Could not decode") and len(problem) < 300

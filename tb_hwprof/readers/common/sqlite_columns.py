@@ -276,6 +276,19 @@ def columns_in_parts(pool: Executor, path, table: str, exprs: Sequence[str], spa
     return result
 
 
+def _texts(conn: sqlite3.Connection, table: str) -> List[str]:
+    """The distinct texts text_codes() collected, in code order.  Text that is not UTF-8 cannot
+    become a str: SQLite's error then names `table`, and the cursor is closed at once (an open one
+    keeps the temp table locked, and dropping it would fail in its place)."""
+    cur = conn.execute("SELECT tbh_text FROM temp.tbh_texts ORDER BY rowid")
+    try:
+        return [v for (v,) in cur]
+    except sqlite3.DatabaseError as e:
+        raise sqlite3.DatabaseError(f"{table}: {e}") from None
+    finally:
+        cur.close()
+
+
 def text_codes(conn: sqlite3.Connection, table: str, expr: str, where: str = "") -> Tuple[np.ndarray, List[str]]:
     """(codes, values): per row of `table` (rowid order) that `where` keeps, the index in `values`
     of its text `expr`, each distinct text once.  The distinct texts go to a temp table (the
@@ -289,7 +302,7 @@ def text_codes(conn: sqlite3.Connection, table: str, expr: str, where: str = "")
     try:
         conn.execute(f'INSERT OR IGNORE INTO temp.tbh_texts SELECT {text} FROM "{table}" {keep}')
         codes = int_columns(conn, table, [f"(SELECT rowid - 1 FROM temp.tbh_texts WHERE tbh_text = {text})"], where)[0]
-        values = [v for (v,) in conn.execute("SELECT tbh_text FROM temp.tbh_texts ORDER BY rowid")]
+        values = _texts(conn, table)
     finally:
         conn.execute("DROP TABLE temp.tbh_texts")
     if codes.size and (codes.min() < 0 or codes.max() >= len(values)):

@@ -33,6 +33,7 @@ from ...model import Device, Peak, Profile, Provenance, normalise_kernels
 from . import nsys_timeline
 from ..common import sqlite_columns
 from ..common import SQLITE_MAGIC, sha256_file
+from ..common.csvtext import one_line
 from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, REEXPORT, RUNTIME, check_bounds, checked,
                           columns, connect, lookup, memcpy_labels, schema_problem, string_map, strings_of, table_names)
 from .nsys_summaries import kernel_summary, read_summaries
@@ -447,6 +448,13 @@ def _read_export(conn, path: Path):
     return (meta, names, devices) + _read_tables(conn, path, names, devices)
 
 
+def _sqlite_says(error: sqlite3.DatabaseError, limit: int = 200) -> str:
+    """SQLite's message on one line, cut short: it may quote damaged text ("Could not decode ...
+    with text '...'", "malformed database schema (...)"), newlines and all."""
+    text = one_line(error)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def read_nsys_sqlite(path) -> Profile:
     path = Path(path)
     check_size(path)
@@ -455,7 +463,7 @@ def read_nsys_sqlite(path) -> Profile:
     try:
         meta, names, devices, kernels, summaries, timeline, sha = _read_export(conn, path)
     except sqlite3.DatabaseError as e:
-        raise InputError(path, f"the SQLite file is damaged ({e})", REEXPORT) from None
+        raise InputError(path, f"the SQLite file is damaged ({_sqlite_says(e)})", REEXPORT) from None
     except sqlite_columns.DamagedValues as e:
         raise InputError(path, f"damaged Nsight Systems export: {e}", REEXPORT) from None
     finally:
