@@ -139,6 +139,11 @@ def load_outcome(run_dir: Path, limit_s: float = TIME_LIMIT_S) -> Outcome:
     return in_child(lambda: check_run(run_dir), "loaded", limit_s)
 
 
+# What breaks a terminal line: line ends (str.splitlines' set) and other control characters (an escape
+# sequence from a damaged file's bytes would be run by the user's terminal).
+LINE_BREAKING = frozenset([chr(c) for c in range(32) if c != 9] + ["\x7f", "\x85", "\u2028", "\u2029"])
+
+
 def problems_with(outcome: Outcome, path: Path, done_kind: str = "exported") -> List[str]:
     """What is wrong with an outcome: anything but success or a one-line error naming the input."""
     if outcome.kind == done_kind:
@@ -146,8 +151,8 @@ def problems_with(outcome: Outcome, path: Path, done_kind: str = "exported") -> 
     if outcome.kind != "error":
         return [str(outcome)]
     found = []
-    if "\n" in outcome.detail.strip() or "\r" in outcome.detail:
-        found.append(f"error message is not one line: {outcome.detail!r}")
+    if any(c in LINE_BREAKING for c in outcome.detail.strip()):
+        found.append(f"error message is not one plain line: {outcome.detail!r}")
     if path.name not in outcome.detail:
         found.append(f"error message does not name {path.name}: {outcome.detail!r}")
     return found
@@ -282,6 +287,20 @@ def delimiter_swap(data: bytes, rng: random.Random):
     return _csv_bytes(rows, other), f"delimiter {delimiter!r} -> {other!r}"
 
 
+CONTROL_TEXTS = ["\x1b[2J\x1b[31m", "\r", "\x00", "\u2028", "\x85", "\x07", "\x1b]0;title\x07", "\ufeff"]
+
+
+def control_characters(data: bytes, rng: random.Random):
+    """A header or cell carrying control characters (echoed raw, they would drive the terminal)."""
+    rows, delimiter = _csv_rows(data)
+    row = rng.randrange(len(rows))
+    if not rows[row]:
+        raise ValueError("empty row")
+    column, text = rng.randrange(len(rows[row])), rng.choice(CONTROL_TEXTS)
+    rows[row][column] = text + rows[row][column]
+    return _csv_bytes(rows, delimiter), f"{text!r} put before row {row} cell {column}"
+
+
 def row_repeats(data: bytes, rng: random.Random):
     """A data row repeated (a bigger trace of the same kernel: quadratic work shows as a hang)."""
     rows, delimiter = _csv_rows(data)
@@ -301,7 +320,8 @@ def wide_rows(data: bytes, rng: random.Random):
 
 
 CSV_MUTATIONS = [header_rename, column_drop, column_duplicate, huge_cells, extra_cells, bit_flips, truncation,
-                 chunk_duplication, chunk_deletion, rows_shuffled, delimiter_swap, row_repeats, wide_rows]
+                 chunk_duplication, chunk_deletion, rows_shuffled, delimiter_swap, row_repeats, wide_rows,
+                 control_characters]
 
 
 # -- mutations of JSON -------------------------------------------------------------------------------
