@@ -141,7 +141,7 @@ def check_bounds(conn: sqlite3.Connection, table: str, values: Iterable[np.ndarr
     range: CUDA never numbers a device, context or stream so, a damaged page does.  One vectorised
     pass per column; the row is looked up only then."""
     for (column, lo, hi), array in zip(ID_BOUNDS, values):
-        if array.size and ((array - lo).view(np.uint64) > hi - lo).any():  # below lo wraps round to huge
+        if array.size and (array.min() < lo or array.max() > hi):
             row = conn.execute(f'SELECT rowid FROM "{table}" WHERE NOT coalesce("{column}", {max(lo, 0)}) '
                                f"BETWEEN {lo} AND {hi} LIMIT 1").fetchone()
             raise sqlite_columns.DamagedValues(table, column, row[0] if row else None,
