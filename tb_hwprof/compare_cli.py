@@ -76,14 +76,6 @@ class Side:
     phases: Optional[pd.DataFrame]
 
 
-def _devices_that_ran(devices: List[dict], kernels: pd.DataFrame) -> tuple:
-    """Names of the devices the kernels ran on (a PyTorch trace lists every GPU of the node)."""
-    ids = kernels["device"].to_numpy(dtype=np.float64, na_value=np.nan) if "device" in kernels.columns else np.array([])
-    ran = set(np.unique(ids[~np.isnan(ids)]).astype(int).tolist())
-    used = [d for d in devices if d.get("id") in ran] or devices
-    return tuple(str(d.get("name", "")) for d in used)
-
-
 def _phase_table(run_dir: Path, manifest: dict) -> Optional[pd.DataFrame]:
     """The run's NVTX ranges table (only that summary is read), None without one."""
     from .analysis.trace_views import phase_source
@@ -106,22 +98,37 @@ def _compared_columns(metric: str) -> set:
             *DELTA_COLUMNS, *LAUNCH_CONFIG}
 
 
-def read_compared_kernels(run_dir: Path, manifest: dict, metric: str) -> pd.DataFrame:
-    """The run's kernels table with only the columns compare reads decoded (the others come back
-    missing, as absent columns do): a 1M-launch table has ~50 more, half the time of reading it."""
-    from .logdir import metadata, reader, tables
+_DTYPES = {"str": object, "int": np.int64, "float": np.float64}
+
+
+def read_compared_kernels(run_dir: Path, manifest: dict, metric: str = "duration_ns") -> pd.DataFrame:
+    """The run's kernels table with only the columns compare reads, decoded from the columnar file
+    (docs/FORMAT.md) straight into a frame: a 1M-launch table has ~50 more columns, and filling in
+    the absent ones (read_kernels' normalised table) costs a copy of 8 MB each.  Text columns may
+    hold None where the table has nulls; compare takes any non-str as missing."""
+    from .logdir import columns, metadata, reader, tables
+    from .model import KERNEL_COLUMNS
     path = reader.asset_dir(run_dir) / metadata.KERNELS
+    wanted = _compared_columns(metric)
     try:
         doc = tables.read_json_gz(path, metadata.declared_size(manifest, metadata.KERNELS))
-        wanted = _compared_columns(metric)
-        return tables.kernels_from_json({**doc, "columns": [c for c in doc["columns"] if c in wanted]})
+        present = [c for c in doc["columns"] if c in wanted]
+        data = {c: columns.decode_column(doc, c, _DTYPES[KERNEL_COLUMNS[c][1]] if c in KERNEL_COLUMNS else None)
+                for c in present}
+        rows = int(doc["rows"])
     except metadata.DAMAGED_FILE_ERRORS as e:
         raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
+    for column in wanted - set(present):  # a table written before the column existed
+        data[column] = np.full(rows, "" if KERNEL_COLUMNS.get(column, ("", "float"))[1] == "str" else np.nan,
+                               dtype=object if KERNEL_COLUMNS.get(column, ("", "float"))[1] == "str" else np.float64)
+    # Series of dtype object: pandas would otherwise infer (and convert to) its string dtype.
+    return pd.DataFrame({c: pd.Series(v, dtype=object if np.asarray(v).dtype == object else None, copy=False)
+                         for c, v in data.items()}, copy=False)
 
 
 def load_side(path: str, metric: str = "duration_ns") -> Side:
     """An exported run (its kernels table, manifest and NVTX table) or a report read on the fly."""
-    from .analysis.compare import RunInfo
+    from .analysis.compare import RunInfo, devices_that_ran
     from .analysis.trace_views import phase_source
     from .logdir import metadata, reader
     where = Path(path)
@@ -129,14 +136,14 @@ def load_side(path: str, metric: str = "duration_ns") -> Side:
         manifest = reader.read_manifest(where)
         kernels = read_compared_kernels(where, manifest, metric)
         info = RunInfo((manifest.get("provenance") or {}).get("tool", ""),
-                       _devices_that_ran(manifest.get("devices") or [], kernels))
+                       devices_that_ran(manifest.get("devices") or [], kernels))
         return Side(path, kernels, info, _phase_table(where, manifest))
     if not where.exists():
         raise InputError(where, "no such file or folder",
                          "give an exported run folder (<logdir>/<run>) or a profiler report")
     import tb_hwprof
     profile = tb_hwprof.read(where)
-    info = RunInfo(profile.provenance.tool, _devices_that_ran([d.to_dict() for d in profile.devices], profile.kernels))
+    info = RunInfo(profile.provenance.tool, devices_that_ran([d.to_dict() for d in profile.devices], profile.kernels))
     source = phase_source(profile.summaries)
     return Side(path, profile.kernels, info, profile.summaries[source] if source else None)
 

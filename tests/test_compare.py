@@ -235,7 +235,8 @@ def test_pair_detail_shows_which_metrics_moved(profiles, samples_dir, ncu_report
     [(_, _, r_raw)] = ncu_launches(ncu_report_module, samples_dir / V8)
     b, r = profiles(V1), profiles(V8)
     bset, rset = compare.kernel_set(b.kernels), compare.kernel_set(r.kernels)
-    detail = compare.pair_detail(bset, rset, bset.keys[0], rset.keys[0], b.raw_metrics[0], r.raw_metrics[0])
+    detail = compare.pair_detail(bset, rset, bset.keys[0], rset.keys[0], b.kernels.iloc[0], r.kernels.iloc[0],
+                                 b.raw_metrics[0], r.raw_metrics[0])
     rows = {(x["source"], x["name"]): x for x in detail["rows"]}
     shared = {n for n in b_raw if n in r_raw}
     numeric = {n for n in shared if ("raw", n) in rows}

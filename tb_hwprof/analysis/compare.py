@@ -515,19 +515,18 @@ _NOT_COMPARED = ("launch_id", "range_id", "device", "context", "stream", "start_
                  "name", "demangled_name", "mangled_name")
 
 
-def pair_detail(base: KernelSet, run: KernelSet, base_key: str, run_key: str,
-                base_raw: Optional[dict] = None, run_raw: Optional[dict] = None) -> dict:
+def pair_detail(base: KernelSet, run: KernelSet, base_key: str, run_key: str, base_row: pd.Series,
+                run_row: pd.Series, base_raw: Optional[dict] = None, run_raw: Optional[dict] = None) -> dict:
     """Every kernel-table column and every raw metric the two kernels' representative launches share:
     baseline, run, difference and relative difference, largest relative change first; then values
     that moved from zero (no relative change) and changed text (bound, grid...); unchanged ones last.
-    base_raw / run_raw: the launches' {metric: [value, unit]} (tools without raw metrics: None)."""
-    b_row, r_row = representative_launch(base, base_key), representative_launch(run, run_key)
-    b, r = base.kernels.iloc[b_row], run.kernels.iloc[r_row]
+    base_row / run_row: those launches' whole rows of the kernels tables (representative_launch);
+    base_raw / run_raw: their {metric: [value, unit]} (tools without raw metrics: None)."""
     units = {column: spec[0] for column, spec in KERNEL_COLUMNS.items()}
     rows = []
-    for column in base.kernels.columns:
-        if column in run.kernels.columns and column not in _NOT_COMPARED and not column.startswith("_"):
-            row = _changed_row(column, units.get(column, ""), b[column], r[column], "table")
+    for column in base_row.index:
+        if column in run_row.index and column not in _NOT_COMPARED and not column.startswith("_"):
+            row = _changed_row(column, units.get(column, ""), base_row[column], run_row[column], "table")
             if row:
                 rows.append(row)
     for metric, pair in (base_raw or {}).items():
@@ -539,12 +538,24 @@ def pair_detail(base: KernelSet, run: KernelSet, base_key: str, run_key: str,
     rows.sort(key=lambda x: x["_order"])
     for row in rows:
         del row["_order"]
-    side = lambda kset, key, row: {  # noqa: E731
-        "key": key, "label": kset.groups[key]["label"], "launch": row, "launches": kset.groups[key]["launches"],
-        "total_ns": kset.groups[key]["total_ns"], "bound": _text(kset.kernels.iloc[row].get("bound")),
-        "bound_reason": _text(kset.kernels.iloc[row].get("bound_reason")), "dominant_bound": kset.groups[key]["bound"],
-        "roofline": {c: _number(kset.kernels.iloc[row].get(c)) for c in ("ai_dram", "flop_per_s", "attainable_flop_per_s")}}
-    return {"base": side(base, base_key, b_row), "run": side(run, run_key, r_row), "rows": rows}
+    return {"base": _detail_side(base, base_key, base_row), "run": _detail_side(run, run_key, run_row), "rows": rows}
+
+
+def _detail_side(kset: KernelSet, key: str, row: pd.Series) -> dict:
+    group = kset.groups[key]
+    return {"key": key, "label": group["label"], "launch": representative_launch(kset, key),
+            "launches": group["launches"], "total_ns": group["total_ns"], "bound": _text(row.get("bound")),
+            "bound_reason": _text(row.get("bound_reason")), "dominant_bound": group["bound"],
+            "roofline": {c: _number(row.get(c)) for c in ("ai_dram", "flop_per_s", "attainable_flop_per_s")}}
+
+
+def devices_that_ran(devices: List[dict], kernels: pd.DataFrame) -> Tuple[str, ...]:
+    """Names of the devices ({id, name} dicts) the kernels ran on; all of them when the table does not
+    say (a PyTorch trace lists every GPU of the node: 8 identical names would hide the one that ran)."""
+    ids = _floats(kernels, "device") if "device" in kernels.columns else np.array([])
+    ran = set(np.unique(ids[~np.isnan(ids)]).astype(int).tolist())
+    used = [d for d in devices if d.get("id") in ran] or devices
+    return tuple(str(d.get("name", "")) for d in used)
 
 
 def _text(value) -> str:

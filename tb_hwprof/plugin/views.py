@@ -132,14 +132,23 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
 
 # -- compare (docs/http_api.md /compare, /compare_pair) -------------------------------------------
 def kernel_set(entry: RunEntry) -> "compare.KernelSet":
-    """The run's kernels grouped for comparison, built once per run and files."""
-    return entry.memo("compare_kernel_set", lambda: compare.kernel_set(entry.kernels()))
+    """The run's kernels grouped for comparison, built once per run and files from only the columns
+    compare reads (compare_cli.read_compared_kernels: the whole table of a 1M-launch run costs twice that)."""
+    from ..compare_cli import read_compared_kernels
+    from ..logdir import metadata
+
+    def build():
+        path = entry.asset(metadata.KERNELS)  # 404 where it resolves outside the run
+        kernels = read_asset(path, "kernels table", lambda: read_compared_kernels(entry.run_dir, entry.manifest))
+        return compare.kernel_set(kernels)
+    return entry.memo("compare_kernel_set", build)
 
 
 def compare_info(entry: RunEntry) -> "compare.RunInfo":
     """The run's tool and the GPUs its kernels ran on, for the comparison's warnings."""
     tool = (entry.manifest.get("provenance") or {}).get("tool", "")
-    return compare.RunInfo(tool=tool, devices=tuple(str(d.get("name", "")) for d in _devices_that_ran(entry)))
+    return compare.RunInfo(tool=tool, devices=compare.devices_that_ran(entry.manifest.get("devices") or [],
+                                                                       kernel_set(entry).kernels))
 
 
 def pair_choices(base: RunEntry, run: RunEntry, values) -> list:
@@ -168,7 +177,8 @@ def compare_pair(base: RunEntry, run: RunEntry, base_key: Optional[str], run_key
     b_set, r_set = kernel_set(base), kernel_set(run)
     b_key, r_key = _known_key(base, base_key, "base_key"), _known_key(run, run_key, "run_key")
     b_launch, r_launch = compare.representative_launch(b_set, b_key), compare.representative_launch(r_set, r_key)
-    detail = compare.pair_detail(b_set, r_set, b_key, r_key, base.raw_metrics(b_launch), run.raw_metrics(r_launch))
+    detail = compare.pair_detail(b_set, r_set, b_key, r_key, base.kernels().iloc[b_launch], run.kernels().iloc[r_launch],
+                                 base.raw_metrics(b_launch), run.raw_metrics(r_launch))
     return {"base_run": base.run, "run_run": run.run, **detail}
 
 
