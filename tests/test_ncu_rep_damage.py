@@ -82,50 +82,65 @@ def test_the_reproducers_really_differ_from_their_original(name, samples_dir, nc
     assert damaged != original
 
 
-def break_launch_record(data: bytearray, launch: int) -> None:
-    """Make launch `launch`'s record (0-based) unparsable: its first tag becomes field 0, wire type 7.
+def varint(buf, i):
+    value = shift = 0
+    while True:
+        value |= (buf[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if buf[i - 1] < 0x80:
+            return value, i
+
+
+def fields(buf, start=0, end=None):
+    """[(field number, wire type, start of its value, value or length)] of one protobuf message."""
+    out, i, end = [], start, len(buf) if end is None else end
+    while i < end:
+        key, i = varint(buf, i)
+        wire = key & 7
+        value, j = varint(buf, i) if wire in (0, 2) else (None, i + (4 if wire == 5 else 8))
+        out.append((key >> 3, wire, j if wire == 2 else i, value))
+        i = j + value if wire == 2 else j
+    return out
+
+
+def launch_record(data, launch: int):
+    """(start, end) of launch `launch`'s record (0-based).
 
     Container: 'NVR\\0', u32 header size, header, then blocks: u32 size, block header (protobuf:
     field 1 = session records, field 2 = launch records, field 5 = payload size), payload of u32-sized
     records, the session's first."""
-    def varints(message):
-        out, i = {}, 0
-        while i < len(message):
-            key, i = varint(message, i)
-            if key & 7 == 0:
-                out[key >> 3], i = varint(message, i)
-            elif key & 7 == 2:
-                size, i = varint(message, i)
-                i += size
-            else:
-                i += 4 if key & 7 == 5 else 8
-        return out
-
-    def varint(buf, i):
-        value = shift = 0
-        while True:
-            value |= (buf[i] & 0x7F) << shift
-            shift += 7
-            i += 1
-            if buf[i - 1] < 0x80:
-                return value, i
-
     i = 8 + struct.unpack_from("<I", data, 4)[0]
     seen = 0
     while i < len(data):
         size = struct.unpack_from("<I", data, i)[0]
-        header = varints(bytes(data[i + 4:i + 4 + size]))
+        header = {f: v for f, wire, _, v in fields(data, i + 4, i + 4 + size) if wire == 0}
         j = i + 4 + size
         for k in range(header.get(1, 0) + header.get(2, 0)):
             record = struct.unpack_from("<I", data, j)[0]
             if k >= header.get(1, 0):
                 if seen == launch:
-                    data[j + 4] = 0x07
-                    return
+                    return j + 4, j + 4 + record
                 seen += 1
             j += 4 + record
         i += 4 + size + header.get(5, 0)
     raise AssertionError(f"no launch {launch} in the report")
+
+
+def break_launch_record(data: bytearray, launch: int) -> None:
+    """Make the launch's record unparsable: its first tag becomes field 0, wire type 7."""
+    data[launch_record(data, launch)[0]] = 0x07
+
+
+def share_name_id(data: bytearray, launch: int) -> None:
+    """Give one metric result (ProfileResult field 13) of the launch the NameId (its field 1) of the
+    first, whose value differs: what a flipped bit in a name id does."""
+    start, end = launch_record(data, launch)
+    results = [(at, bytes(data[at + 2:at + size])) for f, wire, at, size in fields(data, start, end)
+               if f == 13 and wire == 2 and data[at] == 0x08 and data[at + 1] < 0x80]  # NameId first, one byte
+    first, value = results[0]
+    other = next(at for at, rest in results[1:] if rest != value)
+    data[other + 1] = data[first + 1]
 
 
 @pytest.fixture
@@ -232,3 +247,18 @@ def test_a_renamed_metric_is_refused(real, renamed, samples_dir, tmp_path, capfd
     assert rc == 1 and len(err) == 1
     assert f"{damaged}: damaged Nsight Compute report, no sound launch in it: launch 0 (metric name " in err[0]
     assert f"{renamed.decode()}" in err[0] and "is not a Nsight Compute metric name" in err[0]
+
+
+def test_two_metric_results_under_one_name_id_are_refused(samples_dir, tmp_path, capfd, ncu_report_module):
+    """A damaged name id makes ncu_report list one metric fewer and read one value under the wrong
+    name, silently; the record's own results show it."""
+    original = sample(samples_dir, MULTI)
+    data = bytearray(original.read_bytes())
+    share_name_id(data, 3)
+    damaged = tmp_path / "shared.ncu-rep"
+    damaged.write_bytes(bytes(data))
+    before, after = ncu_launches(ncu_report_module, original), ncu_launches(ncu_report_module, damaged)
+    assert len(after[3][1]) == len(before[3][1]) - 1 and after[3][0] == before[3][0]
+    rc, err = export(capfd, damaged, tmp_path / "logs")
+    assert rc == 1 and len(err) == 1
+    assert f"{damaged}: damaged Nsight Compute report: launch 3 (two different metric results carry name id" in err[0]
