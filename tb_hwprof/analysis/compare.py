@@ -103,6 +103,9 @@ def kernel_keys(kernels: pd.DataFrame):
     is the normalised demangled name, or the normalised `name` where that is empty.  Each name
     column is hashed once; keys are made once per distinct (demangled, name) pair."""
     d_codes, d_keys = _normalised_codes(kernels["demangled_name"])
+    if all(d_keys):  # every launch has a demangled name: `name` never decides a key
+        key_codes, keys = pd.factorize(np.array(d_keys, dtype=object))
+        return key_codes[d_codes], list(keys)
     s_codes, s_keys = _normalised_codes(kernels["name"])
     width = max(len(s_keys), 1)
     pairs, first = pd.factorize(d_codes.astype(np.int64) * width + s_codes)
@@ -124,6 +127,8 @@ def weighted_means(codes: np.ndarray, n: int, values: np.ndarray, durations: np.
     """Per key: duration-weighted mean of `values`; the plain mean where no launch has a duration
     (NaN where no launch has the value).  bincount over the key codes: one pass per column."""
     has = ~np.isnan(values)
+    if not has.any():  # a tracer's counters: the column is all missing
+        return np.full(n, np.nan)
     both = has & ~np.isnan(durations)
     weight = _per_key_sum(codes, n, np.where(both, durations, 0.0))
     weighted = _per_key_sum(codes, n, np.where(both, values * durations, 0.0))
