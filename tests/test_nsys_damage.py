@@ -149,10 +149,17 @@ def test_text_in_a_kernel_time_names_table_column_and_row(tmp_path, samples_dir,
                             "start (row 4)"
 
 
-def test_a_kernel_ending_before_it_starts_is_refused(tmp_path, samples_dir):
-    path = copy_of(samples_dir, tmp_path)
-    edit(path, f"UPDATE {KERNEL} SET end = start - 5 WHERE rowid = 6")
-    assert refusal(path) == f"damaged Nsight Systems export: a negative duration in {KERNEL}: end < start (row 6)"
+@pytest.mark.parametrize("table, change", [
+    (KERNEL, "end = start - 5"), (KERNEL, "start = -9223372036854775808"),  # end - start overflows
+    (RUNTIME, "end = 9223372036854775807"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "end = start - 100"),
+    ("NVTX_EVENTS", "start = end + 100")])
+def test_a_negative_or_impossible_duration_is_refused(tmp_path, samples_dir, table, change):
+    """An operation, call or range that ends before it starts or lasts centuries: damage, named."""
+    path = copy_of(samples_dir, tmp_path, "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite")
+    row = query(path, f"SELECT min(rowid) FROM {table} WHERE end IS NOT NULL AND rowid > 3")[0][0]
+    edit(path, f"UPDATE {table} SET {change} WHERE rowid = {row}")
+    assert refusal(path) == f"damaged Nsight Systems export: a negative or impossibly long duration in {table}: " \
+                            f"end - start (row {row})"
 
 
 def test_a_text_copy_size_is_refused_before_it_is_summed(tmp_path, samples_dir):

@@ -148,6 +148,24 @@ def check_bounds(conn: sqlite3.Connection, table: str, values: Iterable[np.ndarr
                                                f"an id outside {lo}..{hi}")
 
 
+# No operation, call or range lasts years (~3 years): a longer one, or one whose end - start
+# overflows int64, is a damaged value, not data.
+MAX_DURATION_NS = 10 ** 17
+
+
+def check_durations(conn: sqlite3.Connection, table: str, start: np.ndarray, end: np.ndarray, where: str = "") -> None:
+    """Refuse (DamagedValues) a row of `table` (of those `where` keeps) that ends before it starts
+    or lasts longer than MAX_DURATION_NS: CUPTI, NVTX and nsys never record one, a damaged page
+    does.  Vectorised (a negative end - start, wrapped or not, is huge as unsigned); the row is
+    looked up only then."""
+    if start.size and ((end < start) | (np.subtract(end, start).view(np.uint64) > MAX_DURATION_NS)).any():
+        keep = f"AND ({where})" if where else ""
+        row = conn.execute(f'SELECT rowid FROM "{table}" WHERE ("end" < start OR "end" - start > {MAX_DURATION_NS}) '
+                           f"{keep} LIMIT 1").fetchone()
+        raise sqlite_columns.DamagedValues(table, "end - start", row[0] if row else None,
+                                           "a negative or impossibly long duration")
+
+
 def checked(table: str, rows: List[tuple], kinds: Tuple[tuple, ...], names: Tuple[str, ...]) -> List[tuple]:
     """`rows` (rowid first, then one value per `names`), each value of one of its `kinds` of Python
     types; a row with another (a NULL id, a text where a number must be) is refused as damage."""

@@ -34,8 +34,8 @@ from . import nsys_timeline
 from ..common import sqlite_columns
 from ..common import SQLITE_MAGIC, sha256_file
 from ..common.csvtext import one_line
-from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, REEXPORT, RUNTIME, check_bounds, checked,
-                          columns, connect, lookup, memcpy_labels, schema_problem, string_map, strings_of, table_names)
+from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, REEXPORT, RUNTIME, check_bounds,
+                          check_durations, checked, columns, connect, lookup, memcpy_labels, schema_problem, string_map, strings_of, table_names)
 from .nsys_summaries import kernel_summary, read_summaries
 
 
@@ -270,6 +270,7 @@ def nvtx_ranges(conn) -> Dict[str, np.ndarray]:
     etype as int64 arrays, "nid" indexing "names" (each distinct text once, in order of first
     appearance: the inline text, else StringIds via textId)."""
     (start, end, tid, tids, dom, etype), texts = nvtx_columns(conn)
+    check_durations(conn, NVTX, start, end, NVTX_RANGE_ROWS)
     codes, labels = texts if texts is not None else (np.zeros(start.size, np.int64), ["\1"])
     labels = list(labels)
     missing = codes == labels.index("\1") if "\1" in labels else np.zeros(start.size, dtype=bool)
@@ -369,14 +370,6 @@ def _read_tables(conn, path: Path, names: Set[str], devices):
     table = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings, name), copy=False,
                               sparse_absent=True, only=())
     return table, summaries, timeline, sha
-
-
-def check_durations(conn, table: str, start: np.ndarray, end: np.ndarray) -> None:
-    """Refuse a row that ends before it starts: CUPTI never records one, a damaged page does (one
-    vectorised pass; the row is looked up only then)."""
-    if start.size and (end < start).any():
-        row = conn.execute(f'SELECT rowid FROM "{table}" WHERE "end" < start LIMIT 1').fetchone()
-        raise sqlite_columns.DamagedValues(table, "end < start", row[0] if row else None, "a negative duration")
 
 
 def _fetch(conn, path: Path, names: Set[str]):

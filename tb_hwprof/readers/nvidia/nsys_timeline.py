@@ -18,7 +18,8 @@ from ..common import sqlite_columns
 from ...model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
 from ..common.lanes import spread_over_lanes
 from ..common.timeline_builder import GPU_PID_BASE, NameTable
-from .nsys_schema import MEMCPY, MEMSET, NVTX_START_END, OSRT, api_name, check_bounds, checked, string_map
+from .nsys_schema import (MEMCPY, MEMSET, NVTX_START_END, OSRT, api_name, check_bounds, check_durations, checked,
+                          string_map)
 
 CAT = {name: code for code, name in enumerate(TIMELINE_CATEGORIES)}
 PID_MASK = 0xFFFFFF
@@ -46,6 +47,7 @@ def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: O
             "start", "end", "deviceId", "coalesce(contextId, 0)", "coalesce(streamId, 0)",
             f"(coalesce(globalPid, 0) >> 24) & {PID_MASK}", "coalesce(correlationId, -1)", kind, "coalesce(bytes, 0)"])
         check_bounds(conn, t, (dev, ctx, stream))
+        check_durations(conn, t, start, end)
         distinct_kinds, inverse = columnar.codes(kinds)
         labels = [f"[CUDA memcpy {memcpy_labels.get(int(k), f'kind {int(k)}')}]" if t == MEMCPY else "[CUDA memset]"
                   for k in distinct_kinds]
@@ -77,6 +79,7 @@ def _os_runtime_calls(conn, names: Set[str], table: NameTable) -> Optional[dict]
         return None
     start, end, gtid, nid = sqlite_columns.int_columns(
         conn, OSRT, ["start", "end", "coalesce(globalTid, 0)", "coalesce(nameId, -1)"], "end IS NOT NULL")
+    check_durations(conn, OSRT, start, end, "end IS NOT NULL")
     strings = string_map(conn, nid)
     uniq, inverse = columnar.codes(nid)
     return dict(start=start, end=end, gtid=gtid,
