@@ -13,6 +13,11 @@ lives in EXPORT_META_DATA (2022.x), META_DATA_EXPORT (2024+) or nowhere (older),
 GPU info in TARGET_INFO_GPU (`id` or `deviceId`) and/or TARGET_INFO_CUDA_GPU,
 and `mangledName` only in newer kernel tables.  Every query is built from the
 columns actually present.
+
+A damaged export is one InputError naming the file: the columns relied on are checked once up
+front (nsys_schema.REQUIRED_COLUMNS), SQLite's own errors are caught where reading starts, and
+values no export holds (a NULL or text in an integer column, an end before its start, a stream id
+CUDA never gives) are refused naming table, column and row -- vectorised on the big tables.
 """
 from __future__ import annotations
 
