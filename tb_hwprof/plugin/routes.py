@@ -74,7 +74,7 @@ VIEWS = (
 RUN_DOCUMENTS = ("/kernel_groups", "/roofline", "/bottlenecks", "/cpu_hotspots", "/overview", "/phases",
                  "/operators", "/steps")
 # Routes with a handler of their own in service.Service (the method named after the route).
-HANDLED = ("/runs", "/kernels", "/kernel", "/compare", "/summary", "/timeline", "/trace", "/static/*")
+HANDLED = ("/runs", "/kernels", "/kernel", "/compare", "/compare_pair", "/summary", "/timeline", "/trace", "/static/*")
 ROUTES = RUN_DOCUMENTS + HANDLED
 
 

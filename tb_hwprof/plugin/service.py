@@ -112,9 +112,20 @@ class Service:
         return json_response(request, encode.response(views.kernel(entry, request.args.get("launch"))))
 
     def compare(self, request):
+        """Two runs' kernels paired (and the user's pair=BASE:RUN choices: 400 for one naming no kernel)."""
         base, run = self._entry(request, "base"), self._entry(request, "run")
+        choices = views.pair_choices(base, run, request.args.getlist("pair"))
+        build = lambda: encode.response(views.compare_runs(base, run, choices))  # noqa: E731
+        if choices:  # the user's pairings are not cached: their combinations are unbounded
+            return json_response(request, build())
         key = ("compare", base.run, base.signature)  # cached in `run`'s entry, valid while base is unchanged
-        return json_response(request, run.memo(key, lambda: encode.response(views.compare_runs(base, run))))
+        return json_response(request, run.memo(key, build))
+
+    def compare_pair(self, request):
+        """One pair of /compare in detail (base_key, run_key: the keys /compare lists)."""
+        base, run = self._entry(request, "base"), self._entry(request, "run")
+        doc = views.compare_pair(base, run, request.args.get("base_key"), request.args.get("run_key"))
+        return json_response(request, encode.response(doc))
 
     def summary(self, request):
         entry = self._entry(request)
