@@ -507,12 +507,16 @@ class Seed:
     sample: str  # relative to the samples folder: a file, or a folder (rocprof-compute workload)
     mutations: tuple
     gzipped: bool = False  # mutate the decompressed text, write it compressed again
+    needs_tool: str = ""  # the program an unmutated seed needs to export (its mutants need none)
 
 
 SEEDS = [
     Seed("ncu_csv", "ncu/esmm_a10g_cli_metrics_ncu-csv.csv", tuple(CSV_MUTATIONS)),
     Seed("ncu_rep", "ncu/darrenlu_rtx3050l_basic_2025.1.0.ncu-rep", tuple(BYTE_MUTATIONS)),
+    Seed("ncu_rep_lakshya", "ncu/lakshya_gtx1660s_basic_2024.1.1.ncu-rep", tuple(BYTE_MUTATIONS)),
     Seed("nsys_sqlite", "nsys/kmeans_rtx3080_openacc_2020.5.1.sqlite", tuple(SQLITE_MUTATIONS)),
+    Seed("nsys_sqlite_nvtx", "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite", tuple(SQLITE_MUTATIONS)),
+    Seed("nsys_rep", "nsys/testcuda_rtx4060ti_2026.1.1.nsys-rep", tuple(BYTE_MUTATIONS), needs_tool="nsys"),
     Seed("nsys_stats_csv", "nsys/mineru_nsys_stats_stdout_2025.1.1.csv", tuple(CSV_MUTATIONS)),
     Seed("rocprof_v1_csv", "rocprof/v1_old_rome_omp/results.csv", tuple(CSV_MUTATIONS)),
     Seed("rocprof_v2_csv", "rocprof/v2_hip_api_trace_hiptrace.csv", tuple(CSV_MUTATIONS)),
