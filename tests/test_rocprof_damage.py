@@ -38,7 +38,33 @@ def test_a_header_naming_a_column_twice_is_refused(case, column, columns):
 
 
 def test_a_dropped_launch_shape_column_is_named():
-    refused(repro(f"fuzz/29_crash_KeyError/{V3_TRACE}"), "no column 'Workgroup_Size_Y'", "all six")
+    refused(repro(f"fuzz/29_crash_KeyError/{V3_TRACE}"), "no column 'Workgroup_Size_Y' (rocprofv3 kernel_trace.csv")
+
+
+def drop_column(text: str, name: str) -> str:
+    rows = list(csv.reader(text.splitlines()))
+    at = rows[0].index(name)
+    return "".join(",".join(f'"{c}"' for c in row[:at] + row[at + 1:]) + "\n" for row in rows)
+
+
+@pytest.mark.parametrize("name, dropped", [("rocprof/v3_docs_kernel_trace_older.csv", "Agent_Id"),
+                                           ("rocprof/v1_old_rome_omp/results.csv", "queue-id")])
+def test_a_trace_without_a_column_its_tool_always_writes_is_refused(name, dropped, samples_dir, tmp_path):
+    source = sample(samples_dir, name)
+    path = tmp_path / source.name
+    path.write_text(drop_column(source.read_text(), dropped))
+    refused(path, f"no column {dropped!r}")
+
+
+def test_a_half_written_partial_launch_shape_names_every_missing_column(samples_dir, tmp_path):
+    """Grid_Size_X kept, its five siblings dropped: the check names all five."""
+    source = sample(samples_dir, f"rocprof/{V3_TRACE}")
+    text = source.read_text()
+    for name in ("Grid_Size_Y", "Grid_Size_Z", "Workgroup_Size_X", "Workgroup_Size_Y", "Workgroup_Size_Z"):
+        text = drop_column(text, name)
+    path = tmp_path / source.name
+    path.write_text(text)
+    refused(path, "'Grid_Size_Y', 'Grid_Size_Z', 'Workgroup_Size_X', 'Workgroup_Size_Y', 'Workgroup_Size_Z'")
 
 
 def test_bit_flips_are_refused_at_the_first_damage():
@@ -170,3 +196,45 @@ def test_a_rocpd_agent_whose_extdata_is_not_json_text_is_refused():
 
 def test_binary_data_in_a_text_cell_is_refused_not_a_unicode_error():
     refused(repro("fuzz/33_crash_UnicodeDecodeError/results.db"), "OPS column '__lane', row 1: binary data")
+
+
+def rewritten(tmp_path, source, edit_rows):
+    """`source` (a real CSV sample) with `edit_rows(rows)` applied to its cells, under its own name."""
+    rows = list(csv.reader(source.read_text().splitlines()))
+    edit_rows(rows)
+    path = tmp_path / source.name
+    with open(path, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+    return path
+
+
+def test_a_blank_cell_the_tool_always_fills_is_refused(samples_dir, tmp_path):
+    def wipe(rows):
+        rows[2][rows[0].index("Start_Timestamp")] = ""
+    refused(rewritten(tmp_path, sample(samples_dir, f"rocprof/{V3_TRACE}"), wipe),
+            "column 'Start_Timestamp', data row 2 is blank")
+
+
+def test_a_repeated_row_of_a_trace_without_dispatch_ids_is_refused(samples_dir, tmp_path):
+    """rocprofv3's older columns have no Dispatch_Id: a row repeated whole (timestamps too) is damage."""
+    refused(rewritten(tmp_path, sample(samples_dir, "rocprof/v3_docs_kernel_trace_older.csv"),
+                      lambda rows: rows.append(rows[1])), "data row 2 repeats an earlier row")
+
+
+@pytest.mark.parametrize("name, column", [("rocprof/v3_docs_hip_api_stats.csv", "TotalDurationNs"),
+                                          ("rocprof/v3_docs_counter_collection_newer.csv", "Counter_Value"),
+                                          ("rocprof/v2_hip_api_trace_hiptrace.csv", "End_Timestamp")])
+def test_text_in_a_number_column_is_refused(name, column, samples_dir, tmp_path):
+    def garble(rows):
+        data = [row for row in rows[1:] if row]  # the v2 trace has a blank line after its header
+        data[2][rows[0].index(column)] = "12x4"
+    refused(rewritten(tmp_path, sample(samples_dir, name), garble), f"column {column!r}, data row 3: '12x4'")
+
+
+def test_a_zero_total_percentage_reads_as_empty_not_damage(samples_dir):
+    """rocprof v1 writes Percentage 'None' when the total is 0: still valid, read as empty with a note."""
+    path = sample(samples_dir, "rocprof/v1_old_rome_omp/results.hsa_stats.csv")
+    assert ",None" in path.read_text()
+    profile = tb_hwprof.read(path)
+    assert any("'None'" in n for n in profile.notes)
+    assert profile.summaries["hsa_api_stats"]["pct"].isna().all() and profile.summaries["hsa_api_stats"]["calls"].notna().all()

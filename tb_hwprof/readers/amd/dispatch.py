@@ -146,6 +146,20 @@ def checked_numbers(table: pd.DataFrame, name: str, at_least: float = -INT64_LIM
     return fitting_numbers(source_of(table), name, cells, numeric(cells), _filled(cells), at_least)
 
 
+def measured_values(table: pd.DataFrame, name: str) -> pd.Series:
+    """Numbers of a counter or statistic column: any float (inf and nan included: still readings), but a
+    cell that is text and not a number is damage."""
+    cells = table[name]
+    values = numeric(cells)
+    nan_text = cells.astype(str).str.strip().str.lower().str.lstrip("+-") == "nan"
+    text = values.isna() & _filled(cells) & ~nan_text
+    if text.any():
+        row = int(np.flatnonzero(text.to_numpy())[0])
+        raise InputError(source_of(table), f"column {name!r}, data row {row + 1}: {shown(str(cells.iloc[row]))} "
+                         "is not a number", DAMAGED_FIX)
+    return values
+
+
 def fitting_numbers(source: str, name: str, cells: pd.Series, values: pd.Series, filled: pd.Series,
                     at_least: float = -INT64_LIMIT, table: str = "") -> pd.Series:
     """`values` (the numbers of `cells`), once every `filled` cell is a number from at_least to 2^63."""
@@ -160,10 +174,17 @@ def fitting_numbers(source: str, name: str, cells: pd.Series, values: pd.Series,
 
 
 def refuse_repeated_dispatches(table: pd.DataFrame) -> None:
-    """A trace lists each dispatch once: a dispatch id on several rows is a duplicated (damaged) row.
+    """A trace lists each dispatch once: a dispatch id on several rows is a duplicated (damaged) row;
+    without ids (rocprofv3's older columns), a row repeated whole, timestamps included.
     (Counter collection repeats it per counter, rocpd merges processes: those do not call this.)"""
+    if table.empty:
+        return
     name = column(table, "dispatch")
-    if name is None or table.empty:
+    if name is None:
+        whole = table.duplicated()
+        if whole.any():
+            raise InputError(source_of(table), f"data row {int(np.flatnonzero(whole.to_numpy())[0]) + 1} repeats an "
+                             "earlier row cell for cell: a trace lists each dispatch once", DAMAGED_FIX)
         return
     ids = table[name].astype(str).str.strip()
     repeated = ids.duplicated(keep=False) & (ids != "")
@@ -174,6 +195,22 @@ def refuse_repeated_dispatches(table: pd.DataFrame) -> None:
         listed = ", ".join(str(r + 1) for r in same[:3]) + (f" and {same.size - 3} more" if same.size > 3 else "")
         raise InputError(source_of(table), f"dispatch id {shown(first)} ({name}) is on {same.size} rows "
                          f"(data rows {listed}): a trace lists each dispatch once", DAMAGED_FIX)
+
+
+def require_columns(table: pd.DataFrame, names, what: str) -> None:
+    missing = [c for c in names if c not in table.columns]
+    if missing:
+        raise InputError(source_of(table), f"no column {', '.join(map(repr, missing))} ({what} has "
+                         f"{', '.join(names)})", DAMAGED_FIX)
+
+
+def refuse_blank_cells(table: pd.DataFrame, names) -> None:
+    """Columns a tool fills on every row: a blank cell there is a row cut short or wiped."""
+    for name in names:
+        blank = ~_filled(table[name])
+        if blank.any():
+            raise InputError(source_of(table), f"column {name!r}, data row {int(np.flatnonzero(blank.to_numpy())[0]) + 1}"
+                             " is blank (the profiler fills it on every row)", DAMAGED_FIX)
 
 
 def _filled(text: pd.Series) -> pd.Series:

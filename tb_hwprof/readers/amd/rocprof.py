@@ -23,14 +23,16 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import numpy as np
 import pandas as pd
 
 from ...errors import InputError
 from ...model import Device, Profile, normalise_kernels
 from . import devices as amd_devices
-from .dispatch import (CSV_FIX, DAMAGED_FIX, INT64_LIMIT, ALIASES, column, devices_for, dispatch_kernels,
-                       kernel_stats, numeric, one_line, provenance, raw_rows, read_table, read_text,
-                       refuse_repeated_dispatches, shown, stats_of, with_units)
+from .dispatch import (CSV_FIX, DAMAGED_FIX, INT64_LIMIT, ALIASES, PER_DIMENSION, checked_numbers, column,
+                       devices_for, dispatch_kernels, kernel_stats, measured_values, numeric, one_line, provenance,
+                       raw_rows, read_table, read_text, refuse_blank_cells, refuse_repeated_dispatches,
+                       require_columns, shown, stats_of, with_units)
 
 
 STATS_COLUMNS = ("Name", "Calls", "TotalDurationNs", "AverageNs", "Percentage")
@@ -74,14 +76,27 @@ def sibling_rocminfo(path: Path) -> Dict[int, Device]:
     return {}
 
 
-TRACES = ("rocprof-v1-csv", "rocprofv3-kernel-trace")  # one row per dispatch (not so counter collection)
+# One row per dispatch (not so counter collection): the columns each tool writes on every row.
+TRACES = {"rocprof-v1-csv": ("rocprof v1 results.csv", ("Index", "KernelName", "gpu-id", "queue-id")),
+          "rocprofv3-kernel-trace": ("rocprofv3 kernel_trace.csv", ("Agent_Id", "Queue_Id", "Kernel_Name",
+                                     "Start_Timestamp", "End_Timestamp") + PER_DIMENSION)}
+FILLED_FIELDS = ("kernel", "dispatch", "device", "start", "end", "grid", "workgroup")
+
+
+def check_trace_table(table: pd.DataFrame, fmt: str) -> None:
+    """Schema and rows of a kernel trace, checked once before anything is read from it."""
+    what, required = TRACES[fmt]
+    require_columns(table, required, what)
+    filled = [column(table, f) for f in FILLED_FIELDS] + [c for c in PER_DIMENSION if c in table.columns]
+    refuse_blank_cells(table, [c for c in filled if c])
+    refuse_repeated_dispatches(table)
 
 
 def read_dispatch_csv(path: Path, fmt: str) -> Profile:
     """rocprof v1 results.csv (trace or counters), rocprofv3 kernel_trace.csv, rocprof-compute per-pass CSVs."""
     table = read_table(path)
     if fmt in TRACES:
-        refuse_repeated_dispatches(table)
+        check_trace_table(table, fmt)
     kernels, notes = dispatch_kernels(table)
     tool = {"rocprof-v1-csv": "rocprof", "rocprofv3-kernel-trace": "rocprofv3"}.get(fmt, "rocprof-compute")
     known = sibling_rocminfo(path) if fmt == "rocprof-v1-csv" else {}
@@ -142,17 +157,20 @@ def stats_kind(path: Path, table: pd.DataFrame) -> str:
 def read_stats(path: Path) -> Profile:
     """`rocprof --stats` (v1: 5 columns) and rocprofv3 *_stats.csv (v3: + MinNs, MaxNs, StdDev)."""
     table = read_table(path)
-    out = pd.DataFrame({"name": table["Name"].astype(str), "calls": numeric(table["Calls"]),
-                        "total_ns": numeric(table["TotalDurationNs"]), "avg_ns": numeric(table["AverageNs"]),
-                        "pct": numeric(table["Percentage"])})
+    none = table["Percentage"].astype(str).str.strip() == "None"  # rocprof v1's percentage of a zero total
+    out = pd.DataFrame({"name": table["Name"].astype(str), "calls": measured_values(table, "Calls"),
+                        "total_ns": measured_values(table, "TotalDurationNs"),
+                        "avg_ns": measured_values(table, "AverageNs"),
+                        "pct": measured_values(table.assign(Percentage=table["Percentage"].where(~none, "")),
+                                               "Percentage")})
     for src, dst in (("MinNs", "min_ns"), ("MaxNs", "max_ns"), ("StdDev", "stddev_ns")):
         if src in table.columns:
-            out[dst] = numeric(table[src])
+            out[dst] = measured_values(table, src)
     kind = stats_kind(path, table)
     version = "rocprofv3" if "MinNs" in table.columns else "rocprof"
     notes = [f"{version} statistics file ({kind}, {len(out)} rows): aggregates only, no per-dispatch rows, "
              "so the kernels table is empty"]
-    if (table["Percentage"].astype(str) == "None").any():
+    if none.any():
         notes.append("some Percentage cells read 'None' (rocprof v1 writes that when the total time is 0)")
     fmt = "rocprofv3-stats" if version == "rocprofv3" else "rocprof-v1-stats"
     return Profile(provenance(path, version, fmt), [], normalise_kernels([]), notes=notes,
@@ -162,10 +180,12 @@ def read_stats(path: Path) -> Profile:
 def read_kernel_top(path: Path) -> Profile:
     """rocprof-compute's pmc_kernel_top.csv: Kernel_Name, Count, Sum(ns), Mean(ns), Median(ns), Pct."""
     table = read_table(path)
+    optional = {c: measured_values(table, c) if c in table.columns else pd.Series(np.nan, index=table.index)
+                for c in ("Mean(ns)", "Median(ns)", "Pct")}
     out = with_units(pd.DataFrame({
-        "name": table["Kernel_Name"].astype(str), "calls": numeric(table["Count"]),
-        "total_ns": numeric(table["Sum(ns)"]), "avg_ns": numeric(table.get("Mean(ns)", pd.Series(dtype=str))),
-        "median_ns": numeric(table.get("Median(ns)", pd.Series(dtype=str))), "pct": numeric(table["Pct"])}))
+        "name": table["Kernel_Name"].astype(str), "calls": measured_values(table, "Count"),
+        "total_ns": measured_values(table, "Sum(ns)"), "avg_ns": optional["Mean(ns)"],
+        "median_ns": optional["Median(ns)"], "pct": optional["Pct"]}))
     notes = ["rocprof-compute pmc_kernel_top.csv: per-kernel totals only; export the workload folder for "
              "per-dispatch rows and metrics"]
     return Profile(provenance(path, "rocprof-compute", "rocprof-compute-kernel-top"), [], normalise_kernels([]),
@@ -177,18 +197,21 @@ def read_kernel_top(path: Path) -> Profile:
 def read_counter_collection(path: Path) -> Profile:
     """One row per (dispatch, counter): pivoted to one kernel row per dispatch, counters as raw metrics."""
     table = read_table(path)
-    key = "Dispatch_Id" if "Dispatch_Id" in table.columns else "Correlation_Id"
+    key = next((c for c in ("Dispatch_Id", "Correlation_Id") if c in table.columns), None)
+    if key is None:
+        raise InputError(path, "no Dispatch_Id or Correlation_Id column to group the counters by", DAMAGED_FIX)
     first = table.drop_duplicates(key).reset_index(drop=True)
+    first.attrs["source"] = str(path)
     kernels, notes = dispatch_kernels(first)
     # Counter_Value per dispatch and counter; v3 sums the instances of a counter per dispatch already.
-    values = table.assign(_v=numeric(table["Counter_Value"]))
+    values = table.assign(_v=measured_values(table, "Counter_Value"))
     per = values.groupby([key, "Counter_Name"], sort=False)["_v"].sum(min_count=1)
     raw = raw_rows(first, skip=("Counter_Name", "Counter_Value"))
     for i, dispatch in enumerate(first[key]):
         for (_, counter), v in per.loc[[dispatch]].items():
             raw[i][counter] = [None if math.isnan(v) else float(v), ""]
-    long = with_units(pd.DataFrame({"dispatch": numeric(table[key]), "kernel": table["Kernel_Name"],
-                                    "counter": table["Counter_Name"], "value": numeric(table["Counter_Value"])}))
+    long = with_units(pd.DataFrame({"dispatch": checked_numbers(table, key), "kernel": table["Kernel_Name"],
+                                    "counter": table["Counter_Name"], "value": values["_v"]}))
     era = "newer schema (with Kernel_Id)" if "Kernel_Id" in table.columns else "older schema (no Kernel_Id)"
     notes = [f"rocprofv3 counter_collection.csv, {era}: {table['Counter_Name'].nunique()} counter(s) over "
              f"{len(first)} dispatch(es); no timestamps in this file (durations are in kernel_trace.csv)"] + notes
@@ -201,10 +224,12 @@ def read_counter_collection(path: Path) -> Profile:
 def read_api_trace(path: Path) -> Profile:
     """rocprofv2 hip_api_trace_*.csv: Domain, Function, Start_Timestamp, End_Timestamp, Correlation_ID."""
     table = read_table(path)
-    start, end = numeric(table["Start_Timestamp"]), numeric(table["End_Timestamp"])
+    start, end = checked_numbers(table, "Start_Timestamp"), checked_numbers(table, "End_Timestamp")
+    correlation = checked_numbers(table, "Correlation_ID") if "Correlation_ID" in table.columns else \
+        pd.Series(np.nan, index=table.index)
     calls = with_units(pd.DataFrame({"domain": table["Domain"], "name": table["Function"], "start_ns": start,
                                      "end_ns": end, "duration_ns": (end - start).astype("float64"),
-                                     "correlation_id": numeric(table.get("Correlation_ID", pd.Series(dtype=str)))}))
+                                     "correlation_id": correlation}))
     stats = stats_of(calls["name"], calls["duration_ns"])
     notes = [f"rocprofv2 API trace: {len(calls)} host API calls, no GPU dispatches (those are in the "
              "companion hcc_ops_trace / kernel trace file), so the kernels table is empty"]
