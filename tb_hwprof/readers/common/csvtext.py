@@ -72,15 +72,12 @@ def records(path, lines: Iterable[str], fix: str, first_line: int = 1,
     for a line to skip so numbers stay right).  Quoting is strict: a stray quote or a quoted cell
     cut off by the end of the file is damage, refused with its line number."""
     reader = csv.reader(lines, strict=True, **fmtparams)
-    while True:
-        try:
-            record = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            raise InputError(path, f"line {first_line + reader.line_num - 1}: unreadable CSV ({one_line(e)})",
-                             fix) from None
-        yield first_line + reader.line_num - 1, record
+    before = first_line - 1
+    try:
+        for record in reader:
+            yield before + reader.line_num, record
+    except csv.Error as e:
+        raise InputError(path, f"line {before + reader.line_num}: unreadable CSV ({one_line(e)})", fix) from None
 
 
 def duplicates(names: Sequence[str]) -> List[str]:

@@ -29,6 +29,7 @@ import csv
 import dataclasses
 import functools
 import math
+import operator
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -383,6 +384,23 @@ class Columns:
 
     def __init__(self, header: List[str]):
         self.index = {name: i for i, name in enumerate(header)}
+        self.launch_names = [c for c in LAUNCH_COLUMNS if c in self.index]
+        positions = [self.index[c] for c in self.launch_names]
+        self._launch_cells = operator.itemgetter(*positions, 0)  # the ID too: a tuple even for one column
+        self._launch_width = max(positions, default=0) + 1
+
+    def getter(self, names: Tuple[str, ...]):
+        """record -> the cells of `names` as a tuple ("" for a column the header lacks); one C call
+        per row when all are present (records must then reach the last of them)."""
+        if all(n in self.index for n in names):
+            return operator.itemgetter(*(self.index[n] for n in names))
+        return lambda record: tuple(self.get(record, n) for n in names)
+
+    def launch_cells(self, record: List[str]) -> tuple:
+        """The launch columns' cells of a record, in launch_names order (one C call per row)."""
+        if len(record) >= self._launch_width:
+            return self._launch_cells(record)[:-1]
+        return tuple(self.get(record, c) for c in self.launch_names)
 
     def get(self, record: List[str], column: str) -> str:
         i = self.index.get(column)
@@ -437,11 +455,11 @@ class LaunchRows:
     def __init__(self, path: Path, cols: Columns):
         self.path, self.cols = path, cols
         self.launches: Dict[Tuple[str, str], Launch] = {}
+        self.first_cells: Dict[Tuple[str, str], tuple] = {}
         self.process_of: Dict[str, Tuple[str, int]] = {}
         self.differing: Dict[str, int] = {}  # launch column -> rows whose copy differs
 
-    def launch(self, line: int, record: List[str]) -> Launch:
-        launch_id, process = self.cols.get(record, "ID"), self.cols.get(record, "Process ID")
+    def launch(self, line: int, record: List[str], process: str, launch_id: str) -> Launch:
         launch = self.launches.get((process, launch_id))
         if launch is None:
             first_process, first_line = self.process_of.setdefault(launch_id, (process, line))
@@ -450,14 +468,17 @@ class LaunchRows:
                                  f"{shown(process)} and, on line {first_line}, {shown(first_process)}: the file is "
                                  "damaged", DAMAGED_FIX)
             launch = self.launches[(process, launch_id)] = Launch(self.cols.launch_columns(record))
+            self.first_cells[(process, launch_id)] = self.cols.launch_cells(record)
             put_launch_columns(launch)
         else:
-            self._compare(launch, record)
+            self._compare(self.first_cells[(process, launch_id)], self.cols.launch_cells(record))
         return launch
 
-    def _compare(self, launch: Launch, record: List[str]) -> None:
-        for column, first in launch.columns.items():
-            if self.cols.get(record, column) != first:
+    def _compare(self, first: tuple, cells: tuple) -> None:
+        if cells == first:
+            return
+        for column, a, b in zip(self.cols.launch_names, first, cells):
+            if a != b:
                 self.differing[column] = self.differing.get(column, 0) + 1
 
 
@@ -474,16 +495,19 @@ def long_launches(path: Path, header: List[str], records: Records) -> Tuple[List
     """One row per metric (or rule result), grouped by launch ID in the order ncu printed them; and
     how many rows repeated an earlier one word for word."""
     cols = Columns(header)
-    least = cols.index["Metric Value"] + 1  # rows may end after it (no rule columns filled)
+    # Rows may end after the metric columns (no rule columns filled); they must reach them.
+    least = max(cols.index[c] for c in LONG_COLUMNS if c in cols.index) + 1
+    metric_cells = cols.getter(LONG_COLUMNS)
     launches, rows = LaunchRows(path, cols), MetricRows(path)
     for line, record in records:
         launch_id = cols.get(record, "ID")
         if not _is_launch_id(launch_id) and skip_row(path, line, record, header, least):
             continue  # application output or a repeated header between rows
         csvtext.require_width(path, line, record, len(header), DAMAGED_FIX, least)
-        launch = launches.launch(line, record)
-        section, label, unit, value = (cols.get(record, c) for c in LONG_COLUMNS)
-        key = (cols.get(record, "Process ID"), launch_id, section, label)
+        process = cols.get(record, "Process ID")
+        launch = launches.launch(line, record, process, launch_id)
+        section, label, unit, value = metric_cells(record)
+        key = (process, launch_id, section, label)
         if label and rows.is_new(line, key, (unit, value)):
             put_metric_row(launch, section, label, unit, value)
         if cols.get(record, "Rule Name"):
