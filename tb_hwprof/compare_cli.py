@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -345,7 +347,17 @@ def cmd_compare(args) -> int:
     result = gate(doc, b_set, r_set, base, run, args) if args.fail_if_slower is not None else None
     if args.format == "json":
         from .plugin.encode import dumps
-        print(json.dumps(json.loads(dumps({"base": base.path, "run": run.path, **doc, "gate": result})), indent=1))
+        text = json.dumps(json.loads(dumps({"base": base.path, "run": run.path, **doc, "gate": result})), indent=1) + "\n"
     else:
-        print(render_text(doc, base, run, result, args.limit, args.format == "markdown"), end="")
+        text = render_text(doc, base, run, result, args.limit, args.format == "markdown")
+    _print(text)
     return 1 if result is not None and result["regressions"] else 0
+
+
+def _print(text: str) -> None:
+    """Write the result; a reader that stopped early (`| head`) is no error of the comparison."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit

@@ -382,3 +382,10 @@ def test_routes_take_pairs_and_serve_a_pair(logdir):
                       run_key=app.json("/compare", base="v1", run="v8")["matched"][0]["run_key"])
     assert {r["name"] for r in detail["rows"]} >= {"duration_ns", "launch__grid_dim_x"}
     app.json("/compare_pair", expect=404, base="v1", run="v8", base_key="nope", run_key="nope")
+
+
+def test_a_cpu_profile_has_nothing_to_compare(profiles):
+    doc = compared(profiles, "vtune/amplxe2015_hotspots_openmp.csv", V1)
+    assert [w["id"] for w in doc["warnings"]] == ["no-kernels", "different-tools"]
+    assert "baseline holds no GPU kernels" in doc["warnings"][0]["text"] and doc["comparable"] is False
+    assert doc["matched"] == [] and [o["name"] for o in doc["only_in_run"]] == ["matrix_addition2D"]

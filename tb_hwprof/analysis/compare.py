@@ -406,12 +406,18 @@ def _gpu_models(names) -> set:
     return {re.sub(r"^(nvidia|amd)\s+", "", n.strip(), flags=re.IGNORECASE).lower() for n in names}
 
 
-def comparison_warnings(paired: List[dict], totals: dict, base: RunInfo, run: RunInfo) -> List[dict]:
+def comparison_warnings(paired: List[dict], totals: dict, base: RunInfo, run: RunInfo,
+                        kernel_counts: Tuple[int, int] = (1, 1)) -> List[dict]:
     """Why the totals may not compare like with like: {id, text, decisive}; a decisive one means the
-    speed-up is not a result (different programs, GPUs or tools)."""
+    speed-up is not a result (different programs, GPUs or tools).  kernel_counts: each side's kernels."""
     out = []
     by_name = [p for p in paired if p["paired_by"] in NAME_STAGES + ("user",)]
-    if not paired:
+    empty = [side for side, count in zip(("baseline", "run"), kernel_counts) if not count]
+    if empty:
+        out.append({"id": "no-kernels", "decisive": True,
+                    "text": f"the {' and the '.join(empty)} hold{'s' if len(empty) == 1 else ''} no GPU kernels "
+                            f"(a CPU profile?): there is nothing to compare"})
+    elif not paired:
         out.append({"id": "no-common-kernel", "decisive": True,
                     "text": "no kernel in common: the totals compare different programs"})
     elif not by_name:
@@ -462,7 +468,7 @@ def compare_sets(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, st
     paired = [_paired(b, r, how, base.groups[b], run.groups[r]) for b, r, how in pairing.pairs]
     base_ns, run_ns = _total(base.kernels), _total(run.kernels)
     totals = {"base_ns": base_ns, "run_ns": run_ns, "speedup": _ratio(base_ns, run_ns)}
-    warnings = comparison_warnings(paired, totals, base_info, run_info)
+    warnings = comparison_warnings(paired, totals, base_info, run_info, (len(base.keys), len(run.keys)))
     return {
         "totals": totals,
         "warnings": warnings,
