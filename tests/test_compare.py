@@ -364,11 +364,6 @@ def test_cli_prints_nvtx_phases_both_runs_have(capsys, samples_dir):
     assert len(section) == ranges and all("1.00x" in line for line in section)
 
 
-ROUTED = pytest.mark.skipif("/compare_pair" not in __import__("tb_hwprof.plugin.routes", fromlist=["ROUTES"]).ROUTES,
-                            reason="plugin/service.py does not route pair= and /compare_pair yet (load engineer's file)")
-
-
-@ROUTED
 def test_routes_take_pairs_and_serve_a_pair(logdir):
     from support_plugin import P, App, body
     app = App(logdir)

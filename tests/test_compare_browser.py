@@ -4,11 +4,10 @@ import pytest
 
 from browser_support import export_run
 from conftest import sample
-from test_compare import ROUTED, V1, V2, V8, ncu_launches
+from test_compare import V1, V2, V8, ncu_launches
 
 EXPECTED_RUNS = {"v1", "v2", "v8", "lakshya", "raytracer"}
 RAYTRACER = "ncu/raytracer_gtx1660s_2021.1.0.ncu-rep"  # build_meshes, build_lights, trace
-pytestmark = ROUTED
 
 
 @pytest.fixture(scope="module")
