@@ -410,7 +410,30 @@ def json_deep_nesting(data: bytes, rng: random.Random):
     return text.encode("utf-8"), f"nesting {depth} deep at {path[-3:]}"
 
 
-JSON_MUTATIONS = [json_retype, json_key_deletion, json_deep_nesting, bit_flips, truncation, chunk_duplication,
+EVENT_FIELDS = ["ts", "dur", "ph", "pid", "tid", "name", "cat", "args", "id", "s", "BeginNs", "EndNs"]
+EVENT_VALUES = RETYPED + [-1, -(2 ** 63), 2 ** 64, 1e20, "12", "", float("nan"), float("inf")]
+
+
+def _events(document) -> list:
+    events = document.get("traceEvents") if isinstance(document, dict) else document
+    if not isinstance(events, list) or not events:
+        raise ValueError("no trace events")
+    return events
+
+
+def json_event_fields(data: bytes, rng: random.Random):
+    """The fields every trace event has (times, ids, phase, names) set to wrong types or values."""
+    document = _decoded(data)
+    events, edits = _events(document), []
+    for _ in range(rng.randint(1, 3)):
+        position, field, value = rng.randrange(len(events)), rng.choice(EVENT_FIELDS), rng.choice(EVENT_VALUES)
+        if isinstance(events[position], dict):
+            events[position][field] = value
+            edits.append((position, field, value))
+    return json.dumps(document).encode("utf-8"), f"event fields set {edits}"
+
+
+JSON_MUTATIONS = [json_retype, json_event_fields, json_key_deletion, json_deep_nesting, bit_flips, truncation, chunk_duplication,
                   chunk_deletion]
 
 
@@ -488,6 +511,24 @@ def cells_retyped(data: bytes, rng: random.Random):
     return _with_database(data, edit)
 
 
+def busiest_cells_retyped(data: bytes, rng: random.Random):
+    """A cell of one of the tables with the most rows (kernels, API calls, ranges: the data, not the
+    enums) set to a wrong type or an extreme."""
+    def edit(db):
+        sizes = sorted(((db.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0], t) for t in _tables(db)), reverse=True)
+        rows, table = rng.choice(sizes[:6])
+        if not rows:
+            return f"{table} is empty"
+        column, value = rng.choice(_columns(db, table)), rng.choice(SQL_VALUES)
+        rowid = db.execute(f'SELECT rowid FROM "{table}" LIMIT 1 OFFSET ?', (rng.randrange(rows),)).fetchone()
+        try:
+            db.execute(f'UPDATE "{table}" SET "{column}" = {value} WHERE rowid = ?', rowid)
+        except sqlite3.DatabaseError as e:  # a constraint refused it: the mutant is the original
+            return f"UPDATE {table}.{column} refused ({e})"
+        return f'UPDATE "{table}" SET "{column}" = {value} WHERE rowid = {rowid[0]}'
+    return _with_database(data, edit)
+
+
 def table_dropped(data: bytes, rng: random.Random):
     def edit(db):
         table = rng.choice(_tables(db))
@@ -496,7 +537,7 @@ def table_dropped(data: bytes, rng: random.Random):
     return _with_database(data, edit)
 
 
-SQLITE_MUTATIONS = [column_dropped, cells_retyped, table_dropped, page_zeroed, pages_swapped, bit_flips,
+SQLITE_MUTATIONS = [column_dropped, cells_retyped, busiest_cells_retyped, table_dropped, page_zeroed, pages_swapped, bit_flips,
                     truncation, word_overwrite]
 
 

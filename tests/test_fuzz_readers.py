@@ -142,3 +142,29 @@ def test_equivalent_csv_reads_the_same(seed, variant, warm, request, tmp_path):
     assert sorted(read.summaries) == sorted(original.summaries)
     for name, table in original.summaries.items():
         pdt.assert_frame_equal(read.summaries[name], table, obj=name)
+
+
+# -- a damaged launch shape is refused or read as written, never turned into another shape --------------
+SHAPE_EDITS = [("gridX", -1), ("gridX", -(2 ** 63)), ("gridY", 65536), ("gridZ", 0), ("blockY", 0), ("blockX", -5)]
+
+
+@pytest.mark.parametrize("column, value", SHAPE_EDITS, ids=[f"{c}={v}" for c, v in SHAPE_EDITS])
+def test_nsys_launch_shape_is_refused_or_read_as_written(column, value, warm, tmp_path):
+    """CUDA's dims are 1..2^31-1 (gridX) and 1..65535 (the others); one outside that in the kernel
+    table must not come out as a different, plausible shape (or silently as no shape)."""
+    import sqlite3
+    import tb_hwprof
+    path = tmp_path / "in" / "kernels.sqlite"
+    path.parent.mkdir()
+    shutil.copyfile(warm / "nsys/kmeans_rtx3080_openacc_2020.5.1.sqlite", path)
+    with sqlite3.connect(path) as db:
+        rowid, *written = db.execute("SELECT rowid, gridX, gridY, gridZ, blockX, blockY, blockZ FROM "
+                                     "CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1").fetchone()
+        db.execute(f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "{column}" = ? WHERE rowid = ?', (value, rowid))
+    written[["gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"].index(column)] = value
+    outcome = fuzzing.export_outcome(path, tmp_path / "logdir")
+    assert not fuzzing.problems_with(outcome, path), f"{column} = {value}: {outcome}"
+    if outcome.kind == "exported":
+        first = tb_hwprof.load_run(outcome.detail).kernels.sort_values("start_ns").iloc[0]
+        expected = (f"({written[0]}, {written[1]}, {written[2]})", f"({written[3]}, {written[4]}, {written[5]})")
+        assert (first["grid"], first["block"]) == expected, f"{column} = {value} read as another shape"
