@@ -196,3 +196,11 @@ def test_sqlite_quoting_damaged_text_is_still_one_line(tmp_path, samples_dir):
                "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL AND eventType = 59)")
     problem = refusal(path)
     assert problem.startswith("the SQLite file is damaged (NVTX_EVENTS: Could not decode") and len(problem) < 300
+
+
+@pytest.mark.parametrize("table", [KERNEL, "CUPTI_ACTIVITY_KIND_MEMCPY"])
+def test_text_in_a_process_id_is_refused_not_shifted_to_zero(tmp_path, samples_dir, table):
+    """globalPid is shifted to a pid: done in SQL, a text there would silently become process 0."""
+    path = copy_of(samples_dir, tmp_path)
+    edit(path, f"UPDATE {table} SET globalPid = 'x' WHERE rowid = 2")
+    assert refusal(path).endswith(f"in {table}: coalesce(globalPid, 0) (row 2)")

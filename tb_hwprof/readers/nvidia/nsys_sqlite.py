@@ -186,7 +186,7 @@ KERNEL_SELECT = [
     ("coalesce((gridX << 32) | (gridY << 16) | gridZ, -1)", ("gridX", "gridY", "gridZ")),
     ("coalesce((blockX << 32) | (blockY << 16) | blockZ, -1)", ("blockX", "blockY", "blockZ")),
     ("coalesce(staticSharedMemory + dynamicSharedMemory, -1)", ("staticSharedMemory", "dynamicSharedMemory")),
-    ("(coalesce(globalPid, 0) >> 24) & 16777215", ("globalPid",)),  # the process (flows pair by pid + id)
+    ("coalesce(globalPid, 0)", ("globalPid",)),  # the process, as nsys_timeline.pid_of() (flows pair by pid + id)
 ]
 KERNEL_FIELDS = ["start", "end", "device", "context", "stream", "correlation", "short", "demangled", "mangled",
                  "registers", "grid", "block", "shared", "pid"]
@@ -358,7 +358,10 @@ def _kernel_plan(conn, names: Set[str]):
 def _assemble_kernels(exprs: List[str], asked: List[int], cols: List[np.ndarray]) -> Dict[str, np.ndarray]:
     got = dict(zip(asked, cols))
     n = got[0].size
-    return kernel_arrays([got.get(i, np.full(n, -1, np.int64)) for i in range(len(exprs))])
+    kernels = kernel_arrays([got.get(i, np.full(n, -1, np.int64)) for i in range(len(exprs))])
+    # The pid out of globalPid here, not in SQL: SQL would shift a text (damage) to 0 unseen.
+    kernels["pid"] = nsys_timeline.pid_of(kernels["pid"])
+    return kernels
 
 
 def _read_tables(conn, path: Path, names: Set[str], devices):

@@ -45,7 +45,8 @@ def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: O
         kind = "coalesce(copyKind, 0)" if t == MEMCPY else "0"
         start, end, dev, ctx, stream, pid, corr, kinds, size = sqlite_columns.int_columns(conn, t, [
             "start", "end", "deviceId", "coalesce(contextId, 0)", "coalesce(streamId, 0)",
-            f"(coalesce(globalPid, 0) >> 24) & {PID_MASK}", "coalesce(correlationId, -1)", kind, "coalesce(bytes, 0)"])
+            "coalesce(globalPid, 0)", "coalesce(correlationId, -1)", kind, "coalesce(bytes, 0)"])
+        pid = pid_of(pid)
         check_bounds(conn, t, (dev, ctx, stream))
         check_durations(conn, t, start, end)
         distinct_kinds, inverse = columnar.codes(kinds)
@@ -118,6 +119,11 @@ def cpu_tracks(conn, names: Set[str], gtids: np.ndarray) -> Tuple[List[Track], n
     return tracks, inverse.astype(np.int32)
 
 
+def pid_of(global_id: np.ndarray) -> np.ndarray:
+    """The process id in nsys' globalPid / globalTid values."""
+    return (global_id >> 24) & PID_MASK
+
+
 def stream_key(device: np.ndarray, context: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """(device, context, stream) of each row as one int64 (device < 2^7, context < 2^24, stream < 2^32),
     hashed where np.unique(axis=0) of the triples would take ~1 s at 1M."""
@@ -162,7 +168,7 @@ def flow_ids(gpu_call: np.ndarray, gpu_start: np.ndarray, call_flow: np.ndarray,
 
 def api_keys(api: tuple) -> np.ndarray:
     """flow_key of each call of (start, end, globalTid, correlation, nameId) arrays."""
-    return flow_key((api[2] >> 24) & PID_MASK, api[3])
+    return flow_key(pid_of(api[2]), api[3])
 
 
 def flow_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
