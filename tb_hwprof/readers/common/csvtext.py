@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
-from pathlib import Path
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ...errors import InputError
@@ -113,10 +112,15 @@ def _sample(header: Sequence[str]) -> str:
     return ", ".join(shown(h, 20) for h in header[:4]) + (", ..." if len(header) > 4 else "")
 
 
+def is_blank(record: Sequence[str]) -> bool:
+    """A blank line: no cells, or one of only spaces (",,," is a row of empty cells, not blank)."""
+    return not record or (len(record) == 1 and not record[0].strip())
+
+
 def check_table(path, text: str, fix: str, **fmtparams) -> List[str]:
-    """The header of a plain CSV table (a header line, then one row per line; blank lines skipped),
-    refusing duplicated header names and rows wider or narrower than the header."""
-    rows = ((line, r) for line, r in records(path, text.splitlines(), fix, **fmtparams) if any(r))
+    """The header of a plain CSV table (a header line, then one row per line; blank lines skipped, as
+    pandas skips them), refusing duplicated header names and rows wider or narrower than the header."""
+    rows = ((line, r) for line, r in records(path, text.splitlines(), fix, **fmtparams) if not is_blank(r))
     first = next(rows, None)
     if first is None:
         raise InputError(path, "empty CSV file (no header line)", fix)
