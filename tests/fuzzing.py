@@ -125,6 +125,32 @@ class UnreadableRun(Exception):
     """A run just written that the logdir reader refuses: a bug of ours, not damage in the input."""
 
 
+class DamageReadAsData(Exception):
+    """An export whose tables hold what no profiler writes (a negative duration): damage read as data."""
+
+
+# Lengths of time: never negative in what a profiler writes.
+LENGTH_COLUMNS = {"duration_ns", "total_ns", "avg_ns", "min_ns", "max_ns", "med_ns", "stddev_ns", "gpu_time_ns",
+                  "gpu_span_ns"}
+
+
+def impossible_values(profile) -> List[str]:
+    """What no profiler writes, in a Profile's kernels and summary tables: negative lengths of time,
+    rows that end before they start."""
+    import pandas as pd
+    found = []
+    for name, table in {"kernels": profile.kernels, **profile.summaries}.items():
+        for column in sorted(LENGTH_COLUMNS & set(table.columns)):
+            values = pd.to_numeric(table[column], errors="coerce")
+            if (values < 0).any():
+                found.append(f"{name}.{column} is negative (min {values.min():g})")
+        if {"start_ns", "end_ns"} <= set(table.columns):
+            start, end = (pd.to_numeric(table[c], errors="coerce") for c in ("start_ns", "end_ns"))
+            if (end < start).any():
+                found.append(f"{name} has rows that end before they start")
+    return found
+
+
 def _export_and_load(path: Path, logdir: Path) -> str:
     import tb_hwprof
     from tb_hwprof.errors import HwprofError
@@ -133,12 +159,16 @@ def _export_and_load(path: Path, logdir: Path) -> str:
         check_run(run_dir)
     except HwprofError as e:
         raise UnreadableRun(f"the run written from {path.name} does not read back: {e}") from e
+    impossible = impossible_values(tb_hwprof.load_run(run_dir))
+    if impossible:
+        raise DamageReadAsData(f"{path.name} exported with {'; '.join(impossible)}")
     return str(run_dir)
 
 
 def export_outcome(path: Path, logdir: Path, limit_s: float = TIME_LIMIT_S) -> Outcome:
     """tb_hwprof.export of `path` into `logdir` as run "r" and, when it exported, check_run of the run
-    it wrote (a written run that does not read back is a crash of ours, reported as such)."""
+    it wrote (a written run that does not read back is a crash of ours, reported as such) and a look
+    for values no profiler writes (DamageReadAsData)."""
     return in_child(lambda: _export_and_load(path, logdir), "exported", limit_s)
 
 
