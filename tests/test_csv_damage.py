@@ -161,6 +161,19 @@ def test_vtune_summary_with_random_bytes_is_refused():
     assert "not UTF-8" in refused(path).problem
 
 
+def test_vtune_summary_with_an_infinite_cpu_count_is_refused(vt, tmp_path):
+    """Found by mutation: 'Logical CPU Count' of 1e309 crashed (OverflowError) making the CPU device."""
+    real = vt / "vtune_summary_tab.csv"
+    rows = list(csv.reader(real.open(newline=""), delimiter="\t"))
+    count_rows = [i for i, r in enumerate(rows) if r[1:2] == ["Logical CPU Count"]]
+    assert len(count_rows) == 1
+    rows[count_rows[0]][2] = "1e309"
+    edited = tmp_path / "vtune_summary_tab.csv"
+    with edited.open("w", newline="") as f:
+        csv.writer(f, delimiter="\t", lineterminator="\n").writerows(rows)
+    assert "Logical CPU Count is '1e309'" in refused(edited).problem
+
+
 # ---------------------------------------------------------------------------- nsys stats
 def test_nsys_stats_damaged_progress_lines_are_refused_fast():
     path = repro("fuzz/26_hang_mineru/mineru_nsys_stats_stdout_2025.1.1.csv")

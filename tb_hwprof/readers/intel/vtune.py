@@ -252,15 +252,24 @@ def summary_rows(path: Path, rows: List[Tuple[int, List[str]]]) -> Tuple[pd.Data
     return frame, notes
 
 
-def cpu_device(summary: pd.DataFrame) -> List[Device]:
+def cpu_device(path: Path, summary: pd.DataFrame) -> List[Device]:
     by_path = dict(zip(summary["path"], summary["value_text"]))
     name = next((v for p, v in by_path.items() if p.endswith("CPU:Name")), "")
     if not name:
         return []
-    freq, _ = parse_value(next((v for p, v in by_path.items() if p.endswith("CPU:Frequency")), ""))
-    count, _ = parse_value(next((v for p, v in by_path.items() if p.endswith("CPU:Logical CPU Count")), ""))
+    freq = cpu_fact(path, by_path, "CPU:Frequency")
+    count = cpu_fact(path, by_path, "CPU:Logical CPU Count")
     return [Device(id=0, name=name, vendor="Intel", sm_count=None if math.isnan(count) else int(count),
                    clock_mhz=None if math.isnan(freq) else freq / 1e6)]
+
+
+def cpu_fact(path: Path, by_path: Dict[str, str], key: str) -> float:
+    """A CPU figure of the summary (NaN when absent); an infinite or negative one is a damaged value."""
+    text = next((v for p, v in by_path.items() if p.endswith(key)), "")
+    value, _ = parse_value(text)
+    if math.isinf(value) or value < 0:
+        raise InputError(path, f"the summary's {key} is {csvtext.shown(text)}: the file is damaged", CSV_FIX)
+    return value
 
 
 # ---------------------------------------------------------------- entry point
@@ -288,7 +297,7 @@ def read_vtune(path) -> Profile:
                          f"({', '.join(csvtext.shown(h, 20) for h in header[:4])}): the file is damaged", CSV_FIX)
     if header == SUMMARY_HEADER:
         table, notes = summary_rows(path, rows)
-        summaries, devices = {"vtune_summary": table}, cpu_device(table)
+        summaries, devices = {"vtune_summary": table}, cpu_device(path, table)
     else:
         frame, units = table_frame(header, table_rows(path, header, rows))
         if header[0] == "Computing Task":
