@@ -134,6 +134,21 @@ def test_a_row_whose_id_cell_is_damaged_is_refused_not_skipped(samples_dir, tmp_
     assert refused(_esmm_with(samples_dir, tmp_path, damaged_id)).problem.startswith("line 8: ")
 
 
+@pytest.mark.parametrize("column, cell", [("Device", "inf"), ("Grid Size", "(1e309, 1, 1)")])
+def test_an_infinite_launch_column_is_refused(samples_dir, tmp_path, column, cell):
+    """Found by mutation: an infinite device ID or grid dimension crashed (OverflowError); unlike a
+    metric value it cannot be a measurement."""
+    def infinite(lines):
+        header = next(csv.reader([lines[0]]))
+        out = io.StringIO()
+        writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        for row in csv.reader(lines[1:]):
+            row[header.index(column)] = cell if row[0] == "0" else row[header.index(column)]
+            writer.writerow(row)
+        return lines[:1] + out.getvalue().splitlines()
+    assert "infinite in the launch columns" in refused(_esmm_with(samples_dir, tmp_path, infinite)).problem
+
+
 def test_a_cut_last_row_is_refused(samples_dir, tmp_path):
     """A file cut inside its last quoted cell: the csv module would read the half cell as the value."""
     path = _esmm_with(samples_dir, tmp_path, lambda lines: lines[:-1] + [lines[-1][:-5]])

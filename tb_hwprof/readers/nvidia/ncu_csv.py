@@ -447,6 +447,14 @@ class MetricRows:
         return False
 
 
+def _finite_launch_columns(path: Path, line: int, launch: Launch) -> None:
+    """A device ID, stream or grid dimension is a finite number: an infinite one is a damaged cell."""
+    for name, value in launch.values.items():
+        if isinstance(value, float) and math.isinf(value):
+            raise InputError(path, f"line {line}: {name} of launch {shown(launch.columns.get('ID', ''))} is infinite "
+                             "in the launch columns: the file is damaged", DAMAGED_FIX)
+
+
 class LaunchRows:
     """Launches by (process ID, launch ID).  ncu numbers launches across the whole report, so an ID under a
     second process ID is a damaged cell, refused: it would read as an extra launch.  Later rows repeat
@@ -470,6 +478,7 @@ class LaunchRows:
             launch = self.launches[(process, launch_id)] = Launch(self.cols.launch_columns(record))
             self.first_cells[(process, launch_id)] = self.cols.launch_cells(record)
             put_launch_columns(launch)
+            _finite_launch_columns(self.path, line, launch)
         else:
             self._compare(self.first_cells[(process, launch_id)], self.cols.launch_cells(record))
         return launch
@@ -533,6 +542,7 @@ def raw_launches(path: Path, header: List[str], records: Records) -> Tuple[List[
         csvtext.require_width(path, line, record, len(header), DAMAGED_FIX)
         launch = Launch(cols.launch_columns(record))
         put_launch_columns(launch)
+        _finite_launch_columns(path, line, launch)
         for i, name in metric_cols:
             put_metric_row(launch, "", name, units.get(i, ""), record[i] if i < len(record) else "")
         launches.append(launch)
