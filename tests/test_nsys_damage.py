@@ -204,3 +204,14 @@ def test_text_in_a_process_id_is_refused_not_shifted_to_zero(tmp_path, samples_d
     path = copy_of(samples_dir, tmp_path)
     edit(path, f"UPDATE {table} SET globalPid = 'x' WHERE rowid = 2")
     assert refusal(path).endswith(f"in {table}: coalesce(globalPid, 0) (row 2)")
+
+
+@pytest.mark.parametrize("column, value", [("gridX", -1), ("gridX", -(1 << 63)), ("blockZ", 0), ("gridY", 65536)])
+def test_a_launch_shape_no_kernel_has_is_refused(tmp_path, samples_dir, column, value):
+    """A dimension below 1 (or one whose packing leaves a dimension 0) is no CUDA launch: refused
+    naming the row, never labelled as another shape."""
+    path = copy_of(samples_dir, tmp_path)
+    edit(path, f"UPDATE {KERNEL} SET {column} = {value} WHERE rowid = 5")
+    field = column[:-1]
+    assert refusal(path) == f"damaged Nsight Systems export: a launch shape no CUDA kernel has (a dimension below 1) " \
+                            f"in {KERNEL}: {field}X, {field}Y, {field}Z (row 5)"

@@ -162,9 +162,26 @@ def read_devices(conn, names: Set[str]) -> List[Device]:
 
 # ---------------------------------------------------------------- kernels table
 
-def _dim_labels(packed: np.ndarray) -> np.ndarray:
-    """"(x, y, z)" per launch ("" where absent), formatted once per distinct shape."""
+class BadShape(ValueError):
+    """A packed launch shape no CUDA kernel has (a dimension of 0, or negative): raised by
+    kernel_frame, given its table row by _read_tables."""
+
+    def __init__(self, field: str, packed: int):
+        self.field, self.packed = field, packed
+        super().__init__(f"{field} {packed}")
+
+
+def _is_cuda_shape(p: int) -> bool:
+    """Absent (-1), or every dimension at least 1 (x < 2^31 and y, z < 2^16 hold by the packing)."""
+    return p == -1 or (p >> 32 >= 1 and (p >> 16) & 0xFFFF >= 1 and p & 0xFFFF >= 1)
+
+
+def _dim_labels(packed: np.ndarray, field: str) -> np.ndarray:
+    """"(x, y, z)" per launch ("" where absent), formatted and checked once per distinct shape."""
     codes, uniques = pd.factorize(packed)  # a hash of one int64 per launch: no per-row Python object
+    bad = next((int(p) for p in uniques if not _is_cuda_shape(int(p))), None)
+    if bad is not None:
+        raise BadShape(field, bad)
     labels = np.array(["" if p < 0 else f"({p >> 32}, {(p >> 16) & 0xFFFF}, {p & 0xFFFF})" for p in uniques],
                       dtype=object)
     return labels[codes] if len(codes) else np.array([], dtype=object)
@@ -177,14 +194,16 @@ def _dim_product(packed: np.ndarray, out: np.ndarray) -> None:
 
 
 # (expression, columns it needs); -1 stands for "absent".  CUDA caps gridX at 2^31-1 and
-# gridY/gridZ/block dims at 65535, so a shape packs into one int64 as x<<32 | y<<16 | z.
+# gridY/gridZ/block dims at 65535, so a shape packs into one int64 as x<<32 | y<<16 | z.  (A y or z
+# above 65535 spills into its neighbour unseen: checking each in SQL costs ~0.25 s per 1M launches.)
+SHAPES = {field: f"({field}X << 32) | ({field}Y << 16) | {field}Z" for field in ("grid", "block")}
 KERNEL_SELECT = [
     ("start", ()), ("end", ()), ("deviceId", ()), ("coalesce(contextId, -1)", ("contextId",)),
     ("coalesce(streamId, -1)", ("streamId",)), ("coalesce(correlationId, -1)", ("correlationId",)),
     ("coalesce(shortName, -1)", ("shortName",)), ("coalesce(demangledName, -1)", ("demangledName",)),
     ("coalesce(mangledName, -1)", ("mangledName",)), ("coalesce(registersPerThread, -1)", ("registersPerThread",)),
-    ("coalesce((gridX << 32) | (gridY << 16) | gridZ, -1)", ("gridX", "gridY", "gridZ")),
-    ("coalesce((blockX << 32) | (blockY << 16) | blockZ, -1)", ("blockX", "blockY", "blockZ")),
+    (f"coalesce({SHAPES['grid']}, -1)", ("gridX", "gridY", "gridZ")),
+    (f"coalesce({SHAPES['block']}, -1)", ("blockX", "blockY", "blockZ")),
     ("coalesce(staticSharedMemory + dynamicSharedMemory, -1)", ("staticSharedMemory", "dynamicSharedMemory")),
     ("coalesce(globalPid, 0)", ("globalPid",)),  # the process, as nsys_timeline.pid_of() (flows pair by pid + id)
 ]
@@ -242,8 +261,8 @@ def kernel_frame(c: Dict[str, np.ndarray], strings: pd.Series, name: np.ndarray)
         del values
     frame = pd.DataFrame(block.T, columns=floats, copy=False)
     text = {"name": name, "demangled_name": lookup(strings, c.pop("demangled")),
-            "mangled_name": lookup(strings, c.pop("mangled")), "grid": _dim_labels(c.pop("grid")),
-            "block": _dim_labels(c.pop("block"))}
+            "mangled_name": lookup(strings, c.pop("mangled")), "grid": _dim_labels(c.pop("grid"), "grid"),
+            "block": _dim_labels(c.pop("block"), "block")}
     del c["short"]
     for at, (name, values) in enumerate(text.items()):  # object dtype: pandas 3 would infer its slower str
         frame.insert(at, name, pd.Series(values, dtype=object, copy=False))
@@ -374,9 +393,14 @@ def _read_tables(conn, path: Path, names: Set[str], devices):
     summaries, timeline = _summaries_and_timeline(conn, path, names, devices, fetched, name, kernel_sum)
     kcols, sha = fetched.kernels, fetched.sha256
     del fetched  # the timeline holds what it needs: the kernels table comes last, on its own
+    try:
+        frame = [] if kcols is None else kernel_frame(kcols, strings, name)
+    except BadShape as e:
+        row = conn.execute(f"SELECT rowid FROM {KERNEL} WHERE {SHAPES[e.field]} = ? LIMIT 1", (e.packed,)).fetchone()
+        raise sqlite_columns.DamagedValues(KERNEL, f"{e.field}X, {e.field}Y, {e.field}Z", row[0] if row else None,
+                                           "a launch shape no CUDA kernel has (a dimension below 1)") from None
     # kernel_frame gives its columns their final dtypes (no NaN in its text): only absent ones are added.
-    table = normalise_kernels([] if kcols is None else kernel_frame(kcols, strings, name), copy=False,
-                              sparse_absent=True, only=())
+    table = normalise_kernels(frame, copy=False, sparse_absent=True, only=())
     return table, summaries, timeline, sha
 
 
