@@ -35,7 +35,7 @@ MEMCPY_KINDS = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host
                 12: "Unified Device-to-Host", 13: "Unified Device-to-Device"}
 MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
              6: "Managed Static", 7: "Unknown"}
-_API_VERSION_TAG = re.compile(r"_v\d{4,}$")
+_API_VERSION_TAG = re.compile(r"_v\d{4,}$")  # cudaMalloc_v3020 -> cudaMalloc (runtime version tag, not _v2 symbols)
 
 # The columns the reader queries with no fallback, per table it reads when the export has it, and
 # the type each is declared with ("a|b": either column).  Every nsys export 2020.5-2026.1 has them
@@ -58,8 +58,7 @@ REQUIRED_COLUMNS = {
     "ENUM_CUDA_MEMCPY_OPER": {"id": INT, "label": TEXT},
     "ENUM_CUDA_MEM_KIND": {"id": INT, "label": TEXT},
     **{table: {"name": TEXT, "value": TEXT} for table in META_TABLES},
-}  # cudaMalloc_v3020 -> cudaMalloc (runtime version tag, not _v2 symbols)
-
+}
 
 REEXPORT = "re-export it with `nsys export --type sqlite`"
 

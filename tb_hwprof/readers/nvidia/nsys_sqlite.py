@@ -40,7 +40,8 @@ from ..common import sqlite_columns
 from ..common import SQLITE_MAGIC, sha256_file
 from ..common.csvtext import one_line
 from .nsys_schema import (KERNEL, META_TABLES, NVTX, NVTX_RANGE_ROWS, REEXPORT, RUNTIME, check_bounds,
-                          check_durations, checked, columns, connect, lookup, memcpy_labels, schema_problem, string_map, strings_of, table_names)
+                          check_durations, checked, columns, connect, lookup, memcpy_labels, schema_problem,
+                          string_map, strings_of, table_names)
 from .nsys_summaries import kernel_summary, read_summaries
 
 

@@ -102,8 +102,9 @@ def _thread_names(conn, names: Set[str], gtids: np.ndarray) -> Dict[int, str]:
 def _process_names(conn, names: Set[str]) -> Dict[int, str]:
     if "PROCESSES" not in names:
         return {}
-    rows = conn.execute("SELECT rowid, pid, name FROM PROCESSES").fetchall()
-    return {pid: name or "" for _, pid, name in checked("PROCESSES", rows, ((int,), (str, type(None))), ("pid", "name"))}
+    rows = checked("PROCESSES", conn.execute("SELECT rowid, pid, name FROM PROCESSES").fetchall(),
+                   ((int,), (str, type(None))), ("pid", "name"))
+    return {pid: name or "" for _, pid, name in rows}
 
 
 def cpu_tracks(conn, names: Set[str], gtids: np.ndarray) -> Tuple[List[Track], np.ndarray]:
