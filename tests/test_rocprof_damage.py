@@ -3,6 +3,7 @@ refused with one line naming the file, the problem and the fix, or, where the in
 read.  The inputs are the reproducers in ../shared/repro, read in place."""
 import csv
 import json
+import sqlite3
 import time
 
 import pytest
@@ -238,3 +239,42 @@ def test_a_zero_total_percentage_reads_as_empty_not_damage(samples_dir):
     profile = tb_hwprof.read(path)
     assert any("'None'" in n for n in profile.notes)
     assert profile.summaries["hsa_api_stats"]["pct"].isna().all() and profile.summaries["hsa_api_stats"]["calls"].notna().all()
+
+
+def edited_db(tmp_path, source, *statements):
+    """A copy of a real SQLite sample with `statements` run on it (damage of one kind each)."""
+    path = tmp_path / source.name
+    path.write_bytes(source.read_bytes())
+    with sqlite3.connect(path) as conn:
+        guid = conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rocpd_kernel_dispatch_%'").fetchone()
+        for statement in statements:  # {dispatch}: rocpd's GUID-suffixed dispatch table
+            conn.execute(statement.format(dispatch=guid[0] if guid else ""))
+    return path
+
+
+V1_DB, ROCPD = "rocprof/v1_mi300a_vecadd/results.db", "rocprof/v3_rocpd_mi300x_ck_bmm_results.db"
+
+
+def test_a_v1_ops_table_without_its_queue_column_is_named(samples_dir, tmp_path):
+    path = edited_db(tmp_path, sample(samples_dir, V1_DB), 'ALTER TABLE OPS DROP COLUMN "queue-id"')
+    refused(path, "table OPS has no column 'queue-id'")
+
+
+def test_a_wiped_name_of_an_api_call_is_refused(samples_dir, tmp_path):
+    path = edited_db(tmp_path, sample(samples_dir, V1_DB), "UPDATE HIP SET Name = NULL WHERE rowid = 3")
+    refused(path, "HIP column 'Name', row 3", "is NULL")
+
+
+def test_a_dispatch_that_drops_out_of_the_kernels_view_is_refused(samples_dir, tmp_path):
+    """A dangling queue reference: the view's join loses the row; the reader counts and refuses."""
+    path = edited_db(tmp_path, sample(samples_dir, ROCPD),
+                     'UPDATE "{dispatch}" SET queue_id = 987654 WHERE id IN (SELECT id FROM "{dispatch}" LIMIT 2)')
+    refused(path, "2 of 151 kernel dispatches do not join")
+
+
+@pytest.mark.parametrize("column, value, words", [("start", "'abc'", "kernels column 'start'"),
+                                                  ("grid_size_y", "1e300", "column 'grid_y'"),
+                                                  ("workgroup_size_x", "0", "column 'workgroup_x'")])
+def test_rocpd_kernel_numbers_that_cannot_be_right_are_refused(column, value, words, samples_dir, tmp_path):
+    path = edited_db(tmp_path, sample(samples_dir, ROCPD), f'UPDATE "{{dispatch}}" SET {column} = {value} WHERE id = 7')
+    refused(path, words)

@@ -94,7 +94,7 @@ def refuse_non_text(path: Path, frame: pd.DataFrame, what: str, columns) -> None
         cells = frame[name]
         if cells.dtype == object and pd.api.types.infer_dtype(cells, skipna=True) in ("string", "empty"):
             continue
-        wrong = ~cells.map(lambda v: v is None or isinstance(v, str))
+        wrong = ~cells.map(lambda v: isinstance(v, str)) & cells.notna()
         if wrong.any():
             row = int(np.flatnonzero(wrong.to_numpy())[0])
             raise InputError(path, f"{what} column {name!r}, row {row + 1}{_id(frame, row)}: {shown(repr(cells.iloc[row]))} "
@@ -112,19 +112,33 @@ def sql_numbers(path: Path, frame: pd.DataFrame, what: str, columns, at_least: f
 
 # ---------------------------------------------------------------- rocprof v1 results.db
 
-V1_ACTIVITY_COLUMNS = ("Name", "BeginNs", "EndNs")  # what every v1 activity table (OPS, COPY, HIP, HSA) has
+# The columns the reader relies on in each v1 activity table, all filled on every row.
+V1_ACTIVITY_COLUMNS = {"OPS": ("Name", "BeginNs", "EndNs", "dev-id", "queue-id")}
+V1_CALL_COLUMNS = ("Name", "BeginNs", "EndNs")  # COPY, HIP, HSA
 
 
 def _v1_activity(path: Path, conn, table: str) -> pd.DataFrame:
-    """One v1 table, its schema and cell types checked: the three columns the reader relies on, no blobs."""
+    """One v1 table, its schema and cell types checked: the columns the reader relies on, no blobs."""
     frame = query(conn, f'SELECT * FROM "{table}"')
-    missing = [c for c in V1_ACTIVITY_COLUMNS if c not in frame.columns]
+    needed = V1_ACTIVITY_COLUMNS.get(table, V1_CALL_COLUMNS)
+    missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise InputError(path, f"table {table} has no column {', '.join(map(repr, missing))} "
-                         f"(rocprof v1 writes {', '.join(V1_ACTIVITY_COLUMNS)})", DAMAGED_FIX)
+                         f"(rocprof v1 writes {', '.join(needed)})", DAMAGED_FIX)
     refuse_binary_cells(path, frame, table)
+    refuse_nulls(path, frame, table, needed)
     refuse_non_text(path, frame, table, ["Name"])
     return frame
+
+
+def refuse_nulls(path: Path, frame: pd.DataFrame, what: str, columns) -> None:
+    """Columns rocprof fills on every row: NULL there is a wiped cell."""
+    for name in columns:
+        null = frame[name].isna()
+        if null.any():
+            row = int(np.flatnonzero(null.to_numpy())[0])
+            raise InputError(path, f"{what} column {name!r}, row {row + 1}{_id(frame, row)} is NULL "
+                             "(rocprof fills it on every row)", DAMAGED_FIX)
 
 
 def _v1_calls(path: Path, frame: pd.DataFrame, table: str) -> pd.DataFrame:
@@ -186,9 +200,10 @@ KERNEL_NUMBERS = ("id", "device", "queue_id", "stream_id", "dispatch_id", "start
                   "scratch_size", "vgpr_count", "accum_vgpr_count", "sgpr_count", "corr_id")
 
 
-def checked_kernels(path: Path, conn) -> pd.DataFrame:
+def checked_kernels(path: Path, conn, names: Set[str]) -> pd.DataFrame:
     """The kernels view's rows, once names are text and numbers fit the model (grid >= 0, workgroup >= 1)."""
     k = query(conn, KERNEL_SQL)
+    refuse_lost_dispatches(path, conn, names, len(k))
     refuse_non_text(path, k, "kernels", ["name", "symbol"])
     sql_numbers(path, k, "kernels", KERNEL_NUMBERS)
     sql_numbers(path, k, "kernels", [f"grid_{d}" for d in "xyz"], at_least=0)
@@ -196,13 +211,24 @@ def checked_kernels(path: Path, conn) -> pd.DataFrame:
     return k
 
 
+def refuse_lost_dispatches(path: Path, conn, names: Set[str], listed: int) -> None:
+    """The kernels view joins each dispatch to its agent, queue, stream and symbol: a dispatch whose
+    reference is damaged drops out of it silently, so the view must list every stored dispatch."""
+    if "rocpd_kernel_dispatch" not in names:
+        return
+    stored = conn.execute("SELECT count(*) FROM rocpd_kernel_dispatch").fetchone()[0]
+    if stored != listed:
+        raise InputError(path, f"{stored - listed} of {stored} kernel dispatches do not join their agent, queue, "
+                         "stream or kernel symbol (damaged references)", DAMAGED_FIX)
+
+
 def _triples(x: pd.Series, y: pd.Series, z: pd.Series) -> list:
     """'(x, y, z)' per row; '' where a dimension is NULL."""
     return [f"({int(a)}, {int(b)}, {int(c)})" if not np.isnan([a, b, c]).any() else "" for a, b, c in zip(x, y, z)]
 
 
-def rocpd_kernels(path: Path, conn) -> pd.DataFrame:
-    k = checked_kernels(path, conn)
+def rocpd_kernels(path: Path, conn, names: Set[str]) -> pd.DataFrame:
+    k = checked_kernels(path, conn, names)
     wg = [k[f"workgroup_{d}"] for d in "xyz"]
     blocks = [np.ceil(k[f"grid_{d}"] / w) for d, w in zip("xyz", wg)]  # rocpd grid sizes count work-items
     symbol = k["symbol"].fillna("").astype(str)
@@ -317,13 +343,13 @@ def read_rocpd(path: Path) -> Profile:
     conn = connect(path)
     try:
         names = schema_names(conn)
-        kernels = rocpd_kernels(path, conn)
+        kernels = rocpd_kernels(path, conn, names)
         devices = rocpd_devices(path, conn, kernels)
         summaries = rocpd_summaries(path, conn, names)
         notes = rocpd_notes(conn, kernels) + timing_notes(kernels, pd.Series(np.nan, index=kernels.index),
                                                            pd.Series(np.nan, index=kernels.index))
     except (sqlite3.DatabaseError, KeyError) as e:
-        raise InputError(path, f"damaged or unexpected rocpd database ({one_line(e)})", FIX) from None
+        raise InputError(path, f"damaged rocpd database ({one_line(e)})", FIX) from None
     finally:
         conn.close()
     summaries.update(kernel_stats(kernels))
