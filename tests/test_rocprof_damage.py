@@ -278,3 +278,28 @@ def test_a_dispatch_that_drops_out_of_the_kernels_view_is_refused(samples_dir, t
 def test_rocpd_kernel_numbers_that_cannot_be_right_are_refused(column, value, words, samples_dir, tmp_path):
     path = edited_db(tmp_path, sample(samples_dir, ROCPD), f'UPDATE "{{dispatch}}" SET {column} = {value} WHERE id = 7')
     refused(path, words)
+
+
+def edited_json(tmp_path, source, edit):
+    doc = json.loads(source.read_text())
+    edit(doc["traceEvents"])
+    path = tmp_path / source.name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_repeated_json_event_is_refused(samples_dir, tmp_path):
+    source = sample(samples_dir, "rocprof/v1_old_rome_omp/results.json")
+    first = next(i for i, e in enumerate(json.loads(source.read_text())["traceEvents"]) if e.get("ph") == "X")
+    path = edited_json(tmp_path, source, lambda events: events.extend([events[first]] * 100))
+    refused(path, f"repeats traceEvents[{first}]")
+    # Still valid: two dispatches of the real trace share BeginNs/EndNs (told apart by queue-index).
+    kernels = tb_hwprof.read(source).kernels
+    assert len(kernels) == 3 and kernels["start_ns"].duplicated().sum() == 1
+
+
+def test_a_json_event_without_its_times_is_refused(samples_dir, tmp_path):
+    source = sample(samples_dir, "rocprof/v1_mi300a_vecadd/results.json")
+    last = max(i for i, e in enumerate(json.loads(source.read_text())["traceEvents"]) if e.get("ph") == "X")
+    path = edited_json(tmp_path, source, lambda events: events[last]["args"].pop("EndNs"))
+    refused(path, f"traceEvents[{last}] (a complete event) has no args.EndNs")

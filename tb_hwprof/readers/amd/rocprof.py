@@ -289,8 +289,11 @@ def decode_v1_json(path: Path) -> dict:
         raise InputError(path, f"unreadable JSON ({one_line(e)})", CSV_FIX) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents", []), list):
         raise InputError(path, "JSON without a traceEvents list (not a Chrome trace)", DAMAGED_FIX)
+    seen: Dict[tuple, int] = {}
     for i, event in enumerate(doc.get("traceEvents", [])):
         _check_event(path, i, event)
+        if event.get("ph") == "X":
+            _refuse_repeated_event(path, i, event, seen)
     other = doc.get("otherData") or {}
     if not isinstance(other, dict):
         raise InputError(path, f"otherData is {_json_type(other)}, not an object", DAMAGED_FIX)
@@ -310,6 +313,21 @@ def _check_event(path: Path, i: int, event) -> None:
         raise InputError(path, f"traceEvents[{i}].args is {_json_type(args)}, not an object", DAMAGED_FIX)
     for key, value in args.items():
         _check_value(path, f"traceEvents[{i}].args.{key}", value, number=key in ARG_NUMBERS)
+
+
+def _refuse_repeated_event(path: Path, i: int, event: dict, seen: Dict[tuple, int]) -> None:
+    """rocprof writes each activity once, with BeginNs/EndNs (always): an event without them, or one equal
+    to another in every field, is damage.  (Equal times alone are not: the OpenMP offload sample has two
+    dispatches with one BeginNs/EndNs, told apart by queue-index.)"""
+    args = event.get("args", {})
+    missing = [k for k in ("BeginNs", "EndNs") if k not in args]
+    if missing:
+        raise InputError(path, f"traceEvents[{i}] (a complete event) has no args.{missing[0]}", DAMAGED_FIX)
+    key = (str(event.get("pid")), str(event.get("tid")), str(event.get("name")),
+           *sorted((k, str(v)) for k, v in args.items()))
+    if key in seen:
+        raise InputError(path, f"traceEvents[{i}] repeats traceEvents[{seen[key]}] field for field", DAMAGED_FIX)
+    seen[key] = i
 
 
 def _check_value(path: Path, where: str, value, number: bool) -> None:
