@@ -36,12 +36,13 @@ def load_analysis(run_dir):
 
 
 def export(path, logdir, run, overwrite: bool = False, step: int = 0, *, time_range=None, nvtx_range=None,
-           nvtx_instances: str = "first", trace: str = "auto"):
+           nvtx_instances: str = "first", trace: str = "auto", salvage: bool = False):
     """Read `path` and write it as run `run` under `logdir`, as `tb-hwprof export` does (the same
     function); returns the run folder.  time_range 'START:END' ns or nvtx_range NAME keep a window of
-    a trace; trace: "auto", "always" or "never" writes its timeline.json.gz now."""
+    a trace; trace: "auto", "always" or "never" writes its timeline.json.gz now; salvage: a damaged
+    .ncu-rep keeps its sound launches (the run's notes list the others) instead of being refused."""
     from .analysis.pipeline import WindowOptions, export_report
-    return export_report(path, logdir, run, overwrite=overwrite, step=step, trace=trace,
+    return export_report(path, logdir, run, overwrite=overwrite, step=step, trace=trace, salvage=salvage,
                          window=WindowOptions(time_range, nvtx_range, nvtx_instances))
 
 

@@ -188,6 +188,17 @@ def test_salvage_keeps_the_sound_launches_as_the_original_has_them(one_launch_da
                 assert values[name] == value, (i, name)
 
 
+def test_the_python_api_salvages_as_the_cli_does(one_launch_damaged, tmp_path, ncu_report_module):
+    """tb_hwprof.export(..., salvage=True) is the CLI's --salvage: the same sound launches, the same note."""
+    original, damaged = one_launch_damaged
+    with pytest.raises(tb_hwprof.errors.InputError, match="launch 2"):
+        tb_hwprof.export(damaged, tmp_path / "refused", "r")
+    run = tb_hwprof.load_run(tb_hwprof.export(damaged, tmp_path / "kept", "r", salvage=True))
+    expected = ncu_launches(ncu_report_module, original)
+    assert list(run.kernels["name"]) == [expected[i][0] for i in (0, 1, 3, 4, 5)]
+    assert [n for n in run.notes if "--salvage" in n and "launch 2 (" in n]
+
+
 def test_every_sample_declares_the_launches_ncu_report_reads(ncu_rep, ncu_report_module):
     """The container's own launch count (block headers) agrees with ncu_report on every real report,
     and none of them has a launch flagged as damaged."""
