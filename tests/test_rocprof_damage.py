@@ -303,3 +303,14 @@ def test_a_json_event_without_its_times_is_refused(samples_dir, tmp_path):
     last = max(i for i, e in enumerate(json.loads(source.read_text())["traceEvents"]) if e.get("ph") == "X")
     path = edited_json(tmp_path, source, lambda events: events[last]["args"].pop("EndNs"))
     refused(path, f"traceEvents[{last}] (a complete event) has no args.EndNs")
+
+
+def test_v2_stdout_damage_names_the_file(samples_dir, tmp_path):
+    """The CLI-plugin output is parsed line by line: its refusals name the file as the CSV ones do."""
+    source = sample(samples_dir, "rocprof/v2_cli_stdout_golden_hip_vectoradd.txt")
+    line = next(x for x in source.read_text().splitlines() if x.startswith("Dispatch_ID("))
+    path = tmp_path / source.name
+    path.write_text(source.read_text() + line + "\n")
+    refused(path, "dispatch id '1' (Dispatch_ID) is on 2 rows")
+    path.write_text(source.read_text().replace("Grid_Size(1048576)", "Grid_Size(1e400)", 1))
+    refused(path, "column 'Grid_Size', data row 1: '1e400' is out of range")

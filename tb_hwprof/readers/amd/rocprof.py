@@ -249,6 +249,8 @@ def read_v2_stdout(path: Path) -> Profile:
     if not rows:
         raise InputError(path, "rocprofv2 output without dispatch lines", CSV_FIX)
     table = pd.DataFrame(rows).fillna("").astype(str)
+    table.attrs["source"] = str(path)  # dispatch_kernels' refusals name the file
+    refuse_repeated_dispatches(table)
     kernels, notes = dispatch_kernels(table)
     notes = ["rocprofv2 CLI-plugin stdout (`Key(value)` pairs per dispatch); Begin/End timestamps are taken as "
              "written and could not be checked against any host clock"] + notes
