@@ -251,7 +251,7 @@ def _csv_rows(data: bytes) -> Tuple[List[List[str]], str]:
     text = data.decode("utf-8", errors="replace")
     delimiter = "\t" if text.split("\n", 1)[0].count("\t") > text.split("\n", 1)[0].count(",") else ","
     csv.field_size_limit(1 << 30)
-    return list(csv.reader(io.StringIO(text), delimiter=delimiter)), delimiter
+    return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)), delimiter
 
 
 def _csv_bytes(rows: List[List[str]], delimiter: str) -> bytes:
@@ -611,7 +611,7 @@ def mutate_bytes(data: bytes, mutation, rng: random.Random) -> Tuple[bytes, str]
         return data, f"{mutation.__name__}: nothing to mutate (empty)"
     try:
         out, description = mutation(data, rng)
-    except (ValueError, UnicodeDecodeError, IndexError, sqlite3.DatabaseError) as e:
+    except (ValueError, UnicodeDecodeError, IndexError, csv.Error, sqlite3.DatabaseError) as e:
         out, description = bit_flips(data, rng)
         return out, f"{description} ({mutation.__name__} not applicable: {type(e).__name__})"
     return out, f"{mutation.__name__}: {description}"
