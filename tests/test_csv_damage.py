@@ -262,3 +262,18 @@ def test_roofline_csv_without_a_device_column_is_refused(samples_dir, tmp_path):
     roofline.write_text(roofline.read_text().replace(",", ";"))
     error = refused(folder)
     assert error.path == str(roofline) and "'device'" in error.problem
+
+
+@pytest.mark.parametrize("cell", ["nan", "1e309"])
+def test_sysinfo_unit_count_that_is_no_number_is_refused(samples_dir, tmp_path, cell):
+    """Found by mutation: cu_per_gpu of nan / 1e309 crashed making the device (int() of NaN / inf)."""
+    folder = tmp_path / "omniperf_vcopy_mi200"
+    shutil.copytree(sample(samples_dir, "rocprof/omniperf_vcopy_mi200/sysinfo.csv").parent, folder)
+    sysinfo = folder / "sysinfo.csv"
+    sysinfo.chmod(0o644)
+    rows = list(csv.reader(sysinfo.open(newline="")))
+    rows[1][rows[0].index("cu_per_gpu")] = cell
+    with sysinfo.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    error = refused(folder)
+    assert error.path == str(sysinfo) and f"cu_per_gpu is '{cell}'" in error.problem

@@ -84,7 +84,12 @@ def read_sysinfo(folder: Path) -> Dict[str, str]:
     rows = list(csv.DictReader(io.StringIO(checked_text(folder / "sysinfo.csv"), newline="")))
     if not rows:
         raise InputError(folder / "sysinfo.csv", "empty sysinfo.csv", "re-run rocprof-compute profile")
-    return {k.strip(): (v or "").strip() for k, v in rows[0].items() if k}
+    info = {k.strip(): (v or "").strip() for k, v in rows[0].items() if k}
+    for key, value in info.items():
+        if not math.isfinite(num(info, key, 0.0)):  # a clock or unit count of inf / nan is a damaged cell
+            raise InputError(folder / "sysinfo.csv", f"{key} is {csvtext.shown(value)}, not a finite number: "
+                             "the file is damaged", DAMAGED_FIX)
+    return info
 
 
 def num(info: Dict[str, str], key: str, default: float = math.nan) -> float:
