@@ -274,9 +274,9 @@ def _json_devices(other: dict) -> Dict[int, Device]:
 
 
 # What the reader takes from a results.json event, and the type rocprof writes it as (numbers as text).
-EVENT_TEXT = ("ph", "name", "cat")
-EVENT_NUMBERS = ("pid", "tid", "ts", "dur", "id")
-ARG_NUMBERS = ("BeginNs", "EndNs", "dev-id", "queue-id", "pid", "tid", "stream-id", "DurationNs")
+EVENT_NUMBERS = frozenset(("pid", "tid", "ts", "dur", "id"))
+EVENT_FIELDS = ("ph", "name", "cat", *sorted(EVENT_NUMBERS))
+ARG_NUMBERS = frozenset(("BeginNs", "EndNs", "dev-id", "queue-id", "pid", "tid", "stream-id", "DurationNs"))
 
 
 def decode_v1_json(path: Path) -> dict:
@@ -300,21 +300,30 @@ def decode_v1_json(path: Path) -> dict:
     if not isinstance(other, dict):
         raise InputError(path, f"otherData is {_json_type(other)}, not an object", DAMAGED_FIX)
     for key, value in other.items():
-        _check_value(path, f"otherData {key!r}", value, number=False)
+        _check_field(path, "otherData", repr(key), value, number=False)
     return doc
 
 
 def _check_event(path: Path, i: int, event) -> None:
     if not isinstance(event, dict):
         raise InputError(path, f"traceEvents[{i}] is {_json_type(event)}, not an event object", DAMAGED_FIX)
-    for key in EVENT_TEXT + EVENT_NUMBERS:
-        if key in event:
-            _check_value(path, f"traceEvents[{i}].{key}", event[key], number=key in EVENT_NUMBERS)
     args = event.get("args", {})
     if not isinstance(args, dict):
         raise InputError(path, f"traceEvents[{i}].args is {_json_type(args)}, not an object", DAMAGED_FIX)
+    # Fast path (this runs per event): all text, so only the number fields need a look.
+    if set(map(type, args.values())) <= _TEXT and all(type(event.get(k, "")) is str for k in EVENT_FIELDS):
+        for key in ARG_NUMBERS.intersection(args):
+            if args[key].strip() and not _int64_sized(args[key]):
+                _check_field(path, f"traceEvents[{i}].args", key, args[key], True)
+        return
+    for key in EVENT_FIELDS:
+        if key in event:
+            _check_field(path, f"traceEvents[{i}]", key, event[key], key in EVENT_NUMBERS)
     for key, value in args.items():
-        _check_value(path, f"traceEvents[{i}].args.{key}", value, number=key in ARG_NUMBERS)
+        _check_field(path, f"traceEvents[{i}].args", key, value, key in ARG_NUMBERS)
+
+
+_TEXT = {str}
 
 
 def _refuse_repeated_event(path: Path, i: int, event: dict, seen: Dict[tuple, int]) -> None:
@@ -325,21 +334,29 @@ def _refuse_repeated_event(path: Path, i: int, event: dict, seen: Dict[tuple, in
     missing = [k for k in ("BeginNs", "EndNs") if k not in args]
     if missing:
         raise InputError(path, f"traceEvents[{i}] (a complete event) has no args.{missing[0]}", DAMAGED_FIX)
-    key = (str(event.get("pid")), str(event.get("tid")), str(event.get("name")),
-           *sorted((k, str(v)) for k, v in args.items()))
+    key = (event.get("pid"), event.get("tid"), event.get("name"), tuple(args.items()))  # checked: all hashable
     if key in seen:
         raise InputError(path, f"traceEvents[{i}] repeats traceEvents[{seen[key]}] field for field", DAMAGED_FIX)
     seen[key] = i
 
 
-def _check_value(path: Path, where: str, value, number: bool) -> None:
-    """Text or a number (rocprof writes both as text); `number`: it must read as a finite int64-sized one."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise InputError(path, f"{where} is {_json_type(value)}, not text or a number", DAMAGED_FIX)
+def _check_field(path: Path, where: str, key: str, value, number: bool) -> None:
+    """Text or a number (rocprof writes both as text); `number`: it must read as a finite int64-sized one.
+    (Runs per field of every event: the message is only built for a refusal.)"""
+    problem = _value_problem(value, number)
+    if problem:
+        raise InputError(path, f"{where}.{key} is {problem}", DAMAGED_FIX)
+
+
+def _value_problem(value, number: bool) -> Optional[str]:
+    if type(value) is str:  # the common case first
+        return None if not number or not value.strip() or _int64_sized(value) else \
+            f"{shown(value)}, not a number within 64 bits"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{_json_type(value)}, not text or a number"
     if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(path, f"{where} is {value}, not a finite number", DAMAGED_FIX)
-    if number and not (isinstance(value, str) and not value.strip()) and not _int64_sized(value):
-        raise InputError(path, f"{where} is {shown(str(value))}, not a number within 64 bits", DAMAGED_FIX)
+        return f"{value}, not a finite number"
+    return None if not number or _int64_sized(value) else f"{shown(str(value))}, not a number within 64 bits"
 
 
 def _int64_sized(value) -> bool:
