@@ -314,3 +314,20 @@ def test_v2_stdout_damage_names_the_file(samples_dir, tmp_path):
     refused(path, "dispatch id '1' (Dispatch_ID) is on 2 rows")
     path.write_text(source.read_text().replace("Grid_Size(1048576)", "Grid_Size(1e400)", 1))
     refused(path, "column 'Grid_Size', data row 1: '1e400' is out of range")
+
+
+@pytest.mark.parametrize("name, column", [("rocprof/v2_hip_api_trace_hiptrace.csv", "Start_Timestamp"),
+                                          ("rocprof/v3_docs_counter_collection_newer.csv", "Counter_Name"),
+                                          ("rocprof/v3_docs_hip_api_stats.csv", "Calls")])
+def test_a_row_cut_short_in_the_other_rocprof_tables_is_refused(name, column, samples_dir, tmp_path):
+    """A row keeping only its first cells: the cells the tool always fills read blank, and are refused."""
+    def cut(rows):
+        data = [row for row in rows[1:] if row]
+        del data[1][rows[0].index(column):]
+    refused(rewritten(tmp_path, sample(samples_dir, name), cut), f"column {column!r}, data row 2 is blank")
+
+
+def test_a_repeated_row_of_a_statistics_file_is_refused(samples_dir, tmp_path):
+    path = rewritten(tmp_path, sample(samples_dir, "rocprof/v3_docs_hip_api_stats.csv"),
+                     lambda rows: rows.insert(3, rows[1]))
+    refused(path, "data row 3 repeats the name")

@@ -32,7 +32,7 @@ from . import devices as amd_devices
 from .dispatch import (CSV_FIX, DAMAGED_FIX, INT64_LIMIT, ALIASES, PER_DIMENSION, checked_numbers, column,
                        devices_for, dispatch_kernels, kernel_stats, measured_values, numeric, one_line, provenance,
                        raw_rows, read_table, read_text, refuse_blank_cells, refuse_repeated_dispatches,
-                       require_columns, shown, stats_of, with_units)
+                       require_columns, shown, source_of, stats_of, with_units)
 
 
 STATS_COLUMNS = ("Name", "Calls", "TotalDurationNs", "AverageNs", "Percentage")
@@ -157,6 +157,8 @@ def stats_kind(path: Path, table: pd.DataFrame) -> str:
 def read_stats(path: Path) -> Profile:
     """`rocprof --stats` (v1: 5 columns) and rocprofv3 *_stats.csv (v3: + MinNs, MaxNs, StdDev)."""
     table = read_table(path)
+    refuse_blank_cells(table, STATS_COLUMNS)
+    refuse_repeated_names(table)
     none = table["Percentage"].astype(str).str.strip() == "None"  # rocprof v1's percentage of a zero total
     out = pd.DataFrame({"name": table["Name"].astype(str), "calls": measured_values(table, "Calls"),
                         "total_ns": measured_values(table, "TotalDurationNs"),
@@ -175,6 +177,15 @@ def read_stats(path: Path) -> Profile:
     fmt = "rocprofv3-stats" if version == "rocprofv3" else "rocprof-v1-stats"
     return Profile(provenance(path, version, fmt), [], normalise_kernels([]), notes=notes,
                    summaries={kind: with_units(out)})
+
+
+def refuse_repeated_names(table: pd.DataFrame) -> None:
+    """A statistics file has one row per name (its aggregate): a name on two rows is a repeated row."""
+    repeated = table["Name"].duplicated()
+    if repeated.any():
+        row = int(np.flatnonzero(repeated.to_numpy())[0])
+        raise InputError(source_of(table), f"data row {row + 1} repeats the name {shown(table['Name'].iloc[row])} of an "
+                         "earlier row (a statistics file has one row per name)", DAMAGED_FIX)
 
 
 def read_kernel_top(path: Path) -> Profile:
@@ -200,6 +211,7 @@ def read_counter_collection(path: Path) -> Profile:
     key = next((c for c in ("Dispatch_Id", "Correlation_Id") if c in table.columns), None)
     if key is None:
         raise InputError(path, "no Dispatch_Id or Correlation_Id column to group the counters by", DAMAGED_FIX)
+    refuse_blank_cells(table, (key, "Kernel_Name", "Counter_Name", "Counter_Value"))
     first = table.drop_duplicates(key).reset_index(drop=True)
     first.attrs["source"] = str(path)
     kernels, notes = dispatch_kernels(first)
@@ -221,9 +233,13 @@ def read_counter_collection(path: Path) -> Profile:
 
 # ---------------------------------------------------------------- rocprofv2: API trace and CLI stdout
 
+API_TRACE_COLUMNS = ("Domain", "Function", "Start_Timestamp", "End_Timestamp")
+
+
 def read_api_trace(path: Path) -> Profile:
     """rocprofv2 hip_api_trace_*.csv: Domain, Function, Start_Timestamp, End_Timestamp, Correlation_ID."""
     table = read_table(path)
+    refuse_blank_cells(table, API_TRACE_COLUMNS)  # the sniffer found them in the header
     start, end = checked_numbers(table, "Start_Timestamp"), checked_numbers(table, "End_Timestamp")
     correlation = checked_numbers(table, "Correlation_ID") if "Correlation_ID" in table.columns else \
         pd.Series(np.nan, index=table.index)
