@@ -319,3 +319,24 @@ def test_truncated_and_flipped_bytes_never_crash(scanner, name):
         at = rng.randrange(len(data))
         mutated = data[:at] + bytes([rng.choice(structural)]) + data[at + 1:]
         agreeing(scanner, mutated)
+
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize("where", ["a top-level value", "a metadata event", "an event's args"])
+def test_values_nested_thousands_deep_never_crash(scanner, where):
+    """JSON nested deeper than Python's stack: a TraceError, never a RecursionError (was one out of
+    msgspec for decoded values).  The scanner keeps raw args as text, never decoded: those read."""
+    event = '{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":2%s}'
+    doc = {"a top-level value": '{"traceEvents":[%s],"deviceProperties":%s}' % (event % "", DEEP),
+           "a metadata event": '{"traceEvents":[{"ph":"M","name":"process_name","pid":1,"tid":1,"args":{"name":%s}},%s]}'
+                               % (DEEP, event % ""),
+           "an event's args": '{"traceEvents":[%s]}' % (event % (',"args":{"x":%s}' % DEEP))}[where].encode()
+    with pytest.raises(decode.TraceError):  # msgspec recurses even to skip a value
+        decode.decode_events_python(doc)
+    if where == "an event's args":
+        assert native_decode(scanner, doc).x["dur_ns"].tolist() == [2000]
+    else:
+        with pytest.raises(decode.TraceError, match="nested"):
+            native_decode(scanner, doc)

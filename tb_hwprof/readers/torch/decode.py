@@ -139,11 +139,13 @@ def _from_native(result) -> KinetoEvents:
     try:
         raws = dict(top)  # a repeated key: the last value, at the first place (as the reference's dict)
         top = {key: msgspec.json.decode(raw) for key, raw in raws.items()}
+        metadata = [_metadata_event(msgspec.json.decode(raw)) for raw in metadata]
     except msgspec.DecodeError as e:
         raise TraceError(f"not valid JSON ({e})") from None
+    except RecursionError:  # a value nested deeper than Python's stack (the scanner itself has no limit)
+        raise TraceError("not a Chrome trace (a value nested thousands of levels deep)") from None
     return KinetoEvents(strings=strings, x=_arrays(x), x_gpu=_arrays(x_gpu), x_op=_arrays(x_op), flows=_arrays(flows),
-                        instants=_arrays(instants), metadata=[_metadata_event(msgspec.json.decode(raw)) for raw in metadata],
-                        top=top, other_events=other)
+                        instants=_arrays(instants), metadata=metadata, top=top, other_events=other)
 
 
 def _arrays(columns: dict) -> Dict[str, np.ndarray]:
