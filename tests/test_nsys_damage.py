@@ -215,3 +215,9 @@ def test_a_launch_shape_no_kernel_has_is_refused(tmp_path, samples_dir, column, 
     field = column[:-1]
     assert refusal(path) == f"damaged Nsight Systems export: a launch shape no CUDA kernel has (a dimension below 1) " \
                             f"in {KERNEL}: {field}X, {field}Y, {field}Z (row 5)"
+
+
+def test_a_device_id_no_gpu_has_is_refused(tmp_path, samples_dir):
+    path = copy_of(samples_dir, tmp_path)  # its TARGET_INFO_GPU names the device `deviceId`
+    edit(path, "UPDATE TARGET_INFO_GPU SET deviceId = 9223372036854775807 WHERE rowid = 1")
+    assert refusal(path) == "damaged Nsight Systems export: an id outside 0..127 in TARGET_INFO_GPU: deviceId (row 1)"

@@ -135,11 +135,12 @@ def check_integers(conn: sqlite3.Connection, table: str, cols: Iterable[str]) ->
 ID_BOUNDS = (("deviceId", 0, 127), ("contextId", -1, (1 << 24) - 1), ("streamId", -1, (1 << 32) - 1))
 
 
-def check_bounds(conn: sqlite3.Connection, table: str, values: Iterable[np.ndarray]) -> None:
-    """Refuse (DamagedValues) an id of ID_BOUNDS (`values`: their arrays, in that order) outside its
-    range: CUDA never numbers a device, context or stream so, a damaged page does.  One vectorised
-    pass per column; the row is looked up only then."""
+def check_bounds(conn: sqlite3.Connection, table: str, values: Iterable[np.ndarray], device: str = "deviceId") -> None:
+    """Refuse (DamagedValues) an id of ID_BOUNDS (`values`: their arrays, in that order; `device`:
+    the device id's column in `table`) outside its range: CUDA never numbers a device, context or
+    stream so, a damaged page does.  One vectorised pass per column; the row is looked up only then."""
     for (column, lo, hi), array in zip(ID_BOUNDS, values):
+        column = device if column == "deviceId" else column
         if array.size and (array.min() < lo or array.max() > hi):
             row = conn.execute(f'SELECT rowid FROM "{table}" WHERE NOT coalesce("{column}", {max(lo, 0)}) '
                                f"BETWEEN {lo} AND {hi} LIMIT 1").fetchone()

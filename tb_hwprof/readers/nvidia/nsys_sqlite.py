@@ -105,7 +105,11 @@ def _rows(conn, table: str) -> List[dict]:
     present = [c for c in columns(conn, table) if c in DEVICE_COLUMNS]
     rows = conn.execute(f'SELECT rowid, {", ".join(present)} FROM "{table}"').fetchall()
     checked(table, rows, tuple(DEVICE_COLUMNS[c] for c in present), tuple(present))
-    return [dict(zip(present, r[1:])) for r in rows]
+    devices = [dict(zip(present, r[1:])) for r in rows]
+    # The same bounds as the kernels' deviceId (ID_BOUNDS): an id beyond them is a damaged row.
+    check_bounds(conn, table, [np.array([d.get("id", d.get("deviceId", 0)) for d in devices], np.int64)],
+                 "id" if "id" in present else "deviceId")
+    return devices
 
 
 def _num(value) -> Optional[float]:
