@@ -209,8 +209,9 @@ def refuse_blank_cells(table: pd.DataFrame, names) -> None:
     for name in names:
         blank = ~_filled(table[name])
         if blank.any():
-            raise InputError(source_of(table), f"column {name!r}, data row {int(np.flatnonzero(blank.to_numpy())[0]) + 1}"
-                             " is blank (the profiler fills it on every row)", DAMAGED_FIX)
+            row = int(np.flatnonzero(blank.to_numpy())[0])
+            raise InputError(source_of(table), f"column {name!r}, data row {row + 1} is blank (the profiler fills it "
+                             "on every row)", DAMAGED_FIX)
 
 
 def _filled(text: pd.Series) -> pd.Series:

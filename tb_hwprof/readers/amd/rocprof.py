@@ -184,8 +184,9 @@ def refuse_repeated_names(table: pd.DataFrame) -> None:
     repeated = table["Name"].duplicated()
     if repeated.any():
         row = int(np.flatnonzero(repeated.to_numpy())[0])
-        raise InputError(source_of(table), f"data row {row + 1} repeats the name {shown(table['Name'].iloc[row])} of an "
-                         "earlier row (a statistics file has one row per name)", DAMAGED_FIX)
+        name = shown(table["Name"].iloc[row])
+        raise InputError(source_of(table), f"data row {row + 1} repeats the name {name} of an earlier row (a "
+                         "statistics file has one row per name)", DAMAGED_FIX)
 
 
 def read_kernel_top(path: Path) -> Profile:

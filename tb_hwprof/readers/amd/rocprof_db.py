@@ -97,8 +97,8 @@ def refuse_non_text(path: Path, frame: pd.DataFrame, what: str, columns) -> None
         wrong = ~cells.map(lambda v: isinstance(v, str)) & cells.notna()
         if wrong.any():
             row = int(np.flatnonzero(wrong.to_numpy())[0])
-            raise InputError(path, f"{what} column {name!r}, row {row + 1}{_id(frame, row)}: {shown(repr(cells.iloc[row]))} "
-                             "where rocprof writes text", DAMAGED_FIX)
+            raise InputError(path, f"{what} column {name!r}, row {row + 1}{_id(frame, row)}: "
+                             f"{shown(repr(cells.iloc[row]))} where rocprof writes text", DAMAGED_FIX)
 
 
 def sql_numbers(path: Path, frame: pd.DataFrame, what: str, columns, at_least: float = -INT64_LIMIT) -> None:
@@ -294,6 +294,9 @@ def checked_query(path: Path, conn, sql: str, what: str, texts=(), numbers=()) -
     return frame
 
 
+COUNTERS_SQL = "SELECT dispatch_id, kernel_name, counter_name, value FROM counters_collection"
+
+
 def rocpd_summaries(path: Path, conn, names: Set[str]) -> Dict[str, pd.DataFrame]:
     out = {}
     copies = checked_query(path, conn, "SELECT name, start, \"end\", size, src_device, dst_device FROM memory_copies",
@@ -309,9 +312,8 @@ def rocpd_summaries(path: Path, conn, names: Set[str]) -> Dict[str, pd.DataFrame
         regions["duration_ns"] = (regions["end_ns"] - regions["start_ns"]).astype("float64")
         out["api_trace"] = with_units(regions)
         out["api_stats"] = stats_of(regions["name"], regions["duration_ns"])
-    counters = checked_query(path, conn, "SELECT dispatch_id, kernel_name, counter_name, value FROM counters_collection",
-                             "counters_collection", ["kernel_name", "counter_name"], ["dispatch_id"]) \
-        if "counters_collection" in names else pd.DataFrame()
+    counters = checked_query(path, conn, COUNTERS_SQL, "counters_collection", ["kernel_name", "counter_name"],
+                             ["dispatch_id"]) if "counters_collection" in names else pd.DataFrame()
     if len(counters):  # a counter's value may be any number, inf included; text or a blob is damage
         refuse_binary_cells(path, counters, "counters_collection")
     if len(counters):
