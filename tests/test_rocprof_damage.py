@@ -145,6 +145,9 @@ def test_an_infinite_counter_value_is_read_as_infinity(samples_dir, tmp_path):
     with open(path, "w", newline="") as f:
         csv.writer(f, lineterminator="\n").writerows(rows)
     assert tb_hwprof.read(path).raw_metrics[0]["Wavefronts"][0] == float("inf")
+    counters = sample(samples_dir, "rocprof/v3_docs_counter_collection_newer.csv")
+    nan = rewritten(tmp_path, counters, lambda rows: rows[1].__setitem__(rows[0].index("Counter_Value"), "nan"))
+    assert tb_hwprof.read(nan).summaries["counters"]["value"].isna().sum() == 1  # a nan reading, kept
     assert tb_hwprof.export(path, tmp_path / "logs", "r").is_dir()
 
 

@@ -143,7 +143,17 @@ def checked_numbers(table: pd.DataFrame, name: str, at_least: float = -INT64_LIM
     """`numeric` of a column the model relies on, refusing cells that are text but not a number, or a
     number outside int64 (or below `at_least`): blank cells stay NaN (a field the row lacks)."""
     cells = table[name]
-    return fitting_numbers(source_of(table), name, cells, numeric(cells), _filled(cells), at_least)
+    values = numeric(cells)
+    return fitting_numbers(source_of(table), name, cells, values, _filled_where_nan(cells, values), at_least)
+
+
+def _filled_where_nan(cells: pd.Series, values: pd.Series) -> pd.Series:
+    """Cells that hold text where `values` found no number (only those need a look: fast on clean files)."""
+    filled = pd.Series(False, index=cells.index)
+    nan = values.isna()
+    if nan.any():
+        filled[nan] = _filled(cells[nan])
+    return filled
 
 
 def measured_values(table: pd.DataFrame, name: str) -> pd.Series:
@@ -151,8 +161,9 @@ def measured_values(table: pd.DataFrame, name: str) -> pd.Series:
     cell that is text and not a number is damage."""
     cells = table[name]
     values = numeric(cells)
-    nan_text = cells.astype(str).str.strip().str.lower().str.lstrip("+-") == "nan"
-    text = values.isna() & _filled(cells) & ~nan_text
+    text = _filled_where_nan(cells, values)
+    if text.any():  # 'nan' written as text is a reading too
+        text[text] = cells[text].astype(str).str.strip().str.lower().str.lstrip("+-") != "nan"
     if text.any():
         row = int(np.flatnonzero(text.to_numpy())[0])
         raise InputError(source_of(table), f"column {name!r}, data row {row + 1}: {shown(str(cells.iloc[row]))} "
@@ -215,8 +226,11 @@ def refuse_blank_cells(table: pd.DataFrame, names) -> None:
 
 
 def _filled(text: pd.Series) -> pd.Series:
-    return text.astype(str).str.strip() != "" if text.dtype == object or pd.api.types.is_string_dtype(text) \
-        else pd.Series(False, index=text.index)
+    """Cells that are not blank (empty or whitespace); comparisons, not a strip per cell (2x faster)."""
+    if not (text.dtype == object or pd.api.types.is_string_dtype(text)):
+        return pd.Series(False, index=text.index)
+    text = text.astype(str)
+    return ~((text == "") | text.str.isspace().fillna(False).astype(bool))
 
 
 # ---------------------------------------------------------------- dispatch rows -> kernels table
