@@ -3,6 +3,7 @@ CSV is refused in one line naming the file, the line and the fix, never read as 
 
     decode(path, data, fix)             bytes -> text, refusing bytes that are not UTF-8
     check_characters(path, text, ...)   refuse NUL / control characters / undecodable bytes in a table
+    lines(text)                         the lines of a CSV text, as the csv module splits them
     records(path, lines, fix, ...)      csv.reader over lines: (line number, cells); csv.Error -> InputError
     require_unique(path, header, fix)   refuse a header naming one column twice
     require_columns(path, header, names, fix)
@@ -17,6 +18,7 @@ process: a 200 kB kernel name is valid input, and a cell can never be larger tha
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections import Counter
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -40,6 +42,13 @@ def one_line(text) -> str:
 def shown(cell: str, limit: int = 40) -> str:
     """A cell quoted for a message, cut to `limit` characters (a damaged cell may be megabytes)."""
     return repr(cell) if len(cell) <= limit else repr(cell[:limit]) + f"... ({len(cell):,} characters)"
+
+
+def lines(text: str) -> List[str]:
+    """The lines of `text`, endings kept, split only at \\n, \\r\\n and \\r as the csv module expects:
+    str.splitlines also splits at U+2028 and other separators a cell may hold, and lines without
+    endings lose a quoted cell's own line breaks."""
+    return list(io.StringIO(text, newline=""))
 
 
 def line_of(text: str, position: int) -> int:
@@ -67,8 +76,8 @@ def check_characters(path, text: str, fix: str, start: int = 0) -> None:
 
 def records(path, lines: Iterable[str], fix: str, first_line: int = 1,
             **fmtparams) -> Iterator[Tuple[int, List[str]]]:
-    """(line number, cells) of each record of `lines` (one string per line, no line endings; pass ""
-    for a line to skip so numbers stay right).  Quoting is strict: a stray quote or a quoted cell
+    """(line number, cells) of each record of `lines` (one string per line, as `lines(text)` gives them;
+    pass "" for a line to skip so numbers stay right).  Quoting is strict: a stray quote or a quoted cell
     cut off by the end of the file is damage, refused with its line number."""
     reader = csv.reader(lines, strict=True, **fmtparams)
     before = first_line - 1
@@ -120,7 +129,7 @@ def is_blank(record: Sequence[str]) -> bool:
 def check_table(path, text: str, fix: str, **fmtparams) -> List[str]:
     """The header of a plain CSV table (a header line, then one row per line; blank lines skipped, as
     pandas skips them), refusing duplicated header names and rows wider or narrower than the header."""
-    rows = ((line, r) for line, r in records(path, text.splitlines(), fix, **fmtparams) if not is_blank(r))
+    rows = ((line, r) for line, r in records(path, lines(text), fix, **fmtparams) if not is_blank(r))
     first = next(rows, None)
     if first is None:
         raise InputError(path, "empty CSV file (no header line)", fix)

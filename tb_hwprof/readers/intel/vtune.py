@@ -122,7 +122,7 @@ def read_rows(path: Path, text: str) -> Tuple[List[str], List[Tuple[int, List[st
     delim = sniff_delimiter(header_line)
     if not delim:
         raise InputError(path, "no delimiter found in the header line", CSV_FIX)
-    rows = [(line, r) for line, r in csvtext.records(path, text.lstrip("\ufeff").splitlines(), CSV_FIX, delimiter=delim)
+    rows = [(line, r) for line, r in csvtext.records(path, csvtext.lines(text.lstrip("\ufeff")), CSV_FIX, delimiter=delim)
             if any(c.strip() for c in r)]
     header = [c.strip() for c in rows[0][1]]
     csvtext.require_unique(path, header, CSV_FIX, rows[0][0])

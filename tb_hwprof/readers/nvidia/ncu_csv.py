@@ -575,7 +575,7 @@ def read_ncu_csv(path) -> Profile:
     if b"\x00" in data[:64 << 10]:
         raise InputError(path, "binary file, not Nsight Compute CSV output", NOT_NCU_FIX)
     text = _decode(data)
-    lines = text.splitlines()
+    lines = csvtext.lines(text)
     found = find_header(lines)
     if found is None:
         raise _no_header_error(path, lines)

@@ -117,7 +117,7 @@ def _progress_line(path: Path, number: int, line: str) -> Optional[re.Match]:
     m = _PROCESSING.match(line)
     if m is None and line.startswith("Processing ["):
         raise InputError(path, f"line {number}: a damaged 'Processing [...] with [...]...' line "
-                         f"({csvtext.shown(line[-40:])} at its end)", STATS_FIX)
+                         f"({csvtext.shown(line.rstrip()[-40:])} at its end)", STATS_FIX)
     return m
 
 
@@ -137,7 +137,7 @@ def split_blocks(path: Path, text: str, fallback_name: str) -> Tuple[List[Block]
             blocks.append((name, start, list(block)))
         block.clear()
 
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(csvtext.lines(text), start=1):
         m = _progress_line(path, number, line)
         if m:
             flush()
