@@ -67,6 +67,22 @@ def test_infinite_ncu_metric_is_kept_as_printed(tmp_path, name):
     assert {i: run.kernels["duration_ns"][i] for i in durations} == durations
 
 
+def test_na_metric_exports_as_missing(samples_dir, tmp_path):
+    """'n/a' is a value ncu prints (NaN); the details file writes it as JSON null (it raised 'Out of
+    range float values are not JSON compliant' before)."""
+    def not_available(lines):
+        row = next(csv.reader([lines[2]]))
+        assert row[12] == "gpu__time_duration.sum"
+        row[14] = "n/a"
+        out = io.StringIO()
+        csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerow(row)
+        return lines[:2] + [out.getvalue().rstrip("\n")] + lines[3:]
+    path = _esmm_with(samples_dir, tmp_path, not_available)
+    run = tb_hwprof.load_run(tb_hwprof.export(path, tmp_path / "logs", "r"))
+    assert run.raw_metrics[0]["gpu__time_duration.sum"][0] is None
+    assert math.isnan(run.kernels["duration_ns"][0])
+
+
 def test_200k_kernel_name_is_read_whole(tmp_path):
     path = repro("min/ncu_csv_name_200k.csv")
     first_rows = {}
