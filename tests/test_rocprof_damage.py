@@ -334,3 +334,9 @@ def test_a_repeated_row_of_a_statistics_file_is_refused(samples_dir, tmp_path):
     path = rewritten(tmp_path, sample(samples_dir, "rocprof/v3_docs_hip_api_stats.csv"),
                      lambda rows: rows.insert(3, rows[1]))
     refused(path, "data row 3 repeats the name")
+
+
+def test_a_blob_among_integers_is_refused(samples_dir, tmp_path):
+    """pandas calls integers mixed with bytes 'mixed-integer': the blob must still be found."""
+    path = edited_db(tmp_path, sample(samples_dir, V1_DB), """UPDATE HIP SET "Index" = x'00ff' WHERE rowid = 2""")
+    refused(path, "HIP column 'Index', row 2: binary data b'\\x00\\xff'")

@@ -67,8 +67,9 @@ def query(conn, sql: str) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- values checked as they leave SQLite
 
-# Object columns whose cells are all text and/or numbers (pandas' infer_dtype, in C): nothing to look at.
-TEXT_OR_NUMBERS = {"string", "integer", "floating", "mixed-integer-float", "mixed-integer", "decimal", "empty"}
+# Object columns whose cells are all text, or all numbers (pandas' infer_dtype, in C): nothing to look at.
+# ("mixed-integer" is integers with anything else, blobs included: those columns are looked at cell by cell.)
+TEXT_OR_NUMBERS = {"string", "integer", "floating", "mixed-integer-float", "decimal", "empty"}
 
 
 def refuse_binary_cells(path: Path, frame: pd.DataFrame, what: str) -> None:
