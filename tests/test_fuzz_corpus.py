@@ -106,14 +106,20 @@ def _is_infinite(cell: str) -> bool:
 
 
 @pytest.mark.parametrize("name", ["ncu_csv_metric_inf.csv", "ncu_csv_metric_1e309.csv"])
-def test_infinite_metric_is_read_as_infinity(name, tmp_path):
-    """'inf' and '1e309' (which overflows to inf) are values a tool can print, not damage."""
+def test_infinite_metric_is_shown_as_printed_and_noted(name, tmp_path):
+    """'inf' and '1e309' (which overflows to inf) are values a tool can print, not damage.  JSON has
+    no infinity, so the run keeps the cell's text in the launch's details (what ncu printed), leaves
+    the number out of the kernels table, and says so in a note naming the metric."""
     path, profile = _exported_profile(name, tmp_path)
-    infinite = [(r["ID"], r["Metric Name"]) for r in _csv_rows(path) if _is_infinite(r["Metric Value"])]
+    infinite = [(r["ID"], r["Metric Name"], r["Metric Value"]) for r in _csv_rows(path)
+                if _is_infinite(r["Metric Value"])]
     assert infinite, f"{path} has no infinite metric"
     launches = list(profile.kernels["launch_id"].astype(str))
-    for launch, metric in infinite:
-        assert profile.raw_metrics[launches.index(launch)][metric][0] == math.inf, (launch, metric)
+    for launch, metric, cell in infinite:
+        assert profile.raw_metrics[launches.index(launch)][metric][0] == cell, (launch, metric)
+        assert any(metric in note for note in profile.notes), profile.notes
+    if any(metric == "gpu__time_duration.sum" for _, metric, _ in infinite):
+        assert profile.kernels["duration_ns"].isna().any()
 
 
 # -- sqlite/: a valid export with sparse rowids --------------------------------------------------------
