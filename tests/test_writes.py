@@ -253,3 +253,36 @@ def test_odd_run_names_lock_and_replace_only_themselves(profiles, template, tmp_
     assert source_of(logdir / "r").endswith(Path(OLD_SAMPLE).name)
     assert source_of(logdir / name).endswith(Path(NEW_SAMPLE).name)
     assert listed_runs(logdir) == {logdir / "r", logdir / name} and not (logdir / metadata.WORK_AREA).exists()
+
+
+NCU_SAMPLE = "ncu/kprattis_gtx1650_basic_2022.4.1.ncu-rep"
+
+
+@pytest.mark.parametrize("where", ["kernel name", "raw metric text", "manifest note"])
+def test_text_that_is_not_unicode_is_refused_not_written_unreadable(samples_dir, tmp_path, where):
+    """A lone surrogate that a reader let through (json.dumps writes it as an escape without a word,
+    orjson refuses to read it back) is refused when written, naming the file; nothing is left in the
+    logdir.  A character beyond the BMP, escaped as a surrogate pair, is text and reads back."""
+    pytest.importorskip("ncu_report")
+    profile = tb_hwprof.read(samples_dir / NCU_SAMPLE)
+    kernel_names = profile.kernels["name"].tolist()
+    if where == "kernel name":
+        profile.kernels["name"] = [kernel_names[0] + "\udc80"] + kernel_names[1:]
+    elif where == "raw metric text":
+        metric = next(m for m, (value, _) in profile.raw_metrics[0].items() if isinstance(value, str))
+        profile.raw_metrics[0][metric] = ["bad\ud800", ""]
+    else:
+        profile.notes.append("a note \udfff")
+    with pytest.raises(tb_hwprof.errors.HwprofError, match="not Unicode") as refused:
+        writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "r")
+    assert len(str(refused.value).splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # no run, no staging area left
+
+    profile.kernels["name"] = ["\U0001F680 " + kernel_names[0]] + kernel_names[1:]
+    profile.notes[:] = [n for n in profile.notes if "\udfff" not in n]
+    for launch in profile.raw_metrics:
+        for metric, (value, unit) in list(launch.items()):
+            if isinstance(value, str) and "\ud800" in value:
+                launch[metric] = ["ok \U0001F680", unit]
+    run = tb_hwprof.load_run(writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "ok"))
+    assert run.kernels["name"].iloc[0] == "\U0001F680 " + kernel_names[0]

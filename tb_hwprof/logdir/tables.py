@@ -15,6 +15,7 @@ import pandas as pd
 
 import orjson  # a requirement: encodes numpy columns without a Python object per value
 
+from ..errors import HwprofError
 from ..model import KERNEL_COLUMNS, all_nan_column, normalise_kernels
 from . import columns
 
@@ -168,6 +169,13 @@ class GzipStream:
 
 
 def write_columnar_gz(path: Path, frame: pd.DataFrame, units: Dict[str, str], whole_floats=()) -> None:
+    try:
+        _write_columnar_gz(path, frame, units, whole_floats)
+    except orjson.JSONEncodeError as e:  # a str with a lone surrogate (the staging folder is dropped)
+        raise unwritable_text(path, e) from None
+
+
+def _write_columnar_gz(path: Path, frame: pd.DataFrame, units: Dict[str, str], whole_floats) -> None:
     """frame as a columnar document of format 2 (docs/FORMAT.md, kernels.json.gz), gzipped, one column
     at a time: a million-row table never becomes one Python object per cell.  "data" comes first so
     the gzip thread starts while later columns are encoded; whole_floats names the float columns
@@ -219,8 +227,27 @@ def write_kernels_gz(path: Path, kernels: pd.DataFrame) -> None:
 
 def write_json_gz(path: Path, doc: Any) -> None:
     # One encode and one write: many small writes through gzip cost more than the encoding.
+    text = json_text(doc)
+    check_unicode(text, path)
     with gzip.open(path, "wb", compresslevel=GZIP_LEVEL) as f:
-        f.write(json_text(doc).encode("utf-8"))
+        f.write(text.encode("utf-8"))
+
+
+def check_unicode(text: str, path: Path) -> None:
+    """`text` (ASCII JSON from json.dumps) holds no lone surrogate: json.dumps escapes one as
+    '\\udc80' without complaint, and the run could not be read back (orjson refuses it).  Only text
+    with an escaped surrogate at all (non-BMP characters, rare) is parsed again to tell."""
+    if "\\ud" not in text:
+        return
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise unwritable_text(path, e) from None
+
+
+def unwritable_text(path: Path, error: Exception) -> HwprofError:
+    return HwprofError(f"{path}: cannot write text that is not Unicode ({error}) -- the input holds "
+                       f"undecodable text a reader let through: report it with the input file")
 
 
 def json_text(doc: Any) -> str:
