@@ -2,7 +2,20 @@
 
 
 class HwprofError(Exception):
-    """Base class; the CLI prints str(error) as one line and exits non-zero."""
+    """Base class; the CLI prints str(error) as one line and exits non-zero.  A message quotes damaged
+    input (SQLite's own words quote a damaged schema): control characters and line breaks in it are
+    escaped, so the line stays one line and a terminal escape sequence is never sent as such."""
+
+    def __init__(self, message="", *args):
+        super().__init__(printable(message) if isinstance(message, str) else message, *args)
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (controls, line and paragraph separators)
+    as its escape; spaces stay."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class InputError(HwprofError):
@@ -12,6 +25,9 @@ class InputError(HwprofError):
         if fix:
             msg += f" -- {fix}"
         super().__init__(msg)
+
+    def __reduce__(self):  # pickled as its parts (an error crossing to another process stays itself)
+        return type(self), (self.path, self.problem, self.fix)
 
 
 class MissingDependency(HwprofError):
