@@ -243,6 +243,25 @@ def test_nsys_stats_notice_with_a_comma_is_no_table(samples_dir, tmp_path):
     assert set(tb_hwprof.read(edited).summaries) == set(tb_hwprof.read(real).summaries) == {"osrt_sum"}
 
 
+@pytest.mark.parametrize("edit, words", [
+    (lambda cells: cells.__setitem__(5, "-1"), "min_ns is negative (-1)"),        # fuzz nsys_stats_csv-17
+    (lambda cells: cells.__setitem__(1, "-" + cells[1]), "total_ns is negative"),
+    (lambda cells: cells.__setitem__(5, str(int(cells[6]) + 1)), "exceeds max_ns"),
+])
+def test_nsys_stats_times_that_cannot_be_are_refused_naming_the_line(samples_dir, tmp_path, edit, words):
+    """A time below zero or a minimum above its maximum is damage; the message names the file line
+    the edit is on (counted here from the file itself)."""
+    lines = sample(samples_dir, MINERU_STATS).read_text().split("\n")
+    target = next(i for i, line in enumerate(lines) if line.startswith("Time (%)")) + 3
+    cells = lines[target].split(",")
+    edit(cells)
+    lines[target] = ",".join(cells)
+    edited = tmp_path / "stats.csv"
+    edited.write_text("\n".join(lines))
+    error = refused(edited)
+    assert f"line {target + 1}:" in str(error) and words in str(error)
+
+
 # ---------------------------------------------------------------------------- rocprof-compute workloads
 @pytest.mark.parametrize("name, file, words", [
     ("fuzz/27_crash_KeyError/omniperf_vcopy_mi200", "pmc_perf.csv", "lacks column(s) 'Dispatch_ID'"),

@@ -99,8 +99,24 @@ def _table(path: Path, first_line: int, rows: List[List[str]]) -> pd.DataFrame:
             name += "_2"
         out[name] = column_values([c.strip() for c in cells], factor)
     table = pd.DataFrame(out)
+    check_times(path, first_line, table)
     table.attrs["units"] = units_of(table)
     return table
+
+
+def check_times(path: Path, first_line: int, table: pd.DataFrame) -> None:
+    """Times (the "(ns)" columns: totals, averages, minima, starts) and shares are never negative,
+    and a minimum never exceeds its maximum: a cell that says otherwise is damage, not a figure."""
+    for column in table.columns:
+        values = table[column]
+        if (column.endswith("_ns") or column.endswith("_pct")) and values.dtype.kind in "if" and (values < 0).any():
+            row = int(np.flatnonzero(values.to_numpy() < 0)[0])
+            raise InputError(path, f"line {first_line + 1 + row}: {column} is negative ({values.iloc[row]})", STATS_FIX)
+    if {"min_ns", "max_ns"} <= set(table.columns) and table["min_ns"].dtype.kind in "if" \
+            and table["max_ns"].dtype.kind in "if" and (table["min_ns"] > table["max_ns"]).any():
+        row = int(np.flatnonzero((table["min_ns"] > table["max_ns"]).to_numpy())[0])
+        raise InputError(path, f"line {first_line + 1 + row}: min_ns {table['min_ns'].iloc[row]} exceeds max_ns "
+                               f"{table['max_ns'].iloc[row]}", STATS_FIX)
 
 
 def _report_name(script: str) -> str:
