@@ -340,3 +340,32 @@ def test_a_blob_among_integers_is_refused(samples_dir, tmp_path):
     """pandas calls integers mixed with bytes 'mixed-integer': the blob must still be found."""
     path = edited_db(tmp_path, sample(samples_dir, V1_DB), """UPDATE HIP SET "Index" = x'00ff' WHERE rowid = 2""")
     refused(path, "HIP column 'Index', row 2: binary data b'\\x00\\xff'")
+
+
+# ---------------------------------------------------------------- host API calls that end before they start
+def test_a_v2_api_call_ending_before_it_starts_is_refused(samples_dir, tmp_path):
+    """fuzz rocprof_v2_csv-21 exported API statistics with negative times: the CPU-timed call's
+    begin after its end is damage, named by its row (the call's own name, counted here)."""
+    source = sample(samples_dir, "rocprof/v2_hip_api_trace_hiptrace.csv")
+
+    def backwards(rows):
+        data = [row for row in rows[1:] if row]
+        start, end = rows[0].index("Start_Timestamp"), rows[0].index("End_Timestamp")
+        data[4][end] = str(int(data[4][start]) - 1)
+    path = rewritten(tmp_path, source, backwards)
+    name = [row for row in csv.reader(source.read_text().splitlines())][1:]
+    name = [row for row in name if row][4][1]
+    refused(path, f"API trace row 5: call {name!r} ends before it starts")
+
+
+@pytest.mark.parametrize("sample_name, statement, words", [
+    (V1_DB, "UPDATE HIP SET EndNs = 0 WHERE rowid = 5", "table HIP row 5: call"),
+    (ROCPD, 'UPDATE "{region}" SET "end" = start - 1 WHERE rowid = (SELECT min(rowid) FROM "{region}")', "table regions row"),
+])
+def test_a_database_api_call_ending_before_it_starts_is_refused(sample_name, statement, words, samples_dir, tmp_path):
+    source = sample(samples_dir, sample_name)
+    with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as conn:  # rocpd's GUID-suffixed region table
+        region = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rocpd_region_%'").fetchone()
+    path = edited_db(tmp_path, source, statement.replace("{region}", region[0] if region else ""))
+    refused(path, words, "ends before it starts")
+    tb_hwprof.read(sample(samples_dir, sample_name))  # the real file reads

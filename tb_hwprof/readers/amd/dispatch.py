@@ -376,6 +376,19 @@ def with_units(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def refuse_calls_ending_before_start(path, calls: pd.DataFrame, what: str) -> None:
+    """Host API calls are timed on one CPU clock: a call that ends before it starts is a damaged
+    timestamp, never a figure (its negative time would be summed into the API statistics).  GPU
+    dispatches are another matter: their clocks are converted, and those are kept and noted."""
+    backwards = (calls["end_ns"] < calls["start_ns"]).to_numpy()
+    if backwards.any():
+        row = int(np.flatnonzero(backwards)[0])
+        call = calls.iloc[row]
+        raise InputError(path, f"{what} row {row + 1}: call {shown(str(call['name']))} ends before it starts "
+                               f"(begin {call['start_ns']}, end {call['end_ns']} ns; {int(backwards.sum())} such row(s))",
+                         DAMAGED_FIX)
+
+
 def stats_of(names: pd.Series, durations: pd.Series) -> pd.DataFrame:
     """Calls, total / mean / min / max time and share per name, longest total first (rocprof --stats columns)."""
     df = pd.DataFrame({"name": names.values, "d": durations.values})

@@ -29,7 +29,7 @@ import pandas as pd
 from ...errors import InputError
 from ...model import Device, Profile, normalise_kernels
 from . import devices as amd_devices
-from .dispatch import (CSV_FIX, DAMAGED_FIX, INT64_LIMIT, ALIASES, PER_DIMENSION, checked_numbers, column,
+from .dispatch import (refuse_calls_ending_before_start, CSV_FIX, DAMAGED_FIX, INT64_LIMIT, ALIASES, PER_DIMENSION, checked_numbers, column,
                        devices_for, dispatch_kernels, kernel_stats, measured_values, numeric, one_line, provenance,
                        raw_rows, read_table, read_text, refuse_blank_cells, refuse_repeated_dispatches,
                        require_columns, shown, source_of, stats_of, with_units)
@@ -247,6 +247,7 @@ def read_api_trace(path: Path) -> Profile:
     calls = with_units(pd.DataFrame({"domain": table["Domain"], "name": table["Function"], "start_ns": start,
                                      "end_ns": end, "duration_ns": (end - start).astype("float64"),
                                      "correlation_id": correlation}))
+    refuse_calls_ending_before_start(path, calls, "API trace")
     stats = stats_of(calls["name"], calls["duration_ns"])
     notes = [f"rocprofv2 API trace: {len(calls)} host API calls, no GPU dispatches (those are in the "
              "companion hcc_ops_trace / kernel trace file), so the kernels table is empty"]
@@ -408,6 +409,8 @@ def read_v1_json(path: Path) -> Profile:
     summaries = kernel_stats(kernels)
     summaries.update(_json_activity(by_lane.get("copy", []), "memory_copies"))
     summaries.update(_json_activity(by_lane.get("api", []), "api_trace"))
+    if "api_trace" in summaries:
+        refuse_calls_ending_before_start(path, summaries["api_trace"], "API event")
     notes = [f"rocprof v1 Chrome-trace JSON: {len(kernels)} kernel, {len(by_lane.get('copy', []))} copy and "
              f"{len(by_lane.get('api', []))} API events"] + notes
     if not len(kernels):

@@ -20,7 +20,7 @@ import pandas as pd
 from ...errors import InputError
 from ...model import Device, Profile, normalise_kernels
 from . import devices as amd_devices
-from .dispatch import (DAMAGED_FIX, INT64_LIMIT, devices_for, fitting_numbers, kernel_stats, one_line,
+from .dispatch import (refuse_calls_ending_before_start, DAMAGED_FIX, INT64_LIMIT, devices_for, fitting_numbers, kernel_stats, one_line,
                        provenance, refuse_repeated_dispatches, shown, stats_of, timing_notes, with_units)
 from ..common import SQLITE_MAGIC
 from ..common.sqlite_columns import open_read_only
@@ -144,10 +144,13 @@ def refuse_nulls(path: Path, frame: pd.DataFrame, what: str, columns) -> None:
 
 def _v1_calls(path: Path, frame: pd.DataFrame, table: str) -> pd.DataFrame:
     sql_numbers(path, frame, table, ["BeginNs", "EndNs"])
-    return with_units(pd.DataFrame({
+    calls = with_units(pd.DataFrame({
         "name": frame["Name"], "start_ns": frame["BeginNs"], "end_ns": frame["EndNs"],
         "duration_ns": (frame["EndNs"] - frame["BeginNs"]).astype("float64"),
         **({"args": frame["args"]} if "args" in frame.columns else {})}))
+    if table in ("HIP", "HSA"):  # host API calls (COPY rows are GPU-timed, as dispatches)
+        refuse_calls_ending_before_start(path, calls, f"table {table}")
+    return calls
 
 
 def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
@@ -311,6 +314,7 @@ def rocpd_summaries(path: Path, conn, names: Set[str]) -> Dict[str, pd.DataFrame
     if len(regions):
         regions = regions.rename(columns={"start": "start_ns", "end": "end_ns"})
         regions["duration_ns"] = (regions["end_ns"] - regions["start_ns"]).astype("float64")
+        refuse_calls_ending_before_start(path, regions, "table regions")
         out["api_trace"] = with_units(regions)
         out["api_stats"] = stats_of(regions["name"], regions["duration_ns"])
     counters = checked_query(path, conn, COUNTERS_SQL, "counters_collection", ["kernel_name", "counter_name"],
