@@ -22,7 +22,7 @@ examples:
   tb-hwprof export report.sqlite --logdir runs --time-range 2000000000:2500000000   # a window, ns
   tb-hwprof export workloads/vcopy/MI200 --logdir runs --run vcopy      # rocprof-compute workload folder
   tb-hwprof export results.csv kernel_trace.csv hotspots.csv --logdir runs   # rocprof v1/v3, VTune CSV
-  tb-hwprof export v1.ncu-rep v2.ncu-rep --logdir runs --run series     # runs series/v1, series/v2
+  tb-hwprof export v1.ncu-rep v2.ncu-rep --logdir runs --run series     # runs series/v1, series/v2 at steps 0, 1
   tb-hwprof export worker0.1623143089861.pt.trace.json.gz --logdir runs   # PyTorch profiler trace
   tb-hwprof export runs/exp1                # tensorboard_trace_handler's folder: exported beside its trace
   tensorboard --logdir runs
@@ -91,12 +91,15 @@ def cmd_export(args) -> int:
     folders = [p for p in inputs if p.is_dir() and is_torch_run_folder(p)]
     files = [p for p in inputs if p not in folders]
     window = WindowOptions(args.time_range, args.nvtx_range, args.nvtx_instances)
-    options = dict(step=args.step, window=window, trace=args.trace, progress=lambda line: _progress(args, line),
+    first_step = args.step or 0
+    options = dict(step=first_step, window=window, trace=args.trace, progress=lambda line: _progress(args, line),
                    written=lambda run_dir: _report_timeline(run_dir, args.trace))
     count = 0
     if files:
+        series = args.run if len(files) > 1 and args.run is not None else None
         count += len(export_reports(files, args.logdir, run_names(files, args.run), overwrite=args.overwrite,
-                                    salvage=args.salvage, **options))
+                                    salvage=args.salvage, series=series,
+                                    **{**options, "step": series_steps(len(files), first_step) if series else first_step}))
     for folder in folders:
         run = args.run if len(folders) == 1 and not files else None
         count += len(export_folder(folder, args.logdir, run, overwrite=args.overwrite, **options))
@@ -121,6 +124,12 @@ def _report_timeline(run_dir: Path, mode: str) -> None:
         why = "--trace never" if mode == "never" else f"over {TRACE_EAGER_EVENTS:,} slices: --trace always writes it"
         print(f"{run_dir}: trace file {TIMELINE_NAME} not written ({why}); `tb-hwprof trace {run_dir}` writes it "
               f"from the run, the plugin's Download trace renders it")
+
+
+def series_steps(count: int, first: int) -> List[int]:
+    """Files exported together under one --run are an optimisation series, in the order given: the
+    scalars' step is the file's position (from --step, default 0), so TensorBoard draws lines."""
+    return list(range(first, first + count))
 
 
 def cmd_trace(args) -> int:
@@ -158,7 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--logdir", default="runs", help="TensorBoard log folder (default: runs)")
     export.add_argument("--run", help="run name (default: the file name without extension)")
     export.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")
-    export.add_argument("--step", type=int, default=0, help="step of the scalar summaries (default 0)")
+    export.add_argument("--step", type=int, default=None,
+                        help="step of the headline scalars (default 0); files exported together with --run NAME "
+                             "are a series in the order given, at steps STEP, STEP+1, ... (and NAME's own event "
+                             "file holds them all, drawn as lines in TensorBoard's Scalars)")
     window = export.add_mutually_exclusive_group()
     window.add_argument("--time-range", metavar="START:END",
                         help="traces: keep only events overlapping START..END ns on the report's clock (for "

@@ -234,14 +234,17 @@ def trace_window(profile, path: Path, window: WindowOptions, progress: Callable[
     return tl.time_window(profile.timeline, *tl.parse_time_range(window.time_range))
 
 
-def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: bool = False, step: int = 0,
+def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: bool = False, step=0,
                    window: WindowOptions = WindowOptions(), trace: str = "auto",
                    progress: Callable[[str], None] = lambda line: None,
                    written: Callable[[Path], None] = lambda run_dir: None, beside: bool = False,
-                   salvage: bool = False) -> List[Path]:
+                   salvage: bool = False, series: Optional[str] = None) -> List[Path]:
     """Export each of `paths` as the run of the same position in `runs` under `logdir`; returns the
     run folders.  Every input is read before any run is written; progress(line) tells the steps,
-    written(run_dir) is called as each run is in place.  beside: the run folders hold other files
+    written(run_dir) is called as each run is in place.  step: the scalars' step, one for all or one
+    per input.  series: the runs are the steps of an optimisation series named so (their group
+    folder): its own event file then holds every run's headline scalars at the run's step, which
+    TensorBoard's Scalars tab draws as lines.  beside: the run folders hold other files
     that stay (PyTorch run folders: the traces torch-tb-profiler reads there).  salvage: a damaged
     report keeps its sound launches (the run's notes list the others) instead of being refused."""
     from ..errors import HwprofError
@@ -258,14 +261,22 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
         reports.append(read_report(path, window, progress, salvage))
         progress(f"[{i}/{len(paths)}] read {path} ({len(reports[-1].profile.kernels)} launches, "
                  f"{time.perf_counter() - started:.2f} s)")
-    return _analyse_and_write(reports, logdir, runs, overwrite, step, trace, progress, written, beside)
+    steps = list(step) if isinstance(step, (list, tuple, range)) else [step] * len(reports)
+    if len(steps) != len(reports):
+        raise HwprofError(f"{len(steps)} steps for {len(reports)} inputs: give one step per input")
+    out, analyses = _analyse_and_write(reports, logdir, runs, overwrite, steps, trace, progress, written, beside)
+    if series is not None:
+        from ..logdir.writer import write_series_events
+        path = write_series_events(logdir, series, [(a.scalars, s) for a, s in zip(analyses, steps)])
+        progress(f"series {series}: headline scalars of {len(out)} runs at steps {steps[0]}..{steps[-1]} in {path}")
+    return out
 
 
-def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str], overwrite: bool, step: int,
-                       trace: str, progress, written, beside: bool = False) -> List[Path]:
+def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str], overwrite: bool, steps: List[int],
+                       trace: str, progress, written, beside: bool = False):
     """Stage every run (its timeline files start on a background thread: they need no analysis), analyse
-    every report, then put each run in place.  Anything failing before the first run is in place
-    removes every staged folder: the logdir is as it was."""
+    every report, then put each run in place; (run folders, analyses).  Anything failing before the
+    first run is in place removes every staged folder: the logdir is as it was."""
     from concurrent.futures import ThreadPoolExecutor
     from ..logdir.writer import StagedRun
     staged: List = []
@@ -287,7 +298,7 @@ def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str],
             raise
         out = []
         try:
-            for i, (run, analysis) in enumerate(zip(staged, analyses), 1):
+            for i, (run, analysis, step) in enumerate(zip(staged, analyses, steps), 1):
                 out.append(run.finish(analysis, step))  # a run that fails here removes its own folder
                 progress(f"[{i}/{len(staged)}] wrote {out[-1]}")
                 written(out[-1])
@@ -295,7 +306,7 @@ def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str],
             for run in staged[len(out) + 1:]:
                 run.abort()
             raise
-    return out
+    return out, analyses
 
 
 def export_report(path, logdir, run: str, **options) -> Path:

@@ -27,6 +27,7 @@ TIMELINE_INDEX = "timeline_index.npz"
 MANIFEST_TAG = "tb_hwprof/profile"  # plugin_name tb_hwprof, BLOB_SEQUENCE: the manifest JSON
 SCALAR_PREFIX = "tb_hwprof/"  # scalars, plugin_name "scalars", shown by the Scalars / Time Series tabs
 EVENTS_SUFFIX = ".tb-hwprof"
+SERIES_EVENTS_SUFFIX = ".tb-hwprof-series"  # a series' own event file, in its group folder
 # Beside runs, <folder>/.tb-hwprof/ holds exports at work (locks/, staging/, old copies of an
 # --overwrite): never a "tfevents" file, so TensorBoard never lists it.  A run's event file waits
 # in its asset folder under the pending prefix until the run is in place (logdir/writer.py).

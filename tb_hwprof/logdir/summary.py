@@ -42,3 +42,14 @@ def run_events(scalars: dict, manifest: dict, step: int):
     values = [_scalar_value(metadata.SCALAR_PREFIX + tag, v) for tag, v in sorted(scalars.items())]
     if values:
         yield event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=values)).SerializeToString()
+
+
+def series_events(points):
+    """Serialized events of an optimisation series: file version, then per (scalars, step) one event
+    holding every headline scalar of that run at its step (no manifest: the series is no run of ours)."""
+    wall = time.time()
+    yield event_pb2.Event(wall_time=wall, file_version="brain.Event:2").SerializeToString()
+    for scalars, step in points:
+        values = [_scalar_value(metadata.SCALAR_PREFIX + tag, v) for tag, v in sorted(scalars.items())]
+        if values:
+            yield event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=values)).SerializeToString()

@@ -457,6 +457,28 @@ def _write_events(assets: Path, scalars: dict, manifest: dict, step: int) -> Non
     os.rename(tmp, assets / name)
 
 
+def write_series_events(logdir, group: str, points) -> Path:
+    """<logdir>/<group>/events.out.tfevents.*.tb-hwprof-series: every run of a series' headline scalars
+    at the run's step, so TensorBoard's Scalars tab draws the series as lines (each run's own event
+    file holds its one step).  Replaces the group's earlier series file; written under another name
+    and renamed, so TensorBoard never reads half of it."""
+    folder = Path(logdir).joinpath(*check_run_name(group).parts)
+    earlier = [p for p in folder.iterdir() if p.name.endswith(metadata.SERIES_EVENTS_SUFFIX) and p.is_file()]
+    tmp = folder / ".series-events.tmp"
+    with open(tmp, "wb") as f:
+        for record in summary.series_events(points):
+            records.write_record(f, record)
+        f.flush()
+        os.fsync(f.fileno())
+    path = folder / (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}"
+                     f"{metadata.SERIES_EVENTS_SUFFIX}")
+    os.rename(tmp, path)
+    for old in earlier:
+        if old != path:
+            old.unlink()
+    return path
+
+
 class StagedRun:
     """A run being written into its staging folder (<parent>/.tb-hwprof/staging/), its lock held.
 
