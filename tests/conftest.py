@@ -26,6 +26,15 @@ def samples_dir() -> Path:
     return path
 
 
+def ncu_actions(ncu_report, path):
+    """Every launch (action) of an .ncu-rep in order, read by NVIDIA's own module: the tests' oracle."""
+    ctx = ncu_report.load_report(str(path))
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            yield rng.action_by_idx(a)
+
+
 def repro_path() -> Path:
     """Reproducers of reliability defects (TB_HWPROF_REPRO, default ../shared/repro beside the repo)."""
     return Path(os.environ.get("TB_HWPROF_REPRO", REPO.parent / "shared" / "repro"))

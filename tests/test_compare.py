@@ -17,7 +17,7 @@ from tb_hwprof.analysis import compare
 from tb_hwprof.cli import main
 from tb_hwprof.plugin import store, views
 
-from conftest import sample
+from conftest import ncu_actions, sample
 
 V1 = "ncu/armleth_t4_full_2024.2.1.ncu-rep"  # the series' first version (matrix_addition2D)
 V8 = "ncu/armleth_t4_series/report_v8_1d_1_per_thread_stripped.ncu-rep"  # renamed: matrix_addition1D_stripped
@@ -32,19 +32,15 @@ RN50, RN50_WORKERS4 = "torch/kineto_rn50_v100_jun2021.json.gz", "torch/kineto_rn
 # -- independent readers of the raw files --------------------------------------------------------
 def ncu_launches(ncu_report, path):
     """[(function name, gpu__time_duration.sum, {metric: value})] per launch, by NVIDIA's own module."""
-    ctx = ncu_report.load_report(str(path))
     out = []
-    for r in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            action = rng.action_by_idx(a)
-            metrics = {}
-            for name in action.metric_names():
-                try:
-                    metrics[name] = float(action[name].value())
-                except (TypeError, ValueError):
-                    pass
-            out.append((action.name(), metrics.get("gpu__time_duration.sum", float("nan")), metrics))
+    for action in ncu_actions(ncu_report, path):
+        metrics = {}
+        for name in action.metric_names():
+            try:
+                metrics[name] = float(action[name].value())
+            except (TypeError, ValueError):
+                pass
+        out.append((action.name(), metrics.get("gpu__time_duration.sum", float("nan")), metrics))
     return out
 
 

@@ -14,7 +14,7 @@ import tb_hwprof
 from tb_hwprof import cli
 from tb_hwprof.readers.nvidia import ncu_rep as reader
 
-from conftest import repro, repro_path, sample
+from conftest import ncu_actions, repro, repro_path, sample
 
 ORIGINAL = "ncu/darrenlu_rtx3050l_basic_2025.1.0.ncu-rep"  # the seed of the single-launch reproducers
 MULTI = "ncu/kprattis_gtx1650_basic_2022.4.1.ncu-rep"  # 6 launches: one is damaged for --salvage
@@ -29,17 +29,13 @@ def damaged_reports():
 
 def ncu_launches(ncu_report, path: Path):
     """[(kernel name, {metric: value})] per launch, straight from NVIDIA's module."""
-    ctx = ncu_report.load_report(str(path))
     out = []
-    for r in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            action = rng.action_by_idx(a)
-            values = {}
-            for name in action.metric_names():
-                metric = action.metric_by_name(name)
-                values[name] = None if metric is None else metric.value()
-            out.append((action.name(), values))
+    for action in ncu_actions(ncu_report, path):
+        values = {}
+        for name in action.metric_names():
+            metric = action.metric_by_name(name)
+            values[name] = None if metric is None else metric.value()
+        out.append((action.name(), values))
     return out
 
 

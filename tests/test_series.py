@@ -7,7 +7,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tb_hwprof import cli
 from tb_hwprof.logdir import metadata
 
-from conftest import sample
+from conftest import ncu_actions, sample
 from support_plugin import App
 
 SERIES = ["ncu/armleth_t4_series/report_v2.ncu-rep", "ncu/armleth_t4_series/report_v3_loop_unroll.ncu-rep",
@@ -23,13 +23,7 @@ def scalar_points(run_dir, tag=TOTAL):
 
 def kernel_time_ms(ncu_report, path) -> float:
     """Sum of gpu__time_duration.sum over the report's launches, read with NVIDIA's own module."""
-    context = ncu_report.load_report(str(path))
-    total = 0.0
-    for r in range(context.num_ranges()):
-        rng = context.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            total += rng.action_by_idx(a)["gpu__time_duration.sum"].as_double()
-    return total / 1e6
+    return sum(a["gpu__time_duration.sum"].as_double() for a in ncu_actions(ncu_report, path)) / 1e6
 
 
 @pytest.fixture
