@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-import numpy as np
-import pandas as pd
-
 from .errors import HwprofError, InputError
+
+# numpy and pandas are imported where used: `tb-hwprof --help` (and the export, which registers
+# this command too) must not pay pandas' import for a command it does not run.
 
 COMPARE_EPILOG = """\
 examples:
@@ -100,7 +100,7 @@ def _compared_columns(metric: str) -> set:
             *DELTA_COLUMNS, *LAUNCH_CONFIG}
 
 
-_DTYPES = {"str": object, "int": np.int64, "float": np.float64}
+_DTYPES = {"str": object, "int": "int64", "float": "float64"}
 
 
 def read_compared_kernels(run_dir: Path, manifest: dict, metric: str = "duration_ns") -> pd.DataFrame:
@@ -108,6 +108,8 @@ def read_compared_kernels(run_dir: Path, manifest: dict, metric: str = "duration
     (docs/FORMAT.md) straight into a frame: a 1M-launch table has ~50 more columns, and filling in
     the absent ones (read_kernels' normalised table) costs a copy of 8 MB each.  Text columns may
     hold None where the table has nulls; compare takes any non-str as missing."""
+    import numpy as np
+    import pandas as pd
     from .logdir import columns, metadata, reader, tables
     from .model import KERNEL_COLUMNS
     path = reader.asset_dir(run_dir) / metadata.KERNELS
@@ -162,6 +164,7 @@ def metric_direction(column: str, stated: Optional[str]) -> str:
 
 
 def _check_metric(column: str, sides) -> None:
+    import pandas as pd
     for side in sides:
         if column not in side.kernels.columns or not pd.api.types.is_numeric_dtype(side.kernels[column]):
             numeric = [c for c in side.kernels.columns if pd.api.types.is_numeric_dtype(side.kernels[c])]

@@ -380,3 +380,11 @@ def test_a_cpu_profile_has_nothing_to_compare(profiles):
     assert [w["id"] for w in doc["warnings"]] == ["no-kernels", "different-tools"]
     assert "baseline holds no GPU kernels" in doc["warnings"][0]["text"] and doc["comparable"] is False
     assert doc["matched"] == [] and [o["name"] for o in doc["only_in_run"]] == ["matrix_addition2D"]
+
+
+def test_the_command_line_starts_without_pandas():
+    """Registering `compare` must not make every command (`--help`, `export`'s parser) import pandas."""
+    import subprocess
+    import sys
+    code = "import sys; from tb_hwprof.cli import build_parser; build_parser(); print('pandas' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
