@@ -30,6 +30,11 @@ def test_int_columns_equal_a_row_fetch(samples_dir, monkeypatch, chunk):
     where = "streamId = 7"
     kept = conn.execute(f"SELECT start FROM {KERNEL} WHERE {where} ORDER BY rowid").fetchall()
     assert sqlite_columns.int_columns(conn, KERNEL, ["start"], where)[0].tolist() == [r[0] for r in kept]
+    # The C reader on a connection of its own (own_connection), where it is built: the same rows.
+    own = sqlite_columns.int_columns(conn, KERNEL, exprs, own_connection=True)
+    assert [c.tolist() for c in own] == [[r[i] for r in rows] for i in range(len(exprs))]
+    own_kept = sqlite_columns.int_columns(conn, KERNEL, ["start"], where, own_connection=True)
+    assert own_kept[0].tolist() == [r[0] for r in kept] and own_kept[0].flags.owndata
 
 
 def test_null_or_real_values_are_refused(tmp_path):
@@ -193,5 +198,7 @@ def test_a_non_integer_value_names_its_row(tmp_path, monkeypatch, native, bad):
     conn.commit()
     with pytest.raises(sqlite_columns.DamagedValues, match=r"in t: b \(row 23\)"):
         sqlite_columns.int_columns(conn, "t", ["a", "b"])
+    with pytest.raises(sqlite_columns.DamagedValues, match=r"in t: b \(row 23\)"):
+        sqlite_columns.int_columns(conn, "t", ["a", "b"], "a > 20", own_connection=True)
     with ThreadPoolExecutor(2) as pool, pytest.raises(sqlite_columns.DamagedValues, match=r"in t: b \(row 23\)"):
         sqlite_columns.columns_in_parts(pool, path, "t", ["a", "b"], sqlite_columns.rowid_span(conn, "t"))()

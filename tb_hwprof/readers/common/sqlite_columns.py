@@ -156,16 +156,27 @@ def _chunks(conn: sqlite3.Connection, table: str, exprs: Sequence[str], span: tu
 
 
 def int_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], where: str = "",
-                rows: Optional[tuple] = None) -> List[np.ndarray]:
+                rows: Optional[tuple] = None, own_connection: bool = False) -> List[np.ndarray]:
     """One int64 array per expression over the rows of `table` (rowid order) that `where` keeps,
-    within the rowid range `rows` (first, last) when given."""
+    within the rowid range `rows` (first, last) when given.  own_connection: the expressions read
+    only the file's own tables (no temp table of `conn`), so the C reader may scan them on a
+    connection of its own (~2x the text path: 200k NVTX ranges x 6 columns in ~0.07 s)."""
     span = rows if rows is not None else rowid_span(conn, table)
     if span is None or not exprs:
         return [np.zeros(0, np.int64) for _ in exprs]
     check_span(table, span)
     dense = is_dense(span, _file_bytes(conn))
+    if own_connection and NATIVE and dense:
+        out = [np.empty(span[1] - span[0] + 1, np.int64) for _ in exprs]
+        n = native_fill(read_only_uri(_main_file(conn)), table, exprs, span, out, where)
+        return [o if n == o.size else o[:n].copy() for o in out]
     pieces = list(zip(*(cols for _, cols in _chunks(conn, table, exprs, span, where, dense))))
     return [p[0] if len(p) == 1 else np.concatenate(p) for p in pieces]
+
+
+def _main_file(conn: sqlite3.Connection) -> str:
+    """The file `conn` has open as its main database."""
+    return next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
 
 
 def fill_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], rows: tuple,
@@ -180,16 +191,19 @@ def fill_columns(conn: sqlite3.Connection, table: str, exprs: Sequence[str], row
     return n
 
 
-def native_fill(uri: str, table: str, exprs: Sequence[str], rows: tuple, out: Sequence[np.ndarray]) -> int:
-    """fill_columns() through the C reader, on a connection of its own to `uri`."""
-    sql = f'SELECT {", ".join(exprs)} FROM "{table}" NOT INDEXED WHERE rowid BETWEEN ? AND ?'
+def native_fill(uri: str, table: str, exprs: Sequence[str], rows: tuple, out: Sequence[np.ndarray],
+                where: str = "") -> int:
+    """fill_columns() through the C reader, on a connection of its own to `uri` (only the rows
+    `where` keeps, when given)."""
+    keep = f"AND ({where})" if where else ""
+    sql = f'SELECT {", ".join(exprs)} FROM "{table}" NOT INDEXED WHERE rowid BETWEEN ? AND ? {keep}'
     count, bad_column, error = _sqlite_scan.fill(uri, sql, rows[0], rows[1], out)
     if error is not None:
         raise sqlite3.DatabaseError(f"{table}: {error}")
     if bad_column >= 0:
         conn = sqlite3.connect(uri, uri=True)
         try:
-            raise DamagedValues(table, exprs[bad_column], first_bad_rowid(conn, table, exprs[bad_column], rows))
+            raise DamagedValues(table, exprs[bad_column], first_bad_rowid(conn, table, exprs[bad_column], rows, where))
         finally:
             conn.close()
     return count

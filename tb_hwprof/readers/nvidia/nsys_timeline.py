@@ -45,7 +45,7 @@ def _gpu_ops(conn, names: Set[str], kernel_cols: Optional[dict], kernel_names: O
         kind = "coalesce(copyKind, 0)" if t == MEMCPY else "0"
         start, end, dev, ctx, stream, pid, corr, kinds, size = sqlite_columns.int_columns(conn, t, [
             "start", "end", "deviceId", "coalesce(contextId, 0)", "coalesce(streamId, 0)",
-            "coalesce(globalPid, 0)", "coalesce(correlationId, -1)", kind, "coalesce(bytes, 0)"])
+            "coalesce(globalPid, 0)", "coalesce(correlationId, -1)", kind, "coalesce(bytes, 0)"], own_connection=True)
         pid = pid_of(pid)
         check_bounds(conn, t, (dev, ctx, stream))
         check_durations(conn, t, start, end)
@@ -79,7 +79,8 @@ def _os_runtime_calls(conn, names: Set[str], table: NameTable) -> Optional[dict]
     if OSRT not in names:
         return None
     start, end, gtid, nid = sqlite_columns.int_columns(
-        conn, OSRT, ["start", "end", "coalesce(globalTid, 0)", "coalesce(nameId, -1)"], "end IS NOT NULL")
+        conn, OSRT, ["start", "end", "coalesce(globalTid, 0)", "coalesce(nameId, -1)"], "end IS NOT NULL",
+        own_connection=True)
     check_durations(conn, OSRT, start, end, "end IS NOT NULL")
     strings = string_map(conn, nid)
     uniq, inverse = columnar.codes(nid)
