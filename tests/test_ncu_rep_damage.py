@@ -269,3 +269,14 @@ def test_two_metric_results_under_one_name_id_are_refused(samples_dir, tmp_path,
     rc, err = export(capfd, damaged, tmp_path / "logs")
     assert rc == 1 and len(err) == 1
     assert f"{damaged}: damaged Nsight Compute report: launch 3 (two different metric results carry name id" in err[0]
+
+
+@pytest.mark.parametrize("text, readable", [
+    ("void gemm<float, 128>(float*, int)", True), ("tab\tand\nnewlines\r\n", True), ("ünïcödé ✓ 😀", True),
+    ("bell\x07", False), ("nul\x00", False), ("esc\x1b[31m", False), ("lone \udc80 surrogate", False),
+    ("\ud800", False), ("unit separator \x1f", False), ("DEL \x7f is printable enough", True)])
+def test_readable_text_is_what_the_character_rule_says(text, readable):
+    """The regex agrees, character by character, with the rule: no control character but tab and
+    newlines, no lone surrogate."""
+    by_rule = not any((c < " " and c not in "\t\n\r") or "\ud800" <= c <= "\udfff" for c in text)
+    assert reader.readable_text(text) is by_rule is readable
