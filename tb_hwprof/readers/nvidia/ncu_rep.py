@@ -127,34 +127,63 @@ def metric_name_ids(record: bytes) -> Tuple[int, Optional[int]]:
     """(distinct NameIds, a NameId given to two different results or None) of one launch record,
     which must parse whole (ValueError).  A shared id is a damaged one: one metric's value read
     under another's name.  Results repeated byte for byte are not damage (2024 full-set reports
-    repeat a few).  One walk: the check of every launch of a report costs ~0.1 s per 30k metrics."""
-    results: Dict[int, bytes] = {}
+    repeat a few).  One walk, the metric results (most of a record's ~300 fields) on a fast path
+    that copies nothing: ~15 ms for a 30k-metric report."""
+    first: Dict[int, int] = {}  # name id -> offset of its first result
+    lengths: Dict[int, int] = {}
     shared = None
     i, end = 0, len(record)
+    last = end - 5  # the fast path reads 5 bytes: tag, length, NameId tag, id (one or two bytes)
     while i < end:
-        key = record[i]  # one-byte varints inline: ~100k per report, a call each cost ~40 ms
-        key, i = (key, i + 1) if key < 0x80 else _varint(record, i)
-        wire = key & 7
-        if key >> 3 == 0:
-            raise ValueError("field number 0")
-        if wire == 2:
-            length = record[i] if i < end else 0x80
-            length, i = (length, i + 1) if length < 0x80 else _varint(record, i)
-            if key == METRIC_RESULT and length and i < end and record[i] == NAME_ID:
-                entry = record[i:i + length]
-                name_id = entry[1] if len(entry) > 1 and entry[1] < 0x80 else _varint(entry, 1)[0]
-                if results.setdefault(name_id, entry) != entry:
+        # The common shape (_fast_result_id), inline: ~30k results per report, a call each ~5 ms.
+        name_id = -1
+        if i <= last and record[i] == METRIC_RESULT and 2 <= record[i + 1] < 0x80 and record[i + 2] == NAME_ID:
+            low = record[i + 3]
+            if low < 0x80:
+                name_id = low
+            elif record[i + 1] >= 3 and record[i + 4] < 0x80:
+                name_id = (low & 0x7F) | (record[i + 4] << 7)
+        if name_id >= 0:
+            length, at = record[i + 1], i + 2
+            i = at + length
+            seen = first.setdefault(name_id, at)
+            if seen != at:
+                if lengths[name_id] != length or record[seen:seen + length] != record[at:at + length]:
                     shared = name_id
-            i += length
-        elif wire == 0:
-            i = _varint(record, i)[1]
-        elif wire in (1, 5):
-            i += 8 if wire == 1 else 4
+            else:
+                lengths[name_id] = length
         else:
-            raise ValueError(f"wire type {wire}")
+            i = _skip_field(record, i, first, lengths)
+            if isinstance(i, tuple):  # a metric result off the fast path, with a shared id
+                i, shared = i
         if i > end:
             raise ValueError("field past the end of its message")
-    return len(results), shared
+    return len(first), shared
+
+
+def _skip_field(record: bytes, i: int, first: Dict[int, int], lengths: Dict[int, int]):
+    """The offset after the field at `i` (any wire type; ValueError on damage).  A metric result
+    read here (a length or id of more than one byte) is recorded as the fast path records it;
+    (offset, its id) when that id was already given to a different result."""
+    key, i = _varint(record, i)
+    wire = key & 7
+    if key >> 3 == 0:
+        raise ValueError("field number 0")
+    if wire == 2:
+        length, i = _varint(record, i)
+        if key == METRIC_RESULT and length and i < len(record) and record[i] == NAME_ID:
+            name_id = _varint(record[i:i + length], 1)[0]
+            seen = first.setdefault(name_id, i)
+            if seen == i:
+                lengths[name_id] = length
+            elif lengths[name_id] != length or record[seen:seen + length] != record[i:i + length]:
+                return i + length, name_id
+        return i + length
+    if wire == 0:
+        return _varint(record, i)[1]
+    if wire in (1, 5):
+        return i + (8 if wire == 1 else 4)
+    raise ValueError(f"wire type {wire}")
 
 
 @dataclasses.dataclass
