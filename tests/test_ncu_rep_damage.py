@@ -280,3 +280,56 @@ def test_readable_text_is_what_the_character_rule_says(text, readable):
     newlines, no lone surrogate."""
     by_rule = not any((c < " " and c not in "\t\n\r") or "\ud800" <= c <= "\udfff" for c in text)
     assert reader.readable_text(text) is by_rule is readable
+
+
+def reference_metric_name_ids(record: bytes):
+    """The plain walk the reader's fast one must equal: every field read by the varint rules, each
+    metric result (field 13 opening with its NameId) copied and compared whole."""
+    results, shared, i, end = {}, None, 0, len(record)
+    while i < end:
+        key, i = reader._varint(record, i)
+        wire = key & 7
+        if key >> 3 == 0:
+            raise ValueError("field number 0")
+        if wire == 2:
+            length, i = reader._varint(record, i)
+            if key == reader.METRIC_RESULT and length and i < end and record[i] == reader.NAME_ID:
+                entry = record[i:i + length]
+                name_id = reader._varint(entry, 1)[0]
+                if results.setdefault(name_id, entry) != entry:
+                    shared = name_id
+            i += length
+        elif wire == 0:
+            i = reader._varint(record, i)[1]
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        if i > end:
+            raise ValueError("field past the end of its message")
+    return len(results), shared
+
+
+def test_the_fast_record_walk_equals_the_plain_one(samples_dir, monkeypatch):
+    """On every launch record of every real report, and on seeded byte flips and cuts of them."""
+    import random
+    records = []
+    add = reader.Container.add_launch
+    monkeypatch.setattr(reader.Container, "add_launch", lambda self, record: (records.append(record), add(self, record)))
+    for path in sorted(samples_dir.glob("ncu/**/*.ncu-rep")):
+        reader.check_container(path, path.read_bytes())
+    assert len(records) > 100
+
+    def outcome(walk, record):
+        try:
+            return walk(record)
+        except ValueError:
+            return "damaged"
+    rng = random.Random(13)
+    for record in records:
+        assert outcome(reader.metric_name_ids, record) == outcome(reference_metric_name_ids, record)
+        for _ in range(5):
+            mutant = bytearray(record)
+            mutant[rng.randrange(len(mutant))] = rng.randrange(256)
+            mutant = bytes(mutant[:rng.randrange(len(mutant))] if rng.random() < 0.3 else mutant)
+            assert outcome(reader.metric_name_ids, mutant) == outcome(reference_metric_name_ids, mutant)
