@@ -16,14 +16,18 @@ def samples_path() -> Path:
     return Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
 
 
+def required(path: Path, what: str, variable: str, exists=Path.is_dir) -> Path:
+    """`path`, or a skip when it is absent (a failure under TB_HWPROF_REQUIRE_SAMPLES, as in CI)."""
+    if not exists(path):
+        if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):
+            pytest.fail(f"{what} required but missing at {path} (set {variable})")
+        pytest.skip(f"{what} not found at {path} (set {variable})")
+    return path
+
+
 @pytest.fixture(scope="session")
 def samples_dir() -> Path:
-    path = samples_path()
-    if not path.is_dir():
-        if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):
-            pytest.fail(f"real samples required but missing at {path} (set TB_HWPROF_SAMPLES)")
-        pytest.skip(f"real profiler samples not found at {path} (set TB_HWPROF_SAMPLES)")
-    return path
+    return required(samples_path(), "real profiler samples", "TB_HWPROF_SAMPLES")
 
 
 def ncu_actions(ncu_report, path):
@@ -42,12 +46,7 @@ def repro_path() -> Path:
 
 def repro(name: str) -> Path:
     """One reproducer (file or folder) relative to the repro folder; the test skips when it is absent."""
-    path = repro_path() / name
-    if not path.exists():
-        if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):
-            pytest.fail(f"reproducer required but missing at {path} (set TB_HWPROF_REPRO)")
-        pytest.skip(f"reproducer {name} not found under {repro_path()} (set TB_HWPROF_REPRO)")
-    return path
+    return required(repro_path() / name, f"reproducer {name}", "TB_HWPROF_REPRO", Path.exists)
 
 
 def pytest_configure(config):

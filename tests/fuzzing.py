@@ -24,9 +24,7 @@ import zlib
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence, Tuple
 
-import pytest
-
-from conftest import repro_path
+from conftest import repro_path, required
 
 # Per-input limit of CPU seconds: a hang is reported, not waited out.  Mutants of the small seeds
 # export in well under a second, so theirs is shorter (a hang costs the whole limit).
@@ -56,12 +54,7 @@ class Outcome:
 
 def require_repro() -> Path:
     """The repro folder, or a skip (a failure under TB_HWPROF_REQUIRE_SAMPLES) when it is absent."""
-    path = repro_path()
-    if not path.is_dir():
-        if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES"):
-            pytest.fail(f"reproducers required but missing at {path} (set TB_HWPROF_REPRO)")
-        pytest.skip(f"reproducers not found at {path} (set TB_HWPROF_REPRO)")
-    return path
+    return required(repro_path(), "reproducers", "TB_HWPROF_REPRO")
 
 
 # -- running one input in a child ------------------------------------------------------------------

@@ -6,6 +6,8 @@ import pytest
 import tb_hwprof
 from tb_hwprof.readers.nvidia import ncu_metrics
 
+from conftest import ncu_actions
+
 # model column -> the Nsight Compute metric(s) it must equal (first present wins)
 DIRECT = {
     "duration_ns": ["gpu__time_duration.sum"],
@@ -24,14 +26,6 @@ DIRECT = {
     "grid_size": ["launch__grid_size"],
     "block_size": ["launch__block_size"],
 }
-
-
-def actions(ncu_report, path):
-    ctx = ncu_report.load_report(str(path))
-    for r in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            yield rng.action_by_idx(a)
 
 
 def metric(action, *names):
@@ -59,7 +53,7 @@ def profile_of(path, cache):
 
 def test_every_launch_equals_ncu_report(ncu_rep, ncu_report_module, read_cache):
     kernels = profile_of(ncu_rep, read_cache).kernels
-    launches = list(actions(ncu_report_module, ncu_rep))
+    launches = list(ncu_actions(ncu_report_module, ncu_rep))
     assert len(kernels) == len(launches) > 0
     for row, action in zip(kernels.to_dict("records"), launches):
         assert row["demangled_name"] == action.name(ncu_report_module.IAction.NameBase_DEMANGLED)
@@ -75,7 +69,7 @@ def test_flops_follow_nsight_compute_roofline(ncu_rep, ncu_report_module, read_c
     dram__bytes.sum.per_second, using the report's own derived__ metrics."""
     kernels = profile_of(ncu_rep, read_cache).kernels
     checked = 0
-    for row, action in zip(kernels.to_dict("records"), actions(ncu_report_module, ncu_rep)):
+    for row, action in zip(kernels.to_dict("records"), ncu_actions(ncu_report_module, ncu_rep)):
         sp_x2 = metric(action, "derived__smsp__sass_thread_inst_executed_op_ffma_pred_on_x2")
         dp_x2 = metric(action, "derived__smsp__sass_thread_inst_executed_op_dfma_pred_on_x2")
         if math.isnan(sp_x2):  # before 2021 the section multiplied the fma rate by 2 itself
@@ -109,7 +103,7 @@ def test_flop_counts_of_metrics_runs(ncu_rep, ncu_report_module, read_cache):
     """`--metrics` runs give instruction counts: FP64 FLOPs = dadd + dmul + 2 x dfma (likewise FP32)."""
     kernels = profile_of(ncu_rep, read_cache).kernels
     checked = 0
-    for row, action in zip(kernels.to_dict("records"), actions(ncu_report_module, ncu_rep)):
+    for row, action in zip(kernels.to_dict("records"), ncu_actions(ncu_report_module, ncu_rep)):
         for precision, p in (("fp64", "d"), ("fp32", "f")):
             ops = [metric(action, f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum") for op in ("add", "mul", "fma")]
             if any(math.isnan(v) for v in ops):
@@ -145,7 +139,7 @@ def expected_label_from_rule(rule):
 def test_label_agrees_with_nsight_compute_rule(ncu_rep, ncu_report_module, read_cache):
     kernels = profile_of(ncu_rep, read_cache).kernels
     compared = 0
-    for row, action in zip(kernels.to_dict("records"), actions(ncu_report_module, ncu_rep)):
+    for row, action in zip(kernels.to_dict("records"), ncu_actions(ncu_report_module, ncu_rep)):
         for rule in action.rule_results_as_dicts():
             if rule["rule_identifier"] != "SOLBottleneck":
                 continue
@@ -162,7 +156,7 @@ def test_label_agrees_with_nsight_compute_rule(ncu_rep, ncu_report_module, read_
 
 def test_rule_results_are_kept(ncu_rep, ncu_report_module, read_cache):
     profile = profile_of(ncu_rep, read_cache)
-    for rules, action in zip(profile.rules, actions(ncu_report_module, ncu_rep)):
+    for rules, action in zip(profile.rules, ncu_actions(ncu_report_module, ncu_rep)):
         theirs = action.rule_results_as_dicts()
         assert [r["rule"] for r in rules] == [d["rule_identifier"] for d in theirs]
         for ours, d in zip(rules, theirs):
@@ -173,7 +167,7 @@ def test_rule_results_are_kept(ncu_rep, ncu_report_module, read_cache):
 
 def test_raw_metrics_are_every_metric(ncu_rep, ncu_report_module, read_cache):
     profile = profile_of(ncu_rep, read_cache)
-    for raw, action in zip(profile.raw_metrics, actions(ncu_report_module, ncu_rep)):
+    for raw, action in zip(profile.raw_metrics, ncu_actions(ncu_report_module, ncu_rep)):
         assert set(raw) == set(action.metric_names())
         for name, (value, unit) in raw.items():
             m = action.metric_by_name(name)
@@ -203,7 +197,7 @@ def test_device_and_version(samples_dir, read_cache):
 
 def test_occupancy_limiter_is_the_smallest_block_limit(ncu_rep, ncu_report_module, read_cache):
     kernels = profile_of(ncu_rep, read_cache).kernels
-    for row, action in zip(kernels.to_dict("records"), actions(ncu_report_module, ncu_rep)):
+    for row, action in zip(kernels.to_dict("records"), ncu_actions(ncu_report_module, ncu_rep)):
         limits = {label: metric(action, name) for name, label in ncu_metrics.OCCUPANCY_LIMITS.items()}
         limits = {k: v for k, v in limits.items() if not math.isnan(v)}
         if not limits:
