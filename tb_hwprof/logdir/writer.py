@@ -409,8 +409,8 @@ def _write_assets(profile, summaries: dict, assets: Path, manifest: dict, timeli
     manifest["inflated_bytes"] = {p.relative_to(assets).as_posix(): tables.inflated_size(p)
                                   for p in sorted(assets.rglob("*.json.gz")) if p.name != metadata.TIMELINE}
     tmp = assets / (metadata.MANIFEST + ".tmp")
-    # NaN / inf (a reader's figure that is no number) as null, as in the tables: JSON has neither.
-    text = json.dumps(tables.clean(manifest), indent=1, sort_keys=True, allow_nan=False)
+    # finish() made the manifest JSON-safe (tables.clean) before the timeline and sizes were added.
+    text = json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False)
     tables.check_unicode(text, tmp)
     tmp.write_text(text)
     os.rename(tmp, assets / metadata.MANIFEST)
