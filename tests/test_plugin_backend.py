@@ -496,6 +496,7 @@ def views_from_files(run_dir: Path) -> set:
     has = {"cpu": table("cpu_hotspots"), "timeline": (assets / metadata.TIMELINE_INDEX).is_file(),
            "phases": table("nvtx_phases") or table("nvtx_sum"),
            "operators": table("op_gpu_time"), "steps": table("step_time_breakdown"),
+           "summaries": any(assets.glob("summary_*.json.gz")), "distributed": table("ranks"),
            "overview": bool(manifest.get("summary")) or "advice" in manifest or table("gpu_activity"),
            **{name: launches > 0 for name in KERNEL_VIEWS}}
     return {name for name, yes in has.items() if yes}

@@ -33,6 +33,11 @@ def _has_summary(*names: str) -> ManifestTest:
     return test
 
 
+def _has_any_summary(manifest: dict) -> bool:
+    """Runs that exported a tool's own summary tables (shown as they are in the Summaries view)."""
+    return any(True for _ in metadata.summary_names(manifest.get("files")))
+
+
 def _has_file(key: str) -> ManifestTest:
     return lambda manifest: bool((manifest.get("files") or {}).get(key))
 
@@ -67,12 +72,14 @@ VIEWS = (
     View("overview", "Overview", "/overview", _has_overview),
     View("timeline", "Timeline", "/timeline", _has_file("timeline_index")),
     View("phases", "Phases", "/phases", _has_summary(*PHASE_TABLES)),
+    View("summaries", "Summaries", "/summaries", _has_any_summary),
+    View("distributed", "Distributed", "/distributed", _has_summary("ranks")),
 )
 
 # Routes that serve one run's JSON document, built by views.<name>(entry) and kept until the
 # run's files change.
 RUN_DOCUMENTS = ("/kernel_groups", "/roofline", "/bottlenecks", "/cpu_hotspots", "/overview", "/phases",
-                 "/operators", "/steps")
+                 "/operators", "/steps", "/summaries", "/distributed")
 # Routes with a handler of their own in service.Service (the method named after the route).
 HANDLED = ("/runs", "/kernels", "/kernel", "/compare", "/compare_pair", "/summary", "/timeline", "/trace", "/static/*")
 ROUTES = RUN_DOCUMENTS + HANDLED

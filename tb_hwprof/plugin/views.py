@@ -9,7 +9,7 @@ from typing import Optional
 from ..analysis import compare, groups
 from ..analysis.findings import Finding
 from ..logdir import metadata
-from . import routes, torch_views
+from . import distributed_views, routes, summary_views, torch_views
 from .store import HttpError, RunEntry, read_asset
 
 RUN_FIELDS = ("tool", "tool_version", "source_path", "source_format", "export_time")
@@ -103,6 +103,14 @@ def operators(entry: RunEntry) -> dict:
 
 def steps(entry: RunEntry) -> dict:
     return torch_views.steps(entry)
+
+
+def summaries(entry: RunEntry) -> dict:
+    return summary_views.summaries(entry)
+
+
+def distributed(entry: RunEntry) -> dict:
+    return distributed_views.distributed(entry)
 
 
 def _launch_index(value: Optional[str], rows: int) -> int:
