@@ -3,8 +3,11 @@ exported (nsys `cuda_api_sum` / `osrt_sum`, rocprof `api_stats` / `kernel_stats`
 shown as the tool wrote them."""
 from __future__ import annotations
 
-from .store import RunEntry
+from .store import HttpError, RunEntry
 
 
 def summaries(entry: RunEntry) -> dict:
-    return {"run": entry.run, "tables": []}  # filled by the Summaries engineer
+    names = sorted(entry.summary_names())
+    if not names:
+        raise HttpError(404, f"run {entry.run!r} exported no summary tables")
+    return {"run": entry.run, "tables": names}  # filled by the Summaries engineer
