@@ -46,7 +46,10 @@ setup(
         # CI pins the local CPU build (torch==2.13.0); a range here lets users keep theirs.
         "torch": ["torch>=1.10"],
         # torch-tb-profiler 0.4.3: the oracle of the step breakdown tests.
-        "test": ["pytest>=7", "ncu-report", "playwright>=1.40", "hypothesis>=6", "torch-tb-profiler==0.4.3"],
+        # Multi-rank job exports (tb_hwprof/jobs.py) run on Dask: a local cluster or an existing one.
+        "distributed": ["dask[distributed]>=2023.1"],
+        "test": ["pytest>=7", "ncu-report", "playwright>=1.40", "hypothesis>=6", "torch-tb-profiler==0.4.3",
+                 "dask[distributed]>=2023.1"],
     },
     entry_points={
         "console_scripts": ["tb-hwprof=tb_hwprof.cli:main"],
