@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..analysis import compare, groups
+from ..analysis import compare, groups, ncu_sections
 from ..analysis.findings import Finding
 from ..logdir import metadata
 from . import distributed_views, routes, summary_views, torch_views
@@ -134,8 +134,10 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
     kernels = entry.kernels()
     launch = _launch_index(launch_param, len(kernels))
     row = {col: _plain(v) for col, v in kernels.iloc[launch].items()}
-    return {"run": entry.run, "launch": launch, "row": row,
-            "raw_metrics": entry.raw_metrics(launch), "rules": entry.rules(launch)}
+    raw, rules = entry.raw_metrics(launch), entry.rules(launch)
+    # sections: Nsight Compute's grouping of the raw metrics; rules' messages parsed for their links
+    return {"run": entry.run, "launch": launch, "row": row, "raw_metrics": raw,
+            "rules": ncu_sections.with_message_parts(rules), "sections": ncu_sections.sections(raw, rules)}
 
 
 # -- compare (docs/http_api.md /compare, /compare_pair) -------------------------------------------
