@@ -1,0 +1,383 @@
+"""Multi-rank job export (issue 14): the files of a distributed job's ranks become one run per rank,
+<job>/rank_N, and a cross-rank run <job>, the work spread over Dask (`dask.distributed`).
+
+Each Dask task reads one rank, analyses it and writes its run through the export pipeline
+(analysis/pipeline.py: read_report, then _analyse_and_write, the path every export takes) into a
+staging logdir, and hands back only the rank's digest (analysis/ranks.py RankDigest): a worker
+holds one rank at a time.  The driver then checks the ranks are of one job, builds and writes the
+job's run from the digests, and only then puts every run in place:
+
+  <logdir>/.tb-hwprof/jobs/<job key>@<pid>@<host>@<random>/   the staging logdir (hidden area)
+      pos_<i>/    rank i of the files as given, its event files under pending names (TensorBoard
+                  never lists a staged rank: the worker hides them as soon as its run is written)
+      job/        the job's run; the ranks move into it as job/rank_N
+
+A new job is then one folder rename into <logdir>/<job>; over an existing one (--overwrite) each
+run is replaced by the writer's put_in_place, under its lock.  A bad rank (missing, damaged, of
+another job) stops the export with the staging removed: the logdir is as it was.  With
+skip_bad_ranks the other ranks are written and the job's notes list the skipped ones.
+
+Which cluster: scheduler None (or $TB_HWPROF_SCHEDULER unset) starts a local cluster of one
+single-threaded worker process per core (at most one per rank), so each worker's peak memory is
+one rank's export; an address ("tcp://host:8786") sends the tasks to that cluster, whose workers
+read the files and write the runs at the same paths (made absolute here: a path all of them see);
+"none" exports the ranks one after another in this process, without Dask.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+from .errors import HwprofError, InputError, MissingDependency, RunExists
+
+SCHEDULER_ENV = "TB_HWPROF_SCHEDULER"
+IN_PROCESS = "none"
+INSTALL_HINT = ("Dask is not installed: pip install 'tb-hwprof[distributed]' (or --scheduler none to export "
+                "the ranks one after another in this process)")
+JOBS_AREA = "jobs"  # inside the logdir's hidden area (logdir/writer.py AREA)
+IN_PROCESS_WORKER = "in-process"
+
+
+# ------------------------------------------------------------------ what a rank task returns
+@dataclasses.dataclass
+class RankResult:
+    """One rank exported into the staging logdir."""
+
+    position: int  # in the files as given
+    path: str
+    digest: object  # analysis/ranks.py RankDigest
+    staged: str  # its run folder in the staging logdir
+    worker: str  # the Dask worker's address, or IN_PROCESS_WORKER
+    seconds: float
+    peak_mb: float  # the worker process' peak resident memory so far (ru_maxrss)
+
+    @property
+    def rank(self) -> int:
+        return self.digest.rank
+
+
+@dataclasses.dataclass
+class RankFailure:
+    position: int
+    path: str
+    error: BaseException
+
+
+def export_rank(path: str, position: int, staging: str, job: str, step: int = 0, trace: str = "auto",
+                window=None, salvage: bool = False) -> RankResult:
+    """The Dask task: read, analyse and write one rank as run pos_<position> of the staging logdir,
+    its event files hidden; returns its digest (the profile stays here and is freed)."""
+    from .analysis.pipeline import WindowOptions, _analyse_and_write, read_report
+    from .analysis.ranks import rank_digest, rank_of
+    from .logdir.writer import hide_events
+    started = time.perf_counter()
+    report = read_report(path, window or WindowOptions(), salvage=salvage)
+    rank = rank_of(report.profile, Path(path), position)
+    (run_dir,), _ = _analyse_and_write([report], Path(staging), [f"pos_{position}"], False, [step], trace,
+                                       lambda line: None, lambda run_dir: None)
+    hide_events(run_dir)  # a staged rank is no run TensorBoard should list
+    digest = rank_digest(report.profile, rank, str(path), run=f"{job}/rank_{rank}")
+    return RankResult(position, str(path), digest, str(run_dir), _worker_address(), time.perf_counter() - started,
+                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def _worker_address() -> str:
+    try:
+        from distributed import get_worker
+        return get_worker().address
+    except (ImportError, ValueError):  # not in a Dask worker
+        return IN_PROCESS_WORKER
+
+
+# ------------------------------------------------------------------ the job
+def export_job(paths: Sequence, logdir, job: str, *, scheduler: Optional[str] = None, skip_bad_ranks: bool = False,
+               overwrite: bool = False, step: int = 0, trace: str = "auto", window=None, salvage: bool = False,
+               workers: Optional[int] = None, progress: Callable[[str], None] = lambda line: None) -> List[Path]:
+    """Export the files of one job's ranks as runs <job>/rank_N and the job's run <job> under `logdir`;
+    returns their folders (ranks by rank, then the job).  scheduler: None ($TB_HWPROF_SCHEDULER, else a
+    local cluster of `workers` processes, default one per core), a Dask scheduler's address, or
+    "none" (this process, no Dask).  Nothing is written when a rank fails, unless skip_bad_ranks."""
+    from .logdir.writer import check_run_name, lock_run
+    if not paths:
+        raise HwprofError("a job needs at least one rank file")
+    check_run_name(job)
+    logdir = Path(os.path.abspath(logdir))  # the workers' cwd is not ours
+    paths = [os.path.abspath(p) for p in paths]
+    job_dir = logdir.joinpath(*check_run_name(job).parts)
+    if job_dir.exists() and not overwrite:
+        raise RunExists(f"{job_dir}: run already exists -- pass --overwrite to replace the job, or choose another --run")
+    job_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock = lock_run(job_dir, job)  # one export of this job at a time (plain exports of the name included)
+    try:
+        staging = make_staging(logdir, job)
+        try:
+            results = run_ranks(paths, staging, dict(job=job, step=step, trace=trace, window=window, salvage=salvage),
+                                scheduler, workers, skip_bad_ranks, progress)
+            return place_job(results, staging, logdir, job, overwrite, step, trace, progress)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        lock.release()
+        tidy_job_area(logdir)
+
+
+def run_ranks(paths, staging: Path, options: dict, scheduler, workers, skip_bad_ranks: bool, progress):
+    """Every rank exported into `staging`; (results by rank, failures).  A failure stops the job
+    (after the ranks still running have finished: none writes into a removed folder) unless
+    skip_bad_ranks, which keeps going but never skips a bug (an error that is not the input's)."""
+    address = scheduler if scheduler is not None else os.environ.get(SCHEDULER_ENV) or None
+    if address == IN_PROCESS:
+        results, failures = _run_in_process(paths, staging, options, skip_bad_ranks, progress)
+    else:
+        results, failures = _run_on_dask(paths, staging, options, address, workers, skip_bad_ranks, progress)
+    if failures and not (skip_bad_ranks and all(skippable(f.error) for f in failures)):
+        raise job_failure(failures, len(paths))
+    if not results:
+        raise InputError(failures[0].path, f"no rank of the job could be exported ({len(failures)} failed)",
+                         "check the rank files")
+    return sorted(results, key=lambda r: r.position), failures
+
+
+def skippable(error: BaseException) -> bool:
+    """A rank's own problem (missing, damaged, refused): --skip-bad-ranks leaves it out.  A bug is not."""
+    return isinstance(error, (HwprofError, OSError))
+
+
+def job_failure(failures: List[RankFailure], count: int) -> BaseException:
+    """The first failed rank's error, saying nothing was written; others are counted."""
+    first = min(failures, key=lambda f: f.position)
+    others = f"; {len(failures) - 1} other rank(s) failed too" if len(failures) > 1 else ""
+    if isinstance(first.error, InputError):
+        e = first.error
+        return InputError(e.path, f"{e.problem} (rank file {first.position + 1} of {count}: nothing was written{others})",
+                          "; ".join(x for x in (e.fix, "or --skip-bad-ranks to export the other ranks") if x))
+    if skippable(first.error):
+        return InputError(first.path, f"{first.error} (nothing was written{others})",
+                          "fix or remove this rank, or --skip-bad-ranks to export the other ranks")
+    return first.error
+
+
+def _run_in_process(paths, staging: Path, options: dict, skip_bad_ranks: bool, progress):
+    results, failures = [], []
+    for i, path in enumerate(paths):
+        try:
+            results.append(export_rank(path, i, str(staging), **options))
+            _tell_done(progress, len(results) + len(failures), len(paths), results[-1])
+        except Exception as e:  # noqa: BLE001  (sorted out by run_ranks)
+            failures.append(RankFailure(i, path, e))
+            _tell_failed(progress, len(results) + len(failures), len(paths), failures[-1])
+            if not (skip_bad_ranks and skippable(e)):
+                break
+    return results, failures
+
+
+def _run_on_dask(paths, staging: Path, options: dict, address, workers, skip_bad_ranks: bool, progress):
+    client, close = dask_client(address, workers or default_workers(len(paths)), progress)
+    try:
+        from distributed import as_completed, wait
+        token = os.urandom(4).hex()
+        futures = {client.submit(export_rank, path, i, str(staging), **options, key=f"tb-hwprof-rank-{i}-{token}",
+                                 pure=False): (i, path) for i, path in enumerate(paths)}
+        results, failures = [], []
+        for future in as_completed(list(futures)):
+            i, path = futures[future]
+            if future.status == "error":
+                failures.append(RankFailure(i, path, future.exception()))
+                _tell_failed(progress, len(results) + len(failures), len(paths), failures[-1])
+                if not (skip_bad_ranks and skippable(failures[-1].error)):
+                    client.cancel([f for f in futures if not f.done()])
+                    wait(list(futures))  # the running ones finish: none writes into a removed staging
+                    break
+            elif future.status == "finished":
+                results.append(future.result())
+                _tell_done(progress, len(results) + len(failures), len(paths), results[-1])
+        return results, failures
+    finally:
+        close()
+
+
+def default_workers(ranks: int) -> int:
+    """One single-threaded worker per core, never more than there are ranks."""
+    return max(1, min(os.cpu_count() or 1, ranks))
+
+
+def dask_client(address: Optional[str], workers: int, progress):
+    """(client, close): a client of the cluster at `address`, or of a local cluster of `workers`
+    processes of one thread each (their peak memory: one rank's export) started here."""
+    try:
+        import logging
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise MissingDependency(INSTALL_HINT) from None
+    if address:
+        try:
+            client = Client(address, timeout="20s")
+        except (OSError, TimeoutError) as e:
+            raise HwprofError(f"cannot reach the Dask scheduler at {address} ({e}) -- start it, check the address, "
+                              f"or --scheduler none") from None
+        progress(f"job: on the Dask cluster at {address} ({len(client.scheduler_info().get('workers', {}))} workers)")
+        return client, client.close
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                           silence_logs=logging.ERROR)
+    client = Client(cluster)
+    progress(f"job: on a local Dask cluster of {workers} single-threaded worker process(es)")
+
+    def close():
+        client.close()
+        cluster.close()
+    return client, close
+
+
+def _tell_done(progress, done: int, total: int, result: RankResult) -> None:
+    progress(f"[{done}/{total}] rank {result.rank}: {result.path} exported on {result.worker} "
+             f"in {result.seconds:.2f} s")
+
+
+def _tell_failed(progress, done: int, total: int, failure: RankFailure) -> None:
+    progress(f"[{done}/{total}] rank file {failure.path} failed: {failure.error}")
+
+
+# ------------------------------------------------------------------ staging and putting in place
+def make_staging(logdir: Path, job: str) -> Path:
+    """A fresh staging logdir in the logdir's hidden area (TensorBoard lists no run there: staged
+    event files carry pending names); leftovers of this host's dead job exports are removed first."""
+    from .logdir.writer import AREA, key_of, owner_gone, owner_tag, retrying
+    jobs = logdir / AREA / JOBS_AREA
+    for old in _list(jobs):
+        if owner_gone(old.name):
+            shutil.rmtree(old, ignore_errors=True)
+
+    def make():
+        jobs.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkdtemp(prefix=f"{key_of(job.replace('/', '_'))}@{owner_tag()}@", dir=jobs)
+    return Path(retrying(make))
+
+
+def tidy_job_area(logdir: Path) -> None:
+    from .logdir.writer import AREA, tidy_area
+    try:
+        (logdir / AREA / JOBS_AREA).rmdir()
+    except OSError:  # another job export's, or gone
+        pass
+    tidy_area(logdir / AREA)
+
+
+def _list(folder: Path) -> list:
+    try:
+        return sorted(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def place_job(outcome, staging: Path, logdir: Path, job: str, overwrite: bool, step: int, trace: str, progress):
+    """Check the ranks are of one job, write the job's run into staging, then put every run in place."""
+    from .analysis.ranks import check_same_job
+    results, failures = outcome
+    check_same_job([r.digest for r in results])
+    staged_job = write_job_run(results, failures, staging, job, step, trace)
+    progress(f"job {job}: {len(results)} rank(s) checked and the cross-rank run written")
+    names = {r.position: f"rank_{r.rank}" for r in results}
+    job_dir = logdir.joinpath(*job.split("/"))
+    if job_dir.exists():  # --overwrite (export_job refused it otherwise): run by run
+        runs = replace_runs(results, names, staged_job, job_dir, job)
+    else:
+        runs = move_new_job(results, names, staged_job, job_dir)
+    progress(f"job {job}: wrote {len(runs)} runs under {job_dir}")
+    return runs
+
+
+def write_job_run(results: List[RankResult], failures: List[RankFailure], staging: Path, job: str, step: int,
+                  trace: str) -> Path:
+    """The job's cross-rank run (analysis/ranks.py job_profile) as run `job` of the staging logdir,
+    its event files hidden like the ranks'."""
+    from .analysis.pipeline import Report, _analyse_and_write
+    from .analysis.ranks import job_profile
+    from .logdir.writer import hide_events
+    profile = job_profile([r.digest for r in results], job_notes(results, failures), job=job)
+    source = Path(results[0].path)
+    (run_dir,), _ = _analyse_and_write([Report(source, profile)], staging, ["job"], False, [step], trace,
+                                       lambda line: None, lambda run_dir: None)
+    hide_events(run_dir)
+    return run_dir
+
+
+def job_notes(results: List[RankResult], failures: List[RankFailure]) -> List[str]:
+    """Where each rank ran and which were skipped (--skip-bad-ranks), for the job's notes."""
+    notes = [f"rank {r.rank}: {r.path} exported on {r.worker} in {r.seconds:.2f} s" for r in results]
+    notes += [f"skipped rank file {f.path} (position {f.position + 1}): {f.error}" for f in failures]
+    return notes
+
+
+def move_new_job(results, names: dict, staged_job: Path, job_dir: Path) -> List[Path]:
+    """A new job: the ranks into the staged job's folder, then that folder into place in one rename;
+    the event files take their listed names last."""
+    from .logdir.writer import show_events
+    for r in results:
+        os.rename(r.staged, staged_job / names[r.position])
+    os.rename(staged_job, job_dir)
+    runs = [job_dir / names[r.position] for r in sorted(results, key=lambda r: r.rank)]
+    for run_dir in runs + [job_dir]:
+        show_events(run_dir)
+    return runs + [job_dir]
+
+
+def replace_runs(results, names: dict, staged_job: Path, job_dir: Path, job: str) -> List[Path]:
+    """--overwrite of an existing job: each rank's run, then the job's, replaced by the writer's
+    put_in_place under the run's lock (our files only: a rank run of an earlier export that this
+    one has no rank for stays)."""
+    from .logdir.writer import key_of, lock_run, owner_tag, put_in_place
+    runs = []
+    staged = [(Path(r.staged), job_dir / names[r.position], f"{job}/{names[r.position]}")
+              for r in sorted(results, key=lambda r: r.rank)]
+    for source, run_dir, name in staged + [(staged_job, job_dir, job)]:
+        lock = lock_run(run_dir, name) if run_dir != job_dir else None  # the job's own lock is held already
+        try:
+            put_in_place(source, run_dir, run_dir.parent / ".tb-hwprof" / "old" / f"{key_of(run_dir.name)}@{owner_tag()}")
+        finally:
+            if lock is not None:
+                lock.release()
+        runs.append(run_dir)
+    return runs
+
+
+# ------------------------------------------------------------------ is it a job? (the CLI's rule)
+PEEK_BYTES = 1 << 20
+DISTRIBUTED_INFO = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
+
+
+def distributed_info(path) -> Optional[dict]:
+    """A PyTorch trace's distributedInfo, from the first MB of the file (PyTorch writes it among the
+    first top-level keys); None for any other file, or one without it."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+        opener = gzip.open if head == b"\x1f\x8b" else open
+        with opener(path, "rb") as f:
+            text = f.read(PEEK_BYTES)
+        match = DISTRIBUTED_INFO.search(text)
+        info = json.loads(match.group(1)) if match else None
+    except (OSError, EOFError, ValueError, gzip.BadGzipFile):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def looks_like_job(paths: Sequence) -> bool:
+    """Several PyTorch traces, each naming its rank in distributedInfo, the ranks distinct and the
+    world size the same: the ranks of one job (the CLI exports them as a job without --ranks)."""
+    if len(paths) < 2:
+        return False
+    infos = [distributed_info(p) for p in paths]
+    if any(info is None or not isinstance(info.get("rank"), int) for info in infos):
+        return False
+    ranks = [info["rank"] for info in infos]
+    return len(set(ranks)) == len(ranks) and len({info.get("world_size") for info in infos}) == 1
