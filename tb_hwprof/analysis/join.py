@@ -1,0 +1,376 @@
+"""Join a trace (PyTorch profiler, Nsight Systems, a ROCm trace) with a counter profile of the same
+program (Nsight Compute, rocprof-compute): each profiled launch's counters onto the trace kernel it
+is, so the trace's kernels and operators gain occupancy, throughput and hit rates.
+
+How launches are matched (never guessed):
+  1. The trace's kernels in launch order (correlation id, else GPU start) are filtered as the
+     counter profiler was told to filter them (JoinFilters: ncu's --kernel-name / --kernel-name-base,
+     --launch-skip, --launch-count): what remains is what the report should hold, in order.
+  2. Both sides are keyed by kernel name at the strongest stage every launch of both has: mangled,
+     else demangled, else the bare function name (analysis/compare.py's normalisation: clone
+     suffixes dropped), and paired per key in order: the k-th expected trace launch of a name with
+     the k-th report launch of that name (the report's own order, launch_id).
+  3. Each pair is checked: grid, block and registers per thread must be equal wherever both sides
+     know them.  A pair that fails is listed with the difference and gets no counters; a launch
+     left over on either side is listed with the reason.
+
+Correctness on a real trace + Nsight Compute pair of one program is NOT yet validated (no such
+pair has been captured: no GPU in the project's test machines).  The tests check the logic on real
+files: a report joined with itself, launches dropped as ncu's filters would drop them, and a
+PyTorch trace joined with an unrelated report sharing a kernel name.
+
+The cross-tool time check (analysis/compare.py's) applies to every joined pair: Nsight Compute
+replays each kernel at locked clocks with flushed caches, the trace ran at application clocks.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..errors import HwprofError
+from .compare import CROSS_TOOL_CAUSES, CROSS_TOOL_RATIO_LIMIT, normalise_kernel_name, short_name
+
+# Columns measured by the counter profiler copied onto the trace's kernel rows: counts and ratios,
+# which do not depend on the replay's clocks.  Rates (flop_per_s) are recomputed on the trace's time.
+COPIED_COLUMNS = ("waves_per_sm", "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter",
+                  "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "l2_throughput_pct",
+                  "l1_throughput_pct", "busiest_memory_unit", "l1_hit_rate_pct", "l2_hit_rate_pct",
+                  "dram_bytes_read", "dram_bytes_write", "dram_bytes", "l2_bytes", "l1_bytes",
+                  "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops", "ai_dram", "ai_l2", "ai_l1")
+# Extra kernels-table columns a joined run has: which report launch, and its replayed duration.
+COUNTER_LAUNCH = "counter_launch_id"
+COUNTER_DURATION = "counter_duration_ns"
+
+JOIN_TABLE = "counter_join"
+JOIN_COLUMNS = ["status", "key", "trace_launch", "counter_launch", "trace_ns", "counter_ns", "ratio", "reason"]
+STATUSES = ("matched", "config-differs", "trace-only", "report-only")
+KEY_STAGES = ("mangled", "demangled", "short")
+CHECKED = (("grid", "grid"), ("block", "block"), ("registers_per_thread", "registers"))
+NAME_BASES = ("function", "demangled", "mangled")
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinFilters:
+    """What the counter profiler was told to profile (ncu's own options, as given to it).
+    kernel_name: ncu --kernel-name: "regex:EXPR" (searched) or an exact name; None: every kernel.
+    name_base: ncu --kernel-name-base the name filter reads (function, demangled or mangled).
+    launch_skip / launch_count: ncu --launch-skip / --launch-count, counted over the launches the
+    name filter keeps."""
+
+    kernel_name: Optional[str] = None
+    name_base: str = "function"
+    launch_skip: int = 0
+    launch_count: Optional[int] = None
+
+    def __post_init__(self):
+        if self.name_base not in NAME_BASES:
+            raise HwprofError(f"kernel name base {self.name_base!r}: use one of {', '.join(NAME_BASES)}")
+        if self.launch_skip < 0 or (self.launch_count is not None and self.launch_count < 1):
+            raise HwprofError("launch skip must be >= 0 and launch count >= 1")
+
+    def text(self) -> str:
+        parts = [f"--kernel-name {self.kernel_name} (base {self.name_base})"] if self.kernel_name else []
+        parts += [f"--launch-skip {self.launch_skip}"] if self.launch_skip else []
+        parts += [f"--launch-count {self.launch_count}"] if self.launch_count is not None else []
+        return " ".join(parts) or "no filters"
+
+
+@dataclasses.dataclass
+class JoinResult:
+    profile: object  # the trace's Profile with the counters on its kernel rows
+    table: pd.DataFrame  # JOIN_COLUMNS: one row per pair and per launch left over
+    stage: str  # the name stage the keys were made at (KEY_STAGES)
+    expected: int  # trace launches the filters keep (what the report should hold)
+    filtered_out: int  # trace launches the filters leave out
+    cross_tool: dict
+
+    def count(self, status: str) -> int:
+        return int((self.table["status"] == status).sum())
+
+
+# ------------------------------------------------------------------ names and order
+def _texts(kernels: pd.DataFrame, column: str) -> List[str]:
+    return ["" if not isinstance(v, str) else v for v in kernels[column].tolist()]
+
+
+def name_keys(kernels: pd.DataFrame, stage: str) -> List[str]:
+    """Per launch its key at `stage`: the mangled name, the normalised demangled name, or the bare
+    function name (from the demangled name, else `name`)."""
+    if stage == "mangled":
+        return [n.strip() for n in _texts(kernels, "mangled_name")]
+    if stage == "demangled":
+        return [normalise_kernel_name(n) for n in _texts(kernels, "demangled_name")]
+    full = [d or n for d, n in zip(_texts(kernels, "demangled_name"), _texts(kernels, "name"))]
+    return [short_name(n) for n in full]
+
+
+def key_stage(trace: pd.DataFrame, counters: pd.DataFrame) -> str:
+    """The strongest name stage every launch of both sides has a key at."""
+    for stage in KEY_STAGES:
+        if all(name_keys(trace, stage)) and all(name_keys(counters, stage)):
+            return stage
+    return "short"
+
+
+def launch_order(kernels: pd.DataFrame) -> np.ndarray:
+    """Row positions in launch order: by correlation id (the host's launch order) where every launch
+    has one, else by GPU start, else as the table lists them."""
+    for column in ("correlation_id", "start_ns"):
+        values = kernels[column].to_numpy(dtype=float)
+        if len(values) and not np.isnan(values).any():
+            return np.argsort(values, kind="stable")
+    return np.arange(len(kernels))
+
+
+def filter_names(kernels: pd.DataFrame, base: str) -> List[str]:
+    """The names ncu's --kernel-name filter would read, per --kernel-name-base."""
+    if base == "mangled":
+        return _texts(kernels, "mangled_name")
+    if base == "demangled":
+        return [normalise_kernel_name(n) for n in _texts(kernels, "demangled_name")]
+    return name_keys(kernels, "short")
+
+
+def name_matcher(kernel_name: str):
+    """ncu's --kernel-name: "regex:EXPR" searches, anything else is the exact name."""
+    if kernel_name.startswith("regex:"):
+        try:
+            pattern = re.compile(kernel_name[len("regex:"):])
+        except re.error as e:
+            raise HwprofError(f"kernel name filter {kernel_name!r}: not a regular expression ({e})")
+        return lambda name: pattern.search(name) is not None
+    return lambda name: name == kernel_name
+
+
+def expected_launches(kernels: pd.DataFrame, filters: JoinFilters) -> np.ndarray:
+    """Trace row positions the counter profiler should have profiled, in launch order."""
+    order = launch_order(kernels)
+    if filters.kernel_name:
+        names = filter_names(kernels, filters.name_base)
+        keep = name_matcher(filters.kernel_name)
+        order = np.array([i for i in order if keep(names[i])], dtype=np.int64)
+    end = None if filters.launch_count is None else filters.launch_skip + filters.launch_count
+    return np.asarray(order[filters.launch_skip:end], dtype=np.int64)
+
+
+def _by_key(rows: Sequence[int], keys: List[str]) -> Dict[str, List[int]]:
+    out: Dict[str, List[int]] = {}
+    for row in rows:
+        out.setdefault(keys[row], []).append(int(row))
+    return out
+
+
+# ------------------------------------------------------------------ checking a pair
+def _known(value) -> bool:
+    return isinstance(value, str) and value != "" or isinstance(value, (int, float, np.number)) and not math.isnan(value)
+
+
+def checked_values(kernels: pd.DataFrame) -> Dict[str, np.ndarray]:
+    """The columns a pair is checked on, as arrays (one lookup per pair, not a row object)."""
+    return {column: kernels[column].to_numpy() for column, _ in CHECKED}
+
+
+def config_differences(trace: Dict[str, np.ndarray], ti: int, counters: Dict[str, np.ndarray], ci: int) -> List[str]:
+    """What differs between two launches' grid, block and registers (checked where both know it)."""
+    out = []
+    for column, label in CHECKED:
+        a, b = trace[column][ti], counters[column][ci]
+        if _known(a) and _known(b) and a != b:
+            out.append(f"{label} {a} in the trace vs {b} in the report")
+    return out
+
+
+# ------------------------------------------------------------------ the join
+def join(trace, counters, filters: JoinFilters = JoinFilters()) -> JoinResult:
+    """The trace Profile with the counter Profile's launches joined onto its kernel rows (see the
+    module's docstring); neither input is changed."""
+    t, c = trace.kernels, counters.kernels
+    stage = key_stage(t, c)
+    t_keys, c_keys = name_keys(t, stage), name_keys(c, stage)
+    expected = expected_launches(t, filters)
+    trace_by_key = _by_key(expected, t_keys)
+    counter_by_key = _by_key(np.argsort(c["launch_id"].to_numpy(), kind="stable"), c_keys)
+    t_checked, c_checked = checked_values(t), checked_values(c)
+    rows, pairs = [], []
+    for key in list(dict.fromkeys([*trace_by_key, *counter_by_key])):
+        mine, theirs = trace_by_key.get(key, []), counter_by_key.get(key, [])
+        for ti, ci in zip(mine, theirs):
+            differs = config_differences(t_checked, ti, c_checked, ci)
+            rows.append(_row("config-differs" if differs else "matched", key, t, c, ti, ci, "; ".join(differs)))
+            if not differs:
+                pairs.append((ti, ci))
+        for ti in mine[len(theirs):]:
+            rows.append(_row("trace-only", key, t, c, ti, None,
+                             f"the report has {len(theirs)} launch(es) of this kernel, the trace's filtered "
+                             f"launches {len(mine)}: this one is not in the report"))
+        for ci in theirs[len(mine):]:
+            rows.append(_row("report-only", key, t, c, None, ci,
+                             f"the trace's filtered launches hold {len(mine)} of this kernel, the report "
+                             f"{len(theirs)}: no trace launch left for this one"))
+    table = pd.DataFrame(rows, columns=JOIN_COLUMNS)
+    cross = cross_tool_summary(table, counters.provenance.tool, trace.provenance.tool)
+    joined = joined_profile(trace, counters, pairs)
+    result = JoinResult(joined, table, stage, len(expected), len(t) - len(expected), cross)
+    joined.summaries = {**joined.summaries, JOIN_TABLE: table}
+    joined.notes = [*joined.notes, *join_notes(result, filters, counters)]
+    return result
+
+
+def _duration(kernels: pd.DataFrame, row: Optional[int]) -> float:
+    return math.nan if row is None else float(kernels["duration_ns"].iloc[row])
+
+
+def _row(status: str, key: str, t: pd.DataFrame, c: pd.DataFrame, ti: Optional[int], ci: Optional[int],
+         reason: str) -> dict:
+    trace_ns, counter_ns = _duration(t, ti), _duration(c, ci)
+    ratio = counter_ns / trace_ns if trace_ns > 0 and not math.isnan(counter_ns) else math.nan
+    return {"status": status, "key": key,
+            "trace_launch": -1 if ti is None else int(t["launch_id"].iloc[ti]),
+            "counter_launch": -1 if ci is None else int(c["launch_id"].iloc[ci]),
+            "trace_ns": trace_ns, "counter_ns": counter_ns, "ratio": ratio, "reason": reason}
+
+
+def joined_profile(trace, counters, pairs: List[Tuple[int, int]]):
+    """A copy of the trace Profile whose paired kernel rows carry the counter launch's columns, raw
+    metrics and rule results (the kernel drawer's sections), and devices with the report's peaks."""
+    kernels = trace.kernels.copy()
+    t_rows = np.array([p[0] for p in pairs], dtype=np.int64)
+    c_rows = np.array([p[1] for p in pairs], dtype=np.int64)
+    for column in COPIED_COLUMNS + (("launch_id", COUNTER_LAUNCH), ("duration_ns", COUNTER_DURATION)):
+        source, target = column if isinstance(column, tuple) else (column, column)
+        _copy_column(kernels, target, counters.kernels[source].to_numpy(), t_rows, c_rows)
+    # Work counts are the report's; the rate is over the time the application took.
+    flops = kernels["flops"].to_numpy(dtype=float)
+    kernels["flop_per_s"] = flops / kernels["duration_ns"].to_numpy(dtype=float) * 1e9
+    n = len(kernels)
+    raw = [dict(r) for r in trace.raw_metrics] if len(trace.raw_metrics) == n else [{} for _ in range(n)]
+    rules = [list(r) for r in trace.rules] if len(trace.rules) == n else [[] for _ in range(n)]
+    for ti, ci in pairs:
+        if ci < len(counters.raw_metrics):
+            raw[ti] = counters.raw_metrics[ci]
+        if ci < len(counters.rules):
+            rules[ti] = counters.rules[ci]
+    return dataclasses.replace(trace, kernels=kernels, raw_metrics=raw, rules=rules,
+                               devices=joined_devices(trace.devices, counters.devices),
+                               summaries=dict(trace.summaries), notes=list(trace.notes))
+
+
+def _copy_column(kernels: pd.DataFrame, column: str, source: np.ndarray, t_rows: np.ndarray,
+                 c_rows: np.ndarray) -> None:
+    if source.dtype == object:
+        values = np.full(len(kernels), "", dtype=object)
+    elif column == COUNTER_LAUNCH:
+        values = np.full(len(kernels), -1, dtype=np.int64)
+    else:
+        values = np.full(len(kernels), math.nan)
+    values[t_rows] = source[c_rows]
+    kernels[column] = values
+
+
+def joined_devices(trace_devices, counter_devices):
+    """Per trace device the report's device of the same id where it has one (its peaks are measured),
+    else the trace's; devices only the report has are added."""
+    by_id = {d.id: d for d in counter_devices}
+    out = [by_id.get(d.id, d) for d in trace_devices]
+    seen = {d.id for d in out}
+    return out + [d for d in counter_devices if d.id not in seen]
+
+
+# ------------------------------------------------------------------ the cross-tool time check
+def cross_tool_summary(table: pd.DataFrame, counter_tool: str, trace_tool: str) -> dict:
+    """Per matched kernel name: the report's and the trace's time per launch and their ratio (counter
+    / trace), flagged beyond compare.py's CROSS_TOOL_RATIO_LIMIT either way, with the causes."""
+    matched = table[table["status"] == "matched"]
+    per_key = matched.groupby("key", sort=False).agg(launches=("key", "size"), trace_ns=("trace_ns", "sum"),
+                                                     counter_ns=("counter_ns", "sum"))
+    names = []
+    for key, r in per_key.iterrows():
+        ratio = r["counter_ns"] / r["trace_ns"] if r["trace_ns"] > 0 else math.nan
+        flagged = bool(ratio > 0 and max(ratio, 1 / ratio) > CROSS_TOOL_RATIO_LIMIT)
+        names.append({"key": key, "launches": int(r["launches"]), "trace_ns": float(r["trace_ns"]),
+                      "counter_ns": float(r["counter_ns"]), "ratio": ratio, "flagged": flagged})
+    trace_total, counter_total = float(matched["trace_ns"].sum()), float(matched["counter_ns"].sum())
+    return {"counter_tool": counter_tool, "trace_tool": trace_tool, "threshold": CROSS_TOOL_RATIO_LIMIT,
+            "trace_ns": trace_total, "counter_ns": counter_total,
+            "ratio": counter_total / trace_total if trace_total > 0 else math.nan,
+            "flagged": sum(n["flagged"] for n in names), "kernels": names, "causes": CROSS_TOOL_CAUSES}
+
+
+def join_notes(result: JoinResult, filters: JoinFilters, counters) -> List[str]:
+    """The run's notes on the join: what was matched, what was left over and the time check."""
+    tool = counters.provenance.tool
+    source = counters.provenance.source_path
+    notes = [f"joined with {tool} report {source} ({filters.text()}): {result.count('matched')} of "
+             f"{len(counters.kernels)} report launches matched to trace kernels by {result.stage} name and "
+             f"launch order; {result.expected} trace launches expected in the report, {result.filtered_out} "
+             f"left out by the filters"]
+    leftovers = {s: result.count(s) for s in STATUSES[1:] if result.count(s)}
+    if leftovers:
+        notes.append("not joined (listed in the " + JOIN_TABLE + " table, never guessed): " +
+                     ", ".join(f"{n} {s}" for s, n in leftovers.items()))
+    cross = result.cross_tool
+    if cross["trace_ns"] > 0:
+        notes.append(f"cross-tool time check: matched kernels took {cross['counter_ns']:.0f} ns in {tool} and "
+                     f"{cross['trace_ns']:.0f} ns in the trace (ratio {cross['ratio']:.2f}); {cross['flagged']} "
+                     f"kernel name(s) beyond {cross['threshold']}x: {cross['causes']}")
+    return notes
+
+
+# ------------------------------------------------------------------ operators (PyTorch traces)
+OP_COUNTERS_TABLE = "op_counters"
+# Kernel counters averaged per operator, weighted by the kernels' time in the trace.
+OP_WEIGHTED = ("achieved_occupancy_pct", "sm_throughput_pct", "memory_throughput_pct", "l1_hit_rate_pct",
+               "l2_hit_rate_pct")
+OP_COUNTER_COLUMNS = ["op", "counted_kernels", "counted_ns", *OP_WEIGHTED, "bound_mix"]
+
+
+def operator_counters(profile, analysis) -> None:
+    """Pipeline step: summaries["op_counters"] for a trace whose kernels carry joined counters (a
+    PyTorch trace joined with a counter report): per operator, over the kernels it launched that
+    have counters, their count and trace time, the time-weighted mean of each of OP_WEIGHTED, and
+    the mix of their bound labels by time ("memory 70%, compute 30%")."""
+    kernels = profile.kernels
+    if "op" not in kernels.columns or COUNTER_LAUNCH not in kernels.columns:
+        return
+    counted = kernels[kernels[COUNTER_LAUNCH].to_numpy() >= 0]
+    if counted.empty:
+        return
+    analysis.summaries[OP_COUNTERS_TABLE] = op_counter_table(counted)
+
+
+def op_counter_table(counted: pd.DataFrame) -> pd.DataFrame:
+    """op_counters over the kernel rows that have counters (see operator_counters)."""
+    rows = []
+    for op, group in counted.groupby(counted["op"].fillna(""), sort=False):
+        weight = group["duration_ns"].to_numpy(dtype=float)
+        row = {"op": op, "counted_kernels": len(group), "counted_ns": float(np.nansum(weight))}
+        for column in OP_WEIGHTED:
+            row[column] = time_weighted_mean(group[column].to_numpy(dtype=float), weight)
+        row["bound_mix"] = bound_mix(group["bound"].tolist(), weight)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=OP_COUNTER_COLUMNS).sort_values("counted_ns", ascending=False, kind="stable") \
+        .reset_index(drop=True)
+
+
+def time_weighted_mean(values: np.ndarray, weights: np.ndarray) -> float:
+    """Mean of the values present, each weighted by its kernel's time; NaN when none is present."""
+    known = ~np.isnan(values) & ~np.isnan(weights)
+    total = weights[known].sum()
+    return float((values[known] * weights[known]).sum() / total) if total > 0 else math.nan
+
+
+def bound_mix(labels: List[str], weights: np.ndarray) -> str:
+    """'memory 70%, compute 30%': each bound label's share of the time, largest first."""
+    shares: Dict[str, float] = {}
+    for label, weight in zip(labels, weights):
+        if isinstance(label, str) and label and not math.isnan(weight):
+            shares[label] = shares.get(label, 0.0) + weight
+    total = sum(shares.values())
+    if total <= 0:
+        return ""
+    return ", ".join(f"{label} {100 * w / total:.0f}%" for label, w in sorted(shares.items(), key=lambda kv: -kv[1]))
