@@ -25,6 +25,7 @@ from .advice import advise
 from .bottleneck import classify_profile
 from .findings import Finding
 from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables, label_phases
+from .join import OP_COUNTERS_TABLE, operator_counters
 from .roofline import apply_roofline, device_roofs, ridge_points
 from .summary import headline_scalars
 from .topdown import label_topdown_tables
@@ -150,6 +151,7 @@ STEPS = (
     # Summary-table steps go here, before the figures and the advice that read the tables.
     Step(gpu_trace_tables, makes=GPU_TRACE_TABLES),
     Step(torch_tables, makes=TORCH_TABLES),
+    Step(operator_counters, makes=(OP_COUNTERS_TABLE,)),  # joined traces (analysis/join.py)
     Step(headline_figures),
     Step(findings),
 )
