@@ -291,7 +291,7 @@ def _timeline_file(entry: RunEntry, key: str) -> Path:
 
 def _has_timeline_file(entry: RunEntry, key: str) -> bool:
     name = (entry.manifest.get("files") or {}).get(key)
-    return bool(name) and (entry.asset_dir / Path(str(name)).name).is_file()
+    return bool(name) and entry.has_asset(Path(str(name)).name)  # fetched first from a remote logdir
 
 
 def timeline_index(entry: RunEntry):
