@@ -35,6 +35,8 @@ KERNEL_COLUMNS: Dict[str, tuple] = {
     "achieved_occupancy_pct": ("%", "float", "achieved occupancy: active warps / max warps per SM"),
     "theoretical_occupancy_pct": ("%", "float", "theoretical occupancy"),
     "occupancy_limiter": ("", "str", "what caps theoretical occupancy: registers, shared memory, block size or warps"),
+    "occupancy_source": ("", "str", "where theoretical occupancy, its limiter and waves come from when no tool measured "
+                         "them: 'theoretical (from launch configuration)' (analysis/occupancy.py); '' when the tool's"),
     "sm_throughput_pct": ("%", "float", "compute (SM) throughput, % of peak"),
     "memory_throughput_pct": ("%", "float", "memory throughput, % of peak (busiest memory unit)"),
     "dram_throughput_pct": ("%", "float", "DRAM throughput, % of peak"),
@@ -102,6 +104,17 @@ class Device:
     clock_mhz: Optional[float] = None
     memory_clock_mhz: Optional[float] = None
     peaks: Dict[str, Peak] = dataclasses.field(default_factory=dict)
+    # Launch limits of one SM (CU on AMD) as the export states them; None where it does not
+    # (analysis/occupancy.py then takes them from its per-architecture table).
+    warp_size: Optional[int] = None  # threads per warp (wavefront size on AMD)
+    max_threads_per_block: Optional[int] = None
+    max_warps_per_sm: Optional[int] = None  # resident warps (AMD: waves per CU)
+    max_blocks_per_sm: Optional[int] = None  # resident blocks (work-groups)
+    registers_per_sm: Optional[int] = None
+    registers_per_block: Optional[int] = None
+    shared_mem_per_sm: Optional[int] = None  # bytes (AMD: LDS per CU)
+    shared_mem_per_block_optin: Optional[int] = None  # bytes a block may opt in to
+    reserved_shared_mem_per_block: Optional[int] = None  # bytes the driver keeps per block (1 KB on cc >= 8.0)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -110,7 +123,8 @@ class Device:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Device":
-        d = dict(d)
+        known = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}  # a newer writer's fields are skipped
         d["peaks"] = {k: Peak(**p) for k, p in d.get("peaks", {}).items()}
         return cls(**d)
 
