@@ -254,6 +254,26 @@ PEAK_HOW = {
 }
 
 
+# model.Device launch-limit field -> Nsight Compute device attribute (what its occupancy calculator reads).
+LAUNCH_LIMIT_ATTRIBUTES = {
+    "warp_size": "device__attribute_warp_size",
+    "max_threads_per_block": "device__attribute_max_threads_per_block",
+    "max_warps_per_sm": "device__attribute_max_warps_per_multiprocessor",
+    "max_blocks_per_sm": "device__attribute_max_blocks_per_multiprocessor",
+    "registers_per_sm": "device__attribute_max_registers_per_multiprocessor",
+    "registers_per_block": "device__attribute_max_registers_per_block",
+    "shared_mem_per_sm": "device__attribute_max_shared_memory_per_multiprocessor",
+    "shared_mem_per_block_optin": "device__attribute_max_shared_memory_per_block_optin",
+    "reserved_shared_mem_per_block": "device__attribute_reserved_shared_memory_per_block",
+}
+
+
+def launch_limits(m: Metrics) -> Dict[str, Optional[int]]:
+    """The device's launch limits among the launch's metrics (None where the report lacks one)."""
+    values = {field: num(m, name) for field, name in LAUNCH_LIMIT_ATTRIBUTES.items()}
+    return {field: None if math.isnan(v) else int(v) for field, v in values.items()}
+
+
 def device_from_metrics(device_id: int, m: Metrics, peaks: Optional[Dict[str, float]] = None) -> Device:
     major, minor = num(m, "device__attribute_compute_capability_major"), num(m, "device__attribute_compute_capability_minor")
     cc = "" if math.isnan(major) or math.isnan(minor) else f"{int(major)}.{int(minor)}"
@@ -269,6 +289,7 @@ def device_from_metrics(device_id: int, m: Metrics, peaks: Optional[Dict[str, fl
         sm_count=None if math.isnan(sms) else int(sms),
         clock_mhz=None if math.isnan(clock_khz) else clock_khz / 1000,
         memory_clock_mhz=None if math.isnan(mem_khz) else mem_khz / 1000,
+        **launch_limits(m),
     )
     for key, value in (peaks or {}).items():
         unit = PEAK_UNITS[key.split("_")[0]]
