@@ -25,6 +25,9 @@ examples:
   tb-hwprof export v1.ncu-rep v2.ncu-rep --logdir runs --run series     # runs series/v1, series/v2 at steps 0, 1
   tb-hwprof export worker0.1623143089861.pt.trace.json.gz --logdir runs   # PyTorch profiler trace
   tb-hwprof export runs/exp1                # tensorboard_trace_handler's folder: exported beside its trace
+  tb-hwprof export rank*.pt.trace.json.gz --logdir runs --run job       # a distributed job: job/rank_N + job
+  tb-hwprof export rank*.sqlite --ranks --logdir runs --run job         # ranks of other formats: --ranks
+  tb-hwprof export rank*.json.gz --run job --scheduler tcp://host:8786  # on an existing Dask cluster
   tensorboard --logdir runs
 
 The format is detected from the file's content. Each report becomes one run:
@@ -39,6 +42,21 @@ Writes are atomic: the run is built in a hidden folder and renamed into place,
 so a failed or killed export leaves the logdir as it was. An existing run is
 never touched unless --overwrite is given; then it is replaced as a whole,
 only after the new one has been written completely.
+
+Series or job: several files under --run NAME are an optimisation series
+(NAME/<file stem> at steps 0, 1, ...), except when they are the ranks of one
+distributed job: --ranks says so for any format (Nsight Systems .sqlite or
+rocprof per rank), and PyTorch traces whose distributedInfo gives each a
+different rank of the same world size are taken as a job without it (--series
+exports them as a series).  A job's ranks become runs NAME/rank_N (the rank from
+distributedInfo, else rank_N / rankN in the file name, else the order given)
+and NAME itself a cross-rank run (ranks, steps per rank, stragglers).  The ranks
+are exported on Dask: a local cluster of one single-threaded worker process per
+core (--workers), or the cluster at --scheduler ADDRESS ($TB_HWPROF_SCHEDULER),
+whose workers must see the files and the logdir at the same paths; --scheduler
+none exports them one after another in this process.  A missing or damaged rank
+stops the job with nothing written, unless --skip-bad-ranks (the job's notes
+list the skipped ones); ranks of different jobs are refused.
 """
 
 
@@ -95,6 +113,9 @@ def cmd_export(args) -> int:
     options = dict(step=first_step, window=window, trace=args.trace, progress=lambda line: _progress(args, line),
                    written=lambda run_dir: _report_timeline(run_dir, args.trace))
     count = 0
+    if files and is_job(args, files, folders):
+        return export_job(args, files, window)
+    refuse_job_options(args)
     if files:
         series = args.run if len(files) > 1 and args.run is not None else None
         count += len(export_reports(files, args.logdir, run_names(files, args.run), overwrite=args.overwrite,
@@ -104,6 +125,44 @@ def cmd_export(args) -> int:
         run = args.run if len(folders) == 1 and not files else None
         count += len(export_folder(folder, args.logdir, run, overwrite=args.overwrite, **options))
     print(f"exported {count} run(s) to {Path(args.logdir)}: tensorboard --logdir {Path(args.logdir)}")
+    return 0
+
+
+JOB_OPTIONS = (("scheduler", "--scheduler"), ("workers", "--workers"), ("skip_bad_ranks", "--skip-bad-ranks"))
+
+
+def is_job(args, files: List[Path], folders: List[Path]) -> bool:
+    """Whether the files are the ranks of one job (the rule of EXPORT_EPILOG's "Series or job")."""
+    if args.series:
+        return False
+    if args.ranks:
+        if args.run is None or folders:
+            raise HwprofError("--ranks needs --run JOB naming the job, and rank files (not run folders)")
+        return True
+    if args.run is None or folders or len(files) < 2:
+        return False
+    from .jobs import looks_like_job
+    if looks_like_job(files):
+        _progress(args, f"{len(files)} PyTorch traces of distinct ranks of one world size: exported as job "
+                        f"{args.run} (--series exports them as a series)")
+        return True
+    return False
+
+
+def refuse_job_options(args) -> None:
+    """--scheduler, --workers and --skip-bad-ranks mean nothing outside a job: say so rather than ignore them."""
+    given = [flag for attr, flag in JOB_OPTIONS if getattr(args, attr) not in (None, False)]
+    if given:
+        raise HwprofError(f"{', '.join(given)}: only for the ranks of a job -- add --ranks (and --run JOB)")
+
+
+def export_job(args, files: List[Path], window) -> int:
+    from .jobs import export_job as run_job
+    runs = run_job(files, args.logdir, args.run, scheduler=args.scheduler, skip_bad_ranks=args.skip_bad_ranks,
+                   overwrite=args.overwrite, step=args.step or 0, trace=args.trace, window=window,
+                   salvage=args.salvage, workers=args.workers, progress=lambda line: _progress(args, line))
+    print(f"exported job {args.run}: {len(runs) - 1} rank run(s) and the job's run to {Path(args.logdir)}: "
+          f"tensorboard --logdir {Path(args.logdir)}")
     return 0
 
 
@@ -189,12 +248,33 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--salvage", action="store_true",
                         help="a damaged report (Nsight Compute .ncu-rep): keep its sound launches instead of "
                              "refusing the file; the run's notes list the launches left out")
+    add_job_options(export)
     export.add_argument("--quiet", action="store_true", help="no progress lines")
     export.add_argument("--debug", action="store_true", help="show tracebacks")
     export.set_defaults(func=cmd_export)
     add_trace_command(sub)
     add_compare_command(sub)
     return parser
+
+
+def add_job_options(export) -> None:
+    kind = export.add_mutually_exclusive_group()
+    kind.add_argument("--ranks", action="store_true",
+                      help="the files are the ranks of one distributed job (any format): runs JOB/rank_N and the "
+                           "cross-rank run JOB (needs --run JOB); PyTorch traces naming distinct ranks of one world "
+                           "size in distributedInfo are a job without it")
+    kind.add_argument("--series", action="store_true",
+                      help="the files are an optimisation series even if they look like a job's ranks")
+    export.add_argument("--scheduler", metavar="ADDRESS",
+                        help="job: the Dask scheduler to run the ranks on (tcp://host:8786; its workers must see "
+                             "the files and the logdir at these paths), or 'none' for one after another in this "
+                             "process (default: $TB_HWPROF_SCHEDULER, else a local cluster)")
+    export.add_argument("--workers", type=int, metavar="N",
+                        help="job on a local cluster: N single-threaded worker processes (default: one per core, "
+                             "at most one per rank; each holds one rank at a time)")
+    export.add_argument("--skip-bad-ranks", action="store_true",
+                        help="job: export the other ranks when one is missing or damaged, listing it in the job's "
+                             "notes (default: stop with nothing written)")
 
 
 def add_trace_command(sub) -> None:
