@@ -250,10 +250,14 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
     that stay (PyTorch run folders: the traces torch-tb-profiler reads there).  salvage: a damaged
     report keeps its sound launches (the run's notes list the others) instead of being refused."""
     from ..errors import HwprofError
+    from ..logdir import fs
     from ..logdir.trace import TRACE_MODES
     from ..logdir.writer import run_folder
     if trace not in TRACE_MODES:
         raise HwprofError(f"bad trace mode {trace!r}: use one of {', '.join(TRACE_MODES)}")
+    if fs.is_url(logdir):
+        return _export_remote(paths, logdir, runs, overwrite=overwrite, step=step, window=window, trace=trace,
+                              progress=progress, written=written, beside=beside, salvage=salvage, series=series)
     logdir = Path(logdir)
     for name in runs:
         run_folder(logdir, name, overwrite, beside)  # before reading anything: a name in use fails at once
@@ -271,6 +275,28 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
         from ..logdir.writer import write_series_events
         path = write_series_events(logdir, series, [(a.scalars, s) for a, s in zip(analyses, steps)])
         progress(f"series {series}: headline scalars of {len(out)} runs at steps {steps[0]}..{steps[-1]} in {path}")
+    return out
+
+
+def _export_remote(paths: Sequence, url: str, runs: Sequence[str], *, overwrite: bool, written, progress,
+                   beside: bool, series: Optional[str], **options) -> List[str]:
+    """export_reports to a URL logdir (logdir/fs.py): every run written locally into a temporary
+    folder as to a local logdir, then each published (staged, then copied with its manifest and
+    event file last); the runs' URLs."""
+    import tempfile
+    from ..logdir import fs
+    remote = fs.RemoteDir(url)
+    for name in runs:
+        fs.check_free(remote, name, overwrite, beside)  # before reading anything: a name in use fails at once
+    with tempfile.TemporaryDirectory(prefix="tb-hwprof-export-") as local:
+        local_runs = export_reports(paths, local, runs, progress=progress, beside=beside, series=series, **options)
+        out = []
+        for name, local_run in zip(runs, local_runs):
+            out.append(fs.publish_run(remote, local_run, name, overwrite, beside))
+            progress(f"published {out[-1]}")
+            written(out[-1])
+        if series is not None:
+            fs.publish_series_events(remote, Path(local), series)
     return out
 
 

@@ -160,8 +160,13 @@ def read_summaries(run_dir, manifest: dict) -> dict:
 def load_run(run_dir, with_details: bool = True) -> Profile:
     """The Profile a run was written from (<logdir>/<run>/): the reader's summary tables, not the
     analysis' (load_analysis has those); with_details=False skips raw metrics and rules.  Damage
-    is an InputError (or FormatVersionError) naming the file, nothing else."""
+    is an InputError (or FormatVersionError) naming the file, nothing else.  run_dir may be a URL
+    (s3://bucket/runs/NAME, any fsspec URL): its tables are fetched, its timeline is not."""
     from ..analysis.pipeline import ANALYSIS_SUMMARIES
+    from . import fs
+    if fs.is_url(run_dir):
+        with fs.fetched_run(run_dir) as local:
+            return load_run(local, with_details)
     manifest = read_manifest(run_dir)
     kernels = read_kernels(run_dir, manifest)
     # A run without details (tracers) gives [] as its reader did: the Profile's "none in the report".
@@ -181,6 +186,10 @@ def load_analysis(run_dir):
     (advice as evidence / suggestion / values) load through Finding.from_dict."""
     from ..analysis.findings import Finding
     from ..analysis.pipeline import ANALYSIS_SUMMARIES, Analysis
+    from . import fs
+    if fs.is_url(run_dir):
+        with fs.fetched_run(run_dir) as local:
+            return load_analysis(local)
     manifest = read_manifest(run_dir)
     written = read_summaries(run_dir, manifest)
     return Analysis(findings=[Finding.from_dict(f) for f in manifest.get("advice") or []],

@@ -82,8 +82,11 @@ class RunEntry:
     """One run at one signature: the manifest now, everything else built on first use."""
 
     def __init__(self, run: str, run_dir: Path, sig: Tuple, manifest: dict, loads: collections.Counter,
-                 errors: Optional["ErrorLog"] = None):
+                 errors: Optional["ErrorLog"] = None, remote=None):
         self.run, self.run_dir, self.signature, self.manifest = run, run_dir, sig, manifest
+        # A run of a URL logdir (logdir.fs.RemoteRun): run_dir is its local mirror, each object
+        # fetched into it when first asked for.
+        self.remote = remote
         self.loads = loads  # the store's read counter
         self.errors = ErrorLog() if errors is None else errors  # the store's: outlives this entry
         self.asset_dir = reader.asset_dir(run_dir)
@@ -94,8 +97,17 @@ class RunEntry:
 
     def asset(self, relative: str) -> Path:
         """The real path of the run's asset file `relative` (metadata's names); 404 when it resolves
-        outside the run's asset folder."""
-        return confined(self.asset_dir, relative)
+        outside the run's asset folder.  A remote run's object is fetched first (once)."""
+        path = confined(self.asset_dir, relative)
+        if self.remote is not None:
+            self.remote.fetch(path.relative_to(os.path.realpath(self.asset_dir)).as_posix(), self.asset_dir)
+        return path
+
+    def has_asset(self, name: str) -> bool:
+        """Whether the asset file `name` (a file name the manifest lists) is there."""
+        if self.remote is not None:
+            return self.asset(name).is_file()
+        return (self.asset_dir / name).is_file()
 
     def memo(self, key, build: Callable[[], object]):
         """build() once per key; a failure is cached too (as a 422) until the files change.
@@ -261,7 +273,10 @@ class RunStore:
     """Maps listed run names to folders under the logdir and caches what was read from them."""
 
     def __init__(self, logdir: Optional[str], max_loaded: int = MAX_LOADED):
-        self.logdir = os.path.expanduser(logdir) if logdir else ""
+        from ..logdir import fs
+        self.remote = fs.RemoteDir(logdir) if fs.is_url(logdir) else None  # a URL logdir (s3://...)
+        self.mirror = fs.mirror_folder() if self.remote is not None else None
+        self.logdir = logdir if self.remote is not None else os.path.expanduser(logdir) if logdir else ""
         self.max_loaded = max_loaded
         self._lock = threading.Lock()
         self._manifests: Dict[str, Tuple[Tuple, object]] = {}  # run -> (signature, manifest or HttpError)
@@ -273,6 +288,8 @@ class RunStore:
         """The run's folder; 404 unless it resolves (symlinks followed) inside the logdir."""
         if not self.logdir:
             raise HttpError(404, "tb_hwprof needs TensorBoard started with --logdir (not --logdir_spec)")
+        if self.remote is not None:
+            return self._mirror_dir(run)
         run_dir = Path(self.logdir) if run == LOGDIR_RUN else Path(self.logdir, *posixpath.normpath(run).split("/"))
         root = os.path.realpath(self.logdir)
         for path in (run_dir, reader.asset_dir(run_dir)):
@@ -280,18 +297,63 @@ class RunStore:
                 raise HttpError(404, f"run {run!r} resolves outside the logdir")
         return run_dir
 
+    def _mirror_dir(self, run: str) -> Path:
+        """The local folder a remote run's objects are fetched into; 404 for a name that would leave
+        the logdir's bucket and prefix (logdir.fs.RemoteDir.key)."""
+        from ..logdir import fs
+        from ..logdir.writer import key_of
+        try:
+            self.remote.key(run)
+        except HwprofError as e:
+            raise HttpError(404, f"run {run!r} resolves outside the logdir ({e})") from None
+        return self.mirror / key_of(run)
+
+    def _remote_run(self, run: str):
+        from ..logdir import fs
+        return fs.RemoteRun(self.remote, run)
+
+    def _signature(self, run: str, run_dir: Path) -> Tuple:
+        if self.remote is None:
+            return signature(reader.asset_dir(run_dir))
+        return self._remote_run(run).signature()
+
+    def _generation_dir(self, run_dir: Path, sig: Tuple) -> Path:
+        """Where this version of a run's files is read: the run folder (local), or a mirror folder of
+        its own per version (remote: an entry never mixes a new object into an old version's folder)."""
+        if self.remote is None:
+            return run_dir
+        from ..logdir import fs
+        return run_dir / fs.generation(sig)
+
     def manifest(self, run: str, run_dir: Path) -> Tuple[Tuple, dict]:
         """(signature, manifest); 422 when the manifest is missing, unreadable or too new."""
-        sig = signature(reader.asset_dir(run_dir))
+        sig = self._signature(run, run_dir)
         with self._lock:
             cached = self._manifests.get(run)
         if cached is None or cached[0] != sig:
-            cached = (sig, self._read_manifest(run_dir))
+            cached = (sig, self._read_manifest_of(run, run_dir, sig))
             with self._lock:
                 self._manifests[run] = cached
         if isinstance(cached[1], HttpError):
             raise cached[1]
         return cached
+
+    def _fetched_manifest(self, run: str, run_dir: Path, sig: Tuple) -> Path:
+        """The folder to read the manifest from: a remote run's manifest is fetched first (a missing
+        one answers 422 naming the URL, not the mirror)."""
+        run_dir = self._generation_dir(run_dir, sig)
+        if self.remote is not None:
+            remote = self._remote_run(run)
+            if remote.fetch(metadata.MANIFEST, reader.asset_dir(run_dir)).is_file() is False:
+                raise HttpError(422, f"{self.remote.url_of(remote.assets)}/{metadata.MANIFEST}: missing -- "
+                                     f"not a tb-hwprof run, or an export was interrupted: re-export the run")
+        return run_dir
+
+    def _read_manifest_of(self, run: str, run_dir: Path, sig: Tuple):
+        try:
+            return self._read_manifest(self._fetched_manifest(run, run_dir, sig))
+        except HttpError as e:
+            return e
 
     def _read_manifest(self, run_dir: Path):
         self.loads["manifest"] += 1
@@ -307,7 +369,9 @@ class RunStore:
         with self._lock:
             entry = self._loaded.get(run)
             if entry is None or entry.signature != sig:
-                entry = RunEntry(run, run_dir, sig, manifest, self.loads, self.errors)
+                remote = self._remote_run(run) if self.remote is not None else None
+                entry = RunEntry(run, self._generation_dir(run_dir, sig), sig, manifest, self.loads, self.errors,
+                                 remote)
                 self._loaded[run] = entry
             self._loaded.move_to_end(run)
             while len(self._loaded) > self.max_loaded:

@@ -1,0 +1,340 @@
+"""Logdirs given as URLs (s3://, gs://, az://, hdfs://, any fsspec protocol), as TensorBoard takes them.
+
+Local paths never come here: the writer, reader and plugin keep their local code (renames, locks).
+A URL logdir is reached through fsspec with the same URL (credentials and endpoint as the
+filesystem's library reads them: for S3, AWS_ENDPOINT_URL is read by both s3fs and TensorBoard's
+own boto3 client).  Three narrow uses:
+
+- export: the run is written by the local writer into a temporary folder, then published here
+  (publish_run): uploaded under <logdir>/.tb-hwprof/staging/<run key>@<pid>@<host>@<time>/, then
+  copied under <logdir>/<run>/ with the manifest after every table and our event file last
+  (TensorBoard lists a run once a tfevents object is there), then the previous generation's
+  leftovers and the staging prefix are deleted.  docs/FORMAT.md says what is and is not atomic.
+- load_run: the run's tables (not its timeline) fetched into a temporary folder and read there.
+- the plugin: RemoteRun fetches one object at a time, when a view first needs it, into a local
+  mirror the plugin's local code reads (the store's RunEntry.asset is the only caller).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import posixpath
+import re
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from ..errors import HwprofError, InputError, RunExists
+from . import metadata
+
+URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+ASSET_PREFIX = "/".join(metadata.ASSET_DIR)
+STAGING = f"{metadata.WORK_AREA}/staging"
+# A staging prefix whose export is neither on this host nor finished after this long is abandoned.
+STALE_AFTER_S = 6 * 3600
+# Tests only: the export kills itself (SIGKILL) after this many object writes, to leave what a
+# killed export leaves at a known point.
+KILL_AFTER_WRITES_ENV = "TB_HWPROF_TEST_KILL_AFTER_WRITES"
+
+
+def is_url(logdir) -> bool:
+    """Whether `logdir` is a URL for fsspec (file:// stays a local path)."""
+    return isinstance(logdir, str) and bool(URL.match(logdir)) and not logdir.lower().startswith("file://")
+
+
+def missing_library(url: str, error: ImportError) -> HwprofError:
+    extra = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}.get(url.split("://", 1)[0].lower())
+    hint = f"pip install 'tb-hwprof[{extra}]'" if extra else "install the fsspec filesystem for this protocol"
+    return InputError(url, f"cannot open this logdir URL ({error})", hint)
+
+
+def relative_problem(relative: str) -> Optional[str]:
+    """Why `relative` cannot name something under a remote logdir (None when it can): the run-name
+    rule (no '..', '.', hidden or empty parts, also once percent-decoded), and none of the characters
+    that fsspec URLs give a meaning ('?' versions, '#' fragments, '\\')."""
+    problem = metadata.run_name_problem(relative)
+    if problem is None and any(c in relative for c in "?#\\"):
+        problem = f"bad run name {relative!r}: '?', '#' and '\\' cannot be part of an object key"
+    return problem
+
+
+class RemoteDir:
+    """A logdir (or a run) at a URL: the fsspec filesystem and the root key every path stays under."""
+
+    def __init__(self, url: str):
+        import fsspec
+        try:
+            self.fs, root = fsspec.core.url_to_fs(url)
+        except ImportError as e:
+            raise missing_library(url, e) from None
+        self.root = root.rstrip("/")
+        if not self.root:
+            raise InputError(url, "no bucket or folder in this logdir URL", "give one, e.g. s3://bucket/runs")
+        self.url = url.rstrip("/")
+
+    def key(self, relative: str = ".") -> str:
+        """The key of `relative` under the root; HwprofError unless it stays there (same bucket,
+        normalised, no '..')."""
+        if relative == ".":
+            return self.root
+        problem = relative_problem(relative)
+        key = f"{self.root}/{relative}"
+        if problem or posixpath.normpath(key) != key or not key.startswith(self.root + "/"):
+            raise HwprofError(problem or f"bad run name {relative!r}: it leaves {self.url}")
+        return key
+
+    def url_of(self, key: str) -> str:
+        return self.url + key[len(self.root):]
+
+    def listing(self, key: str, recursive: bool = False) -> Dict[str, dict]:
+        """{key: info} of the objects under `key` (fresh: fsspec's listing cache is bypassed)."""
+        try:
+            self.fs.invalidate_cache(key)
+            if recursive:
+                return self.fs.find(key, detail=True)
+            return {info["name"].rstrip("/"): info for info in self.fs.ls(key, detail=True)}
+        except FileNotFoundError:
+            return {}
+
+
+def our_event_keys(listing: Dict[str, dict]) -> List[str]:
+    return sorted(k for k, info in listing.items() if info.get("type") != "directory"
+                  and is_our_events(posixpath.basename(k)))
+
+
+def is_our_events(name: str) -> bool:
+    return name.startswith("events.out.tfevents.") and name.endswith(metadata.EVENTS_SUFFIX)
+
+
+# ---------------------------------------------------------------- export: publish a local run
+class Publisher:
+    """Object writes of one export, counted (the tests' kill hook)."""
+
+    def __init__(self, remote: RemoteDir):
+        self.remote = remote
+        self.writes = 0
+        kill_after = os.environ.get(KILL_AFTER_WRITES_ENV, "")
+        self.kill_after = int(kill_after) if kill_after.isdigit() else None
+
+    def _wrote(self) -> None:
+        self.writes += 1
+        if self.kill_after is not None and self.writes >= self.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def put(self, local: Path, key: str) -> None:
+        self.remote.fs.put_file(str(local), key)
+        self._wrote()
+
+    def copy(self, source: str, key: str) -> None:
+        self.remote.fs.copy(source, key)
+        self._wrote()
+
+
+def check_free(remote: RemoteDir, run: str, overwrite: bool, beside: bool = False) -> str:
+    """The run's key; RunExists when the run is there (our event file, or with `beside` our manifest)
+    and overwrite is not asked."""
+    run_key = remote.key(run)
+    if overwrite:
+        return run_key
+    if beside:
+        taken = remote.fs.exists(f"{run_key}/{ASSET_PREFIX}/{metadata.MANIFEST}")
+    else:
+        taken = bool(our_event_keys(remote.listing(run_key)))
+    if taken:
+        raise RunExists(f"{remote.url_of(run_key)}: run already exists -- pass --overwrite to replace it, "
+                        f"or choose another --run")
+    return run_key
+
+
+def run_files(local_run: Path) -> List[Tuple[Path, str]]:
+    """(local file, key relative to the run) of a run the local writer wrote: the tables, then the
+    manifest, then our event file (the order they become visible in)."""
+    assets = local_run.joinpath(*metadata.ASSET_DIR)
+    tables = sorted(p for p in assets.rglob("*") if p.is_file() and p.name != metadata.MANIFEST)
+    ordered = [(p, p.relative_to(local_run).as_posix()) for p in tables]
+    ordered.append((assets / metadata.MANIFEST, f"{ASSET_PREFIX}/{metadata.MANIFEST}"))
+    ordered += [(p, p.name) for p in sorted(local_run.iterdir()) if p.is_file() and is_our_events(p.name)]
+    return ordered
+
+
+def staged_name(relative: str) -> str:
+    """Staged event files carry a pending name: TensorBoard lists hidden prefixes too."""
+    return relative.replace("events.out.tfevents.", metadata.PENDING_EVENTS_PREFIX, 1) \
+        if is_our_events(relative) else relative
+
+
+def owner_tag() -> str:
+    from .writer import owner_tag as local_owner_tag
+    return f"{local_owner_tag()}@{int(time.time())}"
+
+
+def publish_run(remote: RemoteDir, local_run: Path, run: str, overwrite: bool, beside: bool = False) -> str:
+    """The locally written run `local_run` published as <logdir>/<run> (the module's steps); its URL."""
+    from .writer import key_of
+    clean_staging(remote)
+    run_key = check_free(remote, run, overwrite, beside)
+    staging = f"{remote.root}/{STAGING}/{key_of(run)}@{owner_tag()}"
+    files = run_files(local_run)
+    publisher = Publisher(remote)
+    try:
+        for local, relative in files:
+            publisher.put(local, f"{staging}/{staged_name(relative)}")
+        check_free(remote, run, overwrite, beside)  # another export may have published it meanwhile
+        copy_into_place(publisher, staging, run_key, [relative for _, relative in files])
+    except BaseException:
+        delete(remote, [staging], recursive=True)
+        raise
+    delete(remote, [staging], recursive=True)
+    return remote.url_of(run_key)
+
+
+def copy_into_place(publisher: Publisher, staging: str, run_key: str, relatives: List[str]) -> None:
+    """Staged objects copied under the run in order (tables, manifest, event file), then what the
+    previous generation had and this one has not (its event file, tables it no longer has) deleted."""
+    remote = publisher.remote
+    previous = set(remote.listing(f"{run_key}/{ASSET_PREFIX}", recursive=True)) | set(
+        our_event_keys(remote.listing(run_key)))
+    for relative in relatives:
+        publisher.copy(f"{staging}/{staged_name(relative)}", f"{run_key}/{relative}")
+    delete(remote, sorted(previous - {f"{run_key}/{r}" for r in relatives}))
+
+
+def delete(remote: RemoteDir, keys: List[str], recursive: bool = False) -> None:
+    for key in keys:
+        try:
+            remote.fs.rm(key, recursive=recursive)
+        except FileNotFoundError:
+            pass
+
+
+def staging_owner(name: str) -> Tuple[str, str, int]:
+    """(pid, host, start time) from '<run key>@<pid>@<host>@<time>'; time 0 when unreadable."""
+    parts = name.split("@")
+    stamp = parts[3] if len(parts) >= 4 and parts[3].isdigit() else "0"
+    return (parts[1], parts[2], int(stamp)) if len(parts) >= 3 else ("", "", 0)
+
+
+def staging_stale(name: str, now: float) -> bool:
+    """A staging prefix of a dead export of this host, or one older than STALE_AFTER_S (other hosts:
+    their pids cannot be checked from here)."""
+    from urllib.parse import unquote
+    from .writer import process_gone
+    pid, host, started = staging_owner(name)
+    return process_gone(pid, unquote(host)) or (started and now - started > STALE_AFTER_S)
+
+
+def clean_staging(remote: RemoteDir) -> List[str]:
+    """Delete the staging prefixes killed or abandoned exports left; the keys deleted."""
+    now = time.time()
+    stale = [key for key in remote.listing(f"{remote.root}/{STAGING}") if staging_stale(posixpath.basename(key), now)]
+    delete(remote, stale, recursive=True)
+    return stale
+
+
+def publish_series_events(remote: RemoteDir, local_logdir: Path, group: str) -> None:
+    """The series' event file (writer.write_series_events wrote it locally) uploaded under a
+    temporary key, copied into the group, then the group's earlier series files deleted."""
+    group_key = remote.key(group)
+    for events in Path(local_logdir, *group.split("/")).glob("*" + metadata.SERIES_EVENTS_SUFFIX):
+        key, tmp = f"{group_key}/{events.name}", f"{remote.root}/{STAGING}/{events.name}@{owner_tag()}"
+        remote.fs.put_file(str(events), tmp)
+        try:
+            remote.fs.copy(tmp, key)
+        finally:
+            delete(remote, [tmp])
+        earlier = [k for k in remote.listing(group_key) if k.endswith(metadata.SERIES_EVENTS_SUFFIX) and k != key]
+        delete(remote, earlier)
+
+
+# ---------------------------------------------------------------- reading: load_run and the plugin
+class RemoteRun:
+    """One run of a remote logdir, its objects fetched one at a time into a local folder."""
+
+    def __init__(self, remote: RemoteDir, run: str):
+        self.remote = remote
+        self.key = remote.key(run)
+        self.assets = f"{self.key}/{ASSET_PREFIX}"
+        self.fetched = {"requests": 0, "bytes": 0}  # what was downloaded, for benchmarks
+
+    def signature(self) -> Tuple:
+        """(name, etag, size) of metadata.RUN_FILES-like names (manifest, kernels, details) from one
+        listing; etag None for a missing one (the local store's stat signature, over the network)."""
+        listing = self.remote.listing(self.assets)
+        out = []
+        for name in (metadata.MANIFEST, metadata.KERNELS, metadata.DETAILS_DIR):
+            info = listing.get(f"{self.assets}/{name}")
+            if info is None:
+                out.append((name, None, None))
+            else:
+                tag = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified") or "dir"
+                out.append((name, str(tag), info.get("size")))
+        return tuple(out)
+
+    def visible(self) -> bool:
+        """Whether TensorBoard would list it: our event file is there (written last by an export)."""
+        return bool(our_event_keys(self.remote.listing(self.key)))
+
+    def fetch(self, relative: str, local_assets: Path) -> Path:
+        """local_assets/relative, downloaded once (a missing object leaves it missing: the caller's
+        read then fails as for a missing local file)."""
+        local = local_assets / relative
+        if local.exists():
+            return local
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f".{local.name}.part-{os.getpid()}-{id(local)}")
+        try:
+            self.remote.fs.get_file(f"{self.assets}/{relative}", str(tmp))
+        except FileNotFoundError:
+            tmp.unlink(missing_ok=True)
+            return local
+        self.fetched["requests"] += 1
+        self.fetched["bytes"] += tmp.stat().st_size
+        os.replace(tmp, local)
+        return local
+
+    def fetch_tables(self, local_run: Path) -> None:
+        """Every object under the asset prefix except the timeline's (load_run reads no timeline)."""
+        local_assets = local_run.joinpath(*metadata.ASSET_DIR)
+        for key, info in sorted(self.remote.listing(self.assets, recursive=True).items()):
+            relative = key[len(self.assets) + 1:]
+            if info.get("type") != "directory" and relative not in (metadata.TIMELINE, metadata.TIMELINE_INDEX):
+                self.fetch(relative, local_assets)
+
+
+@contextlib.contextmanager
+def fetched_run(url: str) -> Iterator[Path]:
+    """A local copy of the run at `url` (its tables, not its timeline), removed on exit; errors name
+    the URL.  A run with no event file of ours is not one (an export killed before its end)."""
+    remote = RemoteDir(url)
+    run = RemoteRun(remote, ".")
+    if not run.visible():
+        raise InputError(url, "not a tb-hwprof run (no tb-hwprof event file: nothing exported here, "
+                              "or an export was interrupted)",
+                         "export one with `tb-hwprof export REPORT --logdir URL --run NAME`")
+    local = Path(tempfile.mkdtemp(prefix="tb-hwprof-run-"))
+    try:
+        run.fetch_tables(local)
+        try:
+            yield local
+        except InputError as e:
+            raise InputError(e.path.replace(str(local), remote.url), e.problem, e.fix) from None
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def mirror_folder() -> Path:
+    """A folder of this process for the plugin's fetched objects, removed when it exits."""
+    import atexit
+    folder = Path(tempfile.mkdtemp(prefix="tb-hwprof-mirror-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def generation(sig: Tuple) -> str:
+    """A folder name for one version of a run's files."""
+    return hashlib.sha256(repr(sig).encode()).hexdigest()[:16]
+
