@@ -1,0 +1,370 @@
+"""Cross-rank analysis (tb_hwprof/analysis/ranks.py) on real multi-rank PyTorch traces.
+
+Every figure is recomputed here from the raw trace with stdlib json and this file's own interval
+code: the rank and world size from distributedInfo, compute / communication / overlap / idle GPU
+time per device from the kernel events, the steps from the ProfilerStep#N events (extended to the
+GPU work their runtime calls launched, as torch-tb-profiler's Overview does).
+
+The one synthetic input: a copy of rank 1 of the 2-rank capture with one operator's kernels
+stretched (everything after them shifted), made in tmp_path, to have a straggler with a known
+cause.  The real pair itself is judged as the data says.
+"""
+import gzip
+import json
+import math
+import pickle
+from bisect import bisect_left
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import tb_hwprof
+from tb_hwprof.analysis import ranks
+from tb_hwprof.analysis.pipeline import analyse
+from tb_hwprof.detect import read
+from tb_hwprof.errors import InputError
+from tb_hwprof.logdir.writer import write_run
+
+from conftest import sample
+
+PAIR = ["torch/hta_sampled_2rank_rank0.json.gz", "torch/hta_sampled_2rank_rank1.json.gz"]
+# Rank-0 files of 2-, 8- and 64-rank jobs (NCCL, RCCL on MI300X, DeepEP), see PROVENANCE.md.
+RANK0_FILES = ["torch/hta_a100_nccl_2rank_rank0.json.gz", "torch/tracelens_b200_eager_8rank_rank0.json.gz",
+               "torch/deepseek_h800_train_ep64_rank0.json", "torch/tracelens_mi300x_resnet_ddp_rank0.json.gz"]
+ALL = PAIR + RANK0_FILES
+# The test's own list of communication kernels (the names in these files: NCCL / RCCL kernels,
+# DeepEP's internode dispatch / combine / notify kernels).
+COMM_WORDS = ("nccl", "rccl", "::ep::internode::")
+OP_CATS = ("cpu_op", "user_annotation")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+
+
+# ---------------------------------------------------------------- the raw trace, read here
+def load(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def ns(ts):
+    whole = math.floor(ts)
+    return int(whole) * 1000 + int(round((ts - whole) * 1000))
+
+
+def complete(doc, cats):
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and str(e.get("cat", "")).lower() in cats:
+            yield e
+
+
+def span_of(e):
+    start = ns(e["ts"])
+    return start, start + int(round(e.get("dur", 0) * 1000))
+
+
+def union(intervals):
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def length(intervals):
+    return sum(e - s for s, e in union(intervals))
+
+
+def expected_split(doc):
+    """compute / communication / overlap / idle / span ns summed over devices, from the kernels."""
+    by_device = defaultdict(lambda: ([], []))
+    for e in complete(doc, ("kernel",)):
+        comm = any(w in e["name"].lower() for w in COMM_WORDS)
+        by_device[e["args"]["device"]][1 if comm else 0].append(span_of(e))
+    out = dict.fromkeys(("compute_ns", "communication_ns", "overlap_ns", "idle_ns", "span_ns"), 0)
+    for compute, comm in by_device.values():
+        busy = length(compute + comm)
+        span = max(e for _, e in compute + comm) - min(s for s, _ in compute + comm)
+        out["compute_ns"] += length(compute)
+        out["communication_ns"] += length(comm)
+        out["overlap_ns"] += _intersection(union(compute), union(comm))
+        out["idle_ns"] += span - busy
+        out["span_ns"] += span
+    return out
+
+
+def _intersection(a, b):
+    """|A ∩ B| of two sorted disjoint interval lists, by walking both (not via |A|+|B|-|A∪B|)."""
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        total += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def expected_steps(doc):
+    """[(step, time ns)]: each ProfilerStep#N from max(its start, the previous step's end) to
+    max(its end, the end of the last kernel / copy / set its runtime calls launched); a trailing
+    step that launched under 80% of the one before it is dropped, as are trailing steps that
+    launched nothing."""
+    steps = sorted((span_of(e), int(e["name"].split("#")[1])) for e in complete(doc, OP_CATS)
+                   if e["name"].startswith("ProfilerStep#"))
+    calls = {e["args"]["correlation"]: span_of(e) for e in complete(doc, RUNTIME_CATS) if "correlation" in e.get("args", {})}
+    last_device, first_device = [None] * len(steps), [None] * len(steps)
+    launches = [0] * len(steps)
+    outside = []  # ends of device work launched outside every step
+    for e in complete(doc, ("kernel", "gpu_memcpy", "gpu_memset")):
+        call = calls.get(e["args"].get("correlation"))
+        for i, ((s, end), _) in enumerate(steps):
+            if call and s <= call[0] and call[1] <= end:
+                launches[i] += 1
+                last_device[i] = max(last_device[i] or 0, span_of(e)[1])
+                first_device[i] = min(first_device[i] or span_of(e)[0], span_of(e)[0])
+                break
+        else:
+            outside.append(span_of(e)[1])
+    previous_end = None
+    if first_device and first_device[0] is not None:
+        before = [t for t in outside if t < first_device[0]]
+        previous_end = max(before) if before else None
+    out = []
+    for i, ((s, end), number) in enumerate(steps):
+        start = s if previous_end is None else max(s, previous_end)
+        stop = max(end, last_device[i]) if last_device[i] is not None else end
+        out.append((number, stop - start))
+        previous_end = stop
+    while out and launches[len(out) - 1] == 0:
+        out.pop()
+    if len(out) > 1 and launches[len(out) - 2] * 0.8 > launches[len(out) - 1]:
+        out.pop()
+    return out
+
+
+# ---------------------------------------------------------------- digests of the real files
+@pytest.fixture(scope="module")
+def traces(samples_dir):
+    return {name: (sample(samples_dir, name), load(sample(samples_dir, name))) for name in ALL}
+
+
+@pytest.fixture(scope="module")
+def digests(traces):
+    out = {}
+    for position, (name, (path, _)) in enumerate(traces.items()):
+        profile = read(path)
+        out[name] = ranks.rank_digest(profile, ranks.rank_of(profile, path, position), str(path))
+    return out
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_rank_and_world_size_from_distributed_info(name, traces, digests):
+    info = traces[name][1]["distributedInfo"]
+    assert digests[name].rank == info["rank"]
+    assert digests[name].world_size == info["world_size"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_compute_communication_overlap_idle_from_the_kernels(name, traces, digests):
+    expected = expected_split(traces[name][1])
+    got = {k: getattr(digests[name], k) for k in expected}
+    assert got == expected
+    d = digests[name]
+    # The bars' four parts make the span.
+    assert (d.compute_ns - d.overlap_ns) + (d.communication_ns - d.overlap_ns) + d.overlap_ns + d.idle_ns == d.span_ns
+
+
+def test_the_samples_do_have_communication(digests):
+    """Guards the test above against passing on all-zero communication."""
+    for name in ALL:
+        assert digests[name].communication_ns > 0, name
+    assert any(digests[name].overlap_ns > 0 for name in ALL)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_steps_from_profiler_step_events(name, traces, digests):
+    expected = expected_steps(traces[name][1])
+    assert list(zip(digests[name].steps, digests[name].step_ns)) == expected
+
+
+def test_a_trace_without_steps_has_none(digests):
+    d = digests["torch/tracelens_b200_eager_8rank_rank0.json.gz"]
+    assert d.steps == [] and d.step_work == {}
+    table = ranks.job_profile([d]).summaries["ranks"]
+    assert table["steps"].iloc[0] == 0 and math.isnan(table["step_time_avg_ns"].iloc[0])
+
+
+def test_kernel_totals_from_the_kernels(traces, digests):
+    name = PAIR[0]
+    totals = defaultdict(int)
+    for e in complete(traces[name][1], ("kernel",)):
+        s, end = span_of(e)
+        totals[e["name"]] += end - s
+    assert digests[name].kernel_ns == dict(totals)
+
+
+def test_digest_is_small_and_picklable(digests):
+    for d in digests.values():
+        blob = pickle.dumps(d)
+        assert pickle.loads(blob) == d
+        assert len(blob) < 1 << 20
+
+
+# ---------------------------------------------------------------- rank of a file
+def test_rank_from_the_file_name_then_the_position(traces):
+    path = traces[PAIR[1]][0]
+    profile = read(path)
+    profile.torch.distributed = None  # as a trace without distributedInfo
+    assert ranks.rank_of(profile, path, 7) == 1  # "..._rank1.json.gz"
+    assert ranks.rank_of(profile, "/x/worker_rank-12.pt.trace.json", 7) == 12
+    assert ranks.rank_of(profile, "/x/worker.pt.trace.json", 7) == 7
+
+
+# ---------------------------------------------------------------- the job
+def test_job_tables_of_the_real_pair(traces, digests):
+    job = ranks.job_profile([digests[PAIR[1]], digests[PAIR[0]]], notes=["a skipped rank"])
+    table = job.summaries["ranks"]
+    assert list(table["rank"]) == [0, 1]
+    for row, name in zip(table.itertuples(), PAIR):
+        steps = [t for _, t in expected_steps(traces[name][1])]
+        assert row.steps == len(steps)
+        assert row.step_time_avg_ns == pytest.approx(sum(steps) / len(steps), abs=0.5)
+        assert row.step_time_max_ns == max(steps)
+        split = expected_split(traces[name][1])
+        assert (row.compute_ns, row.communication_ns, row.overlap_ns, row.idle_ns) == (
+            split["compute_ns"], split["communication_ns"], split["overlap_ns"], split["idle_ns"])
+    # Straggler as the data says: the slower rank's average step exceeds the median (the mean of
+    # two) by more than 5% and 100 µs, or there is none.
+    avg = [sum(t for _, t in expected_steps(traces[n][1])) / 2 for n in PAIR]
+    median = sum(avg) / 2
+    expected = [a - median > 0.05 * median and a - median > 100_000 for a in avg]
+    assert list(table["straggler"]) == expected
+    steps = job.summaries["rank_steps"]
+    assert len(steps) == sum(len(expected_steps(traces[n][1])) for n in PAIR)
+    assert "a skipped rank" in job.notes
+    assert job.summaries["ranks"].attrs["units"]["compute_ns"] == "ns"
+
+
+def test_rank_kernels_spread(traces, digests):
+    pair = [digests[n] for n in PAIR]
+    table = ranks.job_profile(pair).summaries["rank_kernels"]
+    assert 0 < len(table) <= ranks.TOP_KERNELS
+    totals = []
+    for name in PAIR:
+        t = defaultdict(int)
+        for e in complete(traces[name][1], ("kernel",)):
+            s, end = span_of(e)
+            t[e["name"]] += end - s
+        totals.append(t)
+    for row in table.itertuples():
+        values = [t.get(row.kernel, 0) for t in totals]
+        assert (row.min_ns, row.max_ns, row.median_ns) == (min(values), max(values), sum(values) / 2)
+    # The first row is the kernel of most median time.
+    best = max({k for t in totals for k in t}, key=lambda k: sum(t.get(k, 0) for t in totals))
+    assert table["kernel"].iloc[0] == best
+
+
+def test_mixed_jobs_refused(digests):
+    two, eight = digests["torch/hta_a100_nccl_2rank_rank0.json.gz"], digests["torch/tracelens_b200_eager_8rank_rank0.json.gz"]
+    eight = pickle.loads(pickle.dumps(eight))
+    eight.rank = 1  # not a rank clash: the world size must be what refuses it
+    with pytest.raises(InputError) as e:
+        ranks.job_profile([two, eight])
+    message = str(e.value)
+    assert eight.source in message and "world size 8" in message and "\n" not in message
+
+
+def test_the_same_rank_twice_refused(digests):
+    d = digests[PAIR[0]]
+    with pytest.raises(InputError, match="claims rank 0"):
+        ranks.check_same_job([d, d])
+
+
+def test_different_process_groups_refused(digests):
+    d = digests["torch/hta_a100_nccl_2rank_rank0.json.gz"]
+    other = pickle.loads(pickle.dumps(d))
+    other.rank, other.source = 1, "/x/other_rank1.json"
+    other.job_signature = other.job_signature.replace("cuda:nccl", "cuda:gloo")
+    with pytest.raises(InputError, match="process group"):
+        ranks.check_same_job([d, other])
+
+
+def test_job_run_exports_and_loads_back(tmp_path, digests):
+    job = ranks.job_profile([digests[n] for n in PAIR], notes=["rank 5 skipped: unreadable"], job="job")
+    run_dir = write_run(job, analyse(job), tmp_path, "job")
+    back = tb_hwprof.load_run(run_dir)
+    for name in ("ranks", "rank_steps", "rank_kernels"):
+        written, loaded = job.summaries[name], back.summaries[name]
+        assert list(loaded.columns) == list(written.columns)
+        for col in written.columns:
+            assert list(loaded[col]) == pytest.approx(list(written[col])) if written[col].dtype.kind == "f" \
+                else list(loaded[col]) == list(written[col]), (name, col)
+    assert "rank 5 skipped: unreadable" in back.notes
+    assert back.summaries["ranks"].attrs["units"]["idle_ns"] == "ns"
+
+
+# ---------------------------------------------------------------- a straggler with a known cause
+def innermost_op_of_calls(doc):
+    """correlation id -> name of the innermost cpu_op / user annotation around its runtime call."""
+    ops = defaultdict(list)
+    for e in complete(doc, OP_CATS):
+        if not e["name"].startswith("ProfilerStep#"):
+            ops[(e["pid"], e["tid"])].append((*span_of(e), e["name"]))
+    out = {}
+    for e in complete(doc, RUNTIME_CATS):
+        s, end = span_of(e)
+        around = [o for o in ops[(e["pid"], e["tid"])] if o[0] <= s and end <= o[1]]
+        if around and "correlation" in e.get("args", {}):
+            out[e["args"]["correlation"]] = max(around, key=lambda o: (o[0], -o[1]))[2]
+    return out
+
+
+def stretched(doc, op_name, factor, rank):
+    """A copy of the trace where `op_name`'s kernels take `factor` times as long and every event
+    after each of them moves later by what it gained (ranges around them grow); the copy claims `rank`."""
+    doc = json.loads(json.dumps(doc))
+    owner = innermost_op_of_calls(doc)
+    points = sorted((e["ts"], e["dur"] * (factor - 1)) for e in complete(doc, ("kernel",))
+                    if owner.get(e["args"].get("correlation")) == op_name)
+    assert points, op_name
+    at = [p[0] for p in points]
+    cumulative = np.concatenate([[0.0], np.cumsum([p[1] for p in points])])
+
+    def shift(t):  # the growth of the stretched kernels that started before t
+        return cumulative[bisect_left(at, t)]
+
+    for e in doc["traceEvents"]:
+        if "ts" not in e:
+            continue
+        ts = float(e["ts"])
+        if "dur" in e:
+            end = ts + float(e["dur"])
+            e["dur"] = (end + shift(end)) - (ts + shift(ts))
+        e["ts"] = ts + shift(ts)
+    doc["distributedInfo"]["rank"] = rank
+    return doc
+
+
+def test_a_stretched_operator_makes_a_straggler_and_is_named(tmp_path, traces, digests):
+    """Synthetic for the straggler case only: rank 1's aten::mm kernels 4x as long, as rank 2."""
+    doc = stretched(traces[PAIR[1]][1], "aten::mm", 4, rank=2)
+    path = tmp_path / "synthetic_stretched_rank2.json"
+    path.write_text(json.dumps(doc))
+    slow = ranks.rank_digest(read(path), ranks.rank_of(read(path), path, 2), str(path))
+    assert slow.rank == 2
+    job = ranks.job_profile([digests[PAIR[0]], digests[PAIR[1]], slow])
+    table = job.summaries["ranks"].set_index("rank")
+    assert list(table["straggler"]) == [False, False, True]
+    reason = table.loc[2, "straggler_reason"]
+    # The numbers in the reason, recomputed: rank 2's average step vs the median rank's (rank 1's).
+    avg = {r: np.mean([t for _, t in expected_steps(d)]) for r, d in
+           ((0, traces[PAIR[0]][1]), (1, traces[PAIR[1]][1]), (2, doc))}
+    median = float(np.median(list(avg.values())))
+    assert f"average step time {avg[2] / 1e6:.3f} ms vs median rank {median / 1e6:.3f} ms" in reason
+    assert "operator aten::mm:" in reason
+    for step, t in expected_steps(doc):
+        assert f"{step} ({t / 1e6:.3f} ms" in reason
+    assert "5%" in reason and "100 µs" in reason
