@@ -1,0 +1,198 @@
+"""The trace <-> counter-report join (issue 16, analysis/join.py) on real files.
+
+No real pair exists (a PyTorch trace and an ncu report of the same program: no GPU to capture one),
+so correctness on such a pair is NOT tested here.  What is tested, on real data, against NVIDIA's
+ncu_report module and the trace JSON read with the stdlib:
+- a report joined with itself: every launch pairs with itself, counters copied unchanged;
+- a report cut down as ncu's filters (--kernel-name regex, --launch-skip, --launch-count) would cut
+  it, joined with the whole report as the "trace" under those filters: each launch finds its own;
+- a real PyTorch trace joined with an unrelated real report that shares one kernel name: the pairs
+  made by name and order are exactly those an independent computation makes, the launch
+  configurations differ, and nothing is joined (listed, never guessed);
+- the per-operator counters' time-weighted means against numpy over the same rows.
+"""
+import dataclasses
+import gzip
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tb_hwprof
+from tb_hwprof.analysis import join as J
+from tb_hwprof.analysis.pipeline import analyse
+
+from conftest import ncu_actions, sample
+
+SPYINFER = "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep"  # 105 launches of one kernel
+APLAINJANE = "ncu/aplainjane_rtx3060l_full_7k_2024.1.0.ncu-rep"  # 7 launches, several kernels
+KPRATTIS = "ncu/kprattis_gtx1650_basic_2022.4.1.ncu-rep"  # 6 launches
+ESMM = "ncu/esmm_a10g_metrics_all_2023.1.1.ncu-rep"  # 12 launches incl. 2 ampere_sgemm_128x64_nn
+HTA_RANK0 = "torch/hta_sampled_2rank_rank0.json.gz"  # a real PyTorch trace with ampere_sgemm_128x64_nn
+
+
+def oracle_launches(ncu_report, path):
+    """[(function name, mangled name, grid, block, registers)] per launch, by ncu_report."""
+    out = []
+    for a in ncu_actions(ncu_report, path):
+        dims = lambda p: tuple(int(a[f"launch__{p}_dim_{x}"].value()) for x in "xyz")
+        out.append((a.name(), a.name(ncu_report.IAction.NameBase_MANGLED), dims("grid"), dims("block"),
+                    int(a["launch__registers_per_thread"].value())))
+    return out
+
+
+def subset(profile, keep):
+    """The report as ncu would have written it profiling only the launches `keep` (report order):
+    those rows, renumbered from 0 as the report's own launch ids are."""
+    kernels = profile.kernels.iloc[list(keep)].reset_index(drop=True)
+    kernels["launch_id"] = np.arange(len(kernels), dtype=np.int64)
+    return dataclasses.replace(profile, kernels=kernels, raw_metrics=[profile.raw_metrics[i] for i in keep],
+                               rules=[profile.rules[i] for i in keep])
+
+
+@pytest.mark.parametrize("relative", [SPYINFER, APLAINJANE, KPRATTIS])
+def test_a_report_joined_with_itself_pairs_every_launch_with_itself(samples_dir, read_sample, ncu_report_module, relative):
+    path = sample(samples_dir, relative)
+    launches = oracle_launches(ncu_report_module, path)
+    profile = read_sample(relative)
+    result = J.join(profile, profile)
+    table = result.table
+    assert len(table) == len(launches) and set(table["status"]) == {"matched"}
+    assert table["trace_launch"].tolist() == table["counter_launch"].tolist()
+    assert sorted(table["trace_launch"]) == list(range(len(launches)))
+    # Every launch has a mangled name in the report itself: the strongest stage is used.
+    assert all(m for _, m, *_ in launches) and result.stage == "mangled"
+    joined = result.profile.kernels
+    assert joined[J.COUNTER_LAUNCH].tolist() == list(range(len(launches)))
+    for column in J.COPIED_COLUMNS:
+        pd.testing.assert_series_equal(joined[column].astype(object), profile.kernels[column].astype(object))
+    assert result.profile.raw_metrics == profile.raw_metrics
+    assert result.cross_tool["ratio"] == pytest.approx(1.0) and result.cross_tool["flagged"] == 0
+
+
+def expected_by_ncu_filters(names, regex, skip, count):
+    """Report positions ncu keeps: names searched by the regex, then skip, then count (the oracle)."""
+    kept = [i for i, n in enumerate(names) if re.search(regex, n)]
+    return kept[skip:skip + count]
+
+
+@pytest.mark.parametrize("relative, regex, skip, count", [
+    (SPYINFER, "linear", 5, 10),
+    (SPYINFER, ".", 100, 50),          # a count past the end keeps what is there
+    (APLAINJANE, "Row|Col", 1, 3),
+])
+def test_launches_filtered_as_ncu_would_join_to_their_own_launches(samples_dir, read_sample, ncu_report_module,
+                                                                   relative, regex, skip, count):
+    path = sample(samples_dir, relative)
+    names = [n for n, *_ in oracle_launches(ncu_report_module, path)]
+    keep = expected_by_ncu_filters(names, regex, skip, count)
+    assert keep, "the filter must keep something for the test to mean anything"
+    whole = read_sample(relative)
+    filters = J.JoinFilters(kernel_name=f"regex:{regex}", launch_skip=skip, launch_count=count)
+    result = J.join(whole, subset(whole, keep), filters)
+    table = result.table
+    assert set(table["status"]) == {"matched"} and len(table) == len(keep)
+    # The report's k-th launch is the k-th kept launch of the whole.
+    assert dict(zip(table["counter_launch"], table["trace_launch"])) == dict(enumerate(keep))
+    assert result.expected == len(keep) and result.filtered_out == len(names) - len(keep)
+    joined = result.profile.kernels
+    assert (joined[J.COUNTER_LAUNCH].to_numpy() >= 0).sum() == len(keep)
+    pd.testing.assert_series_equal(joined["achieved_occupancy_pct"].iloc[keep],
+                                   whole.kernels["achieved_occupancy_pct"].iloc[keep])
+
+
+def test_launches_missing_without_the_filters_being_told_are_listed_not_joined(samples_dir, read_sample,
+                                                                               ncu_report_module):
+    """Order-based pairing cannot tell WHICH of identical launches is missing: the count left over is
+    right, and it is listed as trace-only; nothing is invented for it."""
+    path = sample(samples_dir, SPYINFER)
+    n = len(oracle_launches(ncu_report_module, path))
+    whole = read_sample(SPYINFER)
+    result = J.join(whole, subset(whole, [i for i in range(n) if i % 10 != 3]))
+    assert result.count("matched") == n - len(range(3, n, 10))
+    assert result.count("trace-only") == len(range(3, n, 10))
+    leftover = result.table[result.table["status"] == "trace-only"]
+    assert (leftover["counter_launch"] == -1).all()
+    assert result.profile.kernels[J.COUNTER_LAUNCH].iloc[leftover["trace_launch"]].eq(-1).all()
+
+
+def trace_kernels(path):
+    """The trace's kernel events in launch (correlation) order, read with the stdlib."""
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    return sorted(kernels, key=lambda e: e["args"]["correlation"])
+
+
+def test_a_real_trace_and_an_unrelated_report_pair_by_name_and_order_and_join_nothing(
+        samples_dir, read_sample, ncu_report_module):
+    trace_path, report_path = sample(samples_dir, HTA_RANK0), sample(samples_dir, ESMM)
+    events = trace_kernels(trace_path)
+    launches = oracle_launches(ncu_report_module, report_path)
+    trace_names = {e["name"] for e in events}
+    common = sorted({n for n, *_ in launches} & trace_names)
+    assert common == ["ampere_sgemm_128x64_nn"]
+    result = J.join(read_sample(HTA_RANK0), read_sample(ESMM))
+    table = result.table
+    # Independent pairing: the k-th trace launch of the name with the report's k-th.
+    mine = [e for e in events if e["name"] == common[0]]
+    theirs = [launch for launch in launches if launch[0] == common[0]]
+    pairs = table[table["key"] == common[0]]
+    paired = pairs[pairs["counter_launch"] >= 0].sort_values("counter_launch")
+    assert len(paired) == min(len(mine), len(theirs)) == 2
+    assert paired["trace_ns"].tolist() == [e["dur"] * 1000 for e in mine[:2]]
+    for (_, row), event, launch in zip(paired.iterrows(), mine, theirs):
+        differs = tuple(event["args"]["grid"]) != launch[2] or tuple(event["args"]["block"]) != launch[3] \
+            or event["args"]["registers per thread"] != launch[4]
+        assert row["status"] == ("config-differs" if differs else "matched")
+        assert ("grid" in row["reason"]) == (tuple(event["args"]["grid"]) != launch[2])
+    # Everything else is listed, nothing joined.
+    assert result.count("report-only") == sum(1 for n, *_ in launches if n not in trace_names)
+    assert result.count("trace-only") == len(events) - 2
+    assert result.count("matched") == 0
+    assert (result.profile.kernels[J.COUNTER_LAUNCH] == -1).all()
+    assert any("not joined" in note for note in result.profile.notes)
+
+
+def test_ncu_name_filters():
+    exact, regex = J.name_matcher("gemm"), J.name_matcher("regex:^ampere_.*_nn$")
+    assert exact("gemm") and not exact("sgemm")
+    assert regex("ampere_sgemm_128x64_nn") and not regex("ampere_sgemm_128x64_tn")
+    with pytest.raises(tb_hwprof.errors.HwprofError):
+        J.name_matcher("regex:(")
+    with pytest.raises(tb_hwprof.errors.HwprofError):
+        J.JoinFilters(name_base="short")
+
+
+def test_operator_counters_are_time_weighted_over_the_kernels_that_have_them(samples_dir, read_sample):
+    """The real trace's operators and kernel times; counter values borrowed from a real report's
+    launches (cyclically; no real pair exists), so the aggregation is checked against numpy."""
+    sample(samples_dir, HTA_RANK0), sample(samples_dir, SPYINFER)
+    trace, report = read_sample(HTA_RANK0), read_sample(APLAINJANE)
+    kernels = trace.kernels.copy()
+    n, m = len(kernels), len(report.kernels)
+    counted = np.arange(n) % 3 == 0  # every third kernel has counters
+    src = np.arange(n) % m
+    for column in J.OP_WEIGHTED:
+        values = report.kernels[column].to_numpy(dtype=float)[src]
+        kernels[column] = np.where(counted, values, np.nan)
+    kernels[J.COUNTER_LAUNCH] = np.where(counted, src, -1)
+    profile = dataclasses.replace(trace, kernels=kernels, raw_metrics=[], rules=[])
+    analysis = analyse(profile)
+    table = analysis.summaries[J.OP_COUNTERS_TABLE].set_index("op")
+    k = profile.kernels[counted]
+    for op, group in k.groupby(k["op"]):
+        w = group["duration_ns"].to_numpy(dtype=float)
+        row = table.loc[op]
+        assert row["counted_kernels"] == len(group)
+        for column in J.OP_WEIGHTED:
+            v = group[column].to_numpy(dtype=float)
+            ok = ~np.isnan(v)
+            want = (v[ok] * w[ok]).sum() / w[ok].sum() if w[ok].sum() > 0 else math.nan
+            assert (math.isnan(want) and math.isnan(row[column])) or row[column] == pytest.approx(want)
+        labels = group["bound"].tolist()
+        top = max(set(labels), key=lambda b: w[[lab == b for lab in labels]].sum())
+        assert row["bound_mix"].startswith(top)
