@@ -1,0 +1,219 @@
+"""Theoretical occupancy from a launch's configuration, for kernels no tool measured it for.
+
+CUDA: the rules of NVIDIA's occupancy calculator (cuda_occupancy.h, what
+cudaOccupancyMaxActiveBlocksPerMultiprocessor runs): each of four resources allows a number of
+resident blocks per SM; the smallest is the occupancy and the resources at that minimum its limiter.
+
+- warps: max warps per SM // warps per block (ceil(threads / warp size));
+- registers: registers per warp (per thread x 32) rounded up to the allocation unit (256); each of
+  the SM's 4 sub-partitions holds (registers per SM / 4) // that many warps; blocks = warps // warps
+  per block.  A block over the per-block register file, or a thread over the per-thread maximum,
+  fits none;
+- shared memory: (static + dynamic + the driver's reserved 1 KB on cc >= 8.0) rounded up to the
+  allocation unit (256 bytes, 128 on cc >= 8.0); blocks = shared memory per SM // that.  The SM's
+  share is the carveout the driver chose where the report says it (Nsight Compute's
+  launch__shared_mem_config_size), else the device's maximum (the calculator's default preference);
+  a carveout below one block's need rises to the next size the architecture has;
+- blocks: max resident blocks per SM.
+
+A resource the launch does not use (no registers, no shared memory) sets no limit.  The device's
+limits come from the export (model.Device); where it lacks one, from CC_LIMITS.
+
+AMD (AMD_ARCH): waves per SIMD from VGPRs (arch + accumulation registers, unified on CDNA2/3),
+SGPRs and LDS per work-group, see amd_occupancy.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+LABEL = "theoretical (from launch configuration)"
+# Limiter names as Nsight Compute's launch__occupancy_limit_* read (readers/nvidia/ncu_metrics.py),
+# in the order they are listed when several tie.
+LIMITERS = ("registers", "shared memory", "block size", "warps")
+BIG = np.iinfo(np.int64).max // 4  # "no limit" (cuda_occupancy.h's INT_MAX)
+
+# Per compute capability: (max warps per SM, max resident blocks per SM, max shared memory per SM in
+# bytes).  CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" (the table
+# of the "Compute Capabilities" appendix); registers per SM are 64K on all of them.  Only a fallback:
+# the exports' own device attributes win.
+CC_LIMITS: Dict[str, tuple] = {
+    "5.0": (64, 32, 64 * 1024), "5.2": (64, 32, 96 * 1024), "5.3": (64, 32, 64 * 1024),
+    "6.0": (64, 32, 64 * 1024), "6.1": (64, 32, 96 * 1024), "6.2": (64, 32, 64 * 1024),
+    "7.0": (64, 32, 96 * 1024), "7.2": (64, 32, 96 * 1024), "7.5": (32, 16, 64 * 1024),
+    "8.0": (64, 32, 164 * 1024), "8.6": (48, 16, 100 * 1024), "8.7": (48, 16, 164 * 1024),
+    "8.9": (48, 24, 100 * 1024), "9.0": (64, 32, 228 * 1024), "10.0": (64, 32, 228 * 1024),
+}
+# Shared memory carveouts (KB) an SM can be set to (cudaOccAlignUpShmemSizeVoltaPlus); a launch
+# needing more than the preferred carveout gets the next one up.
+CARVEOUTS_KB = {"7.0": (0, 8, 16, 32, 64, 96), "7.2": (0, 8, 16, 32, 64, 96), "7.5": (32, 64),
+                "8.0": (0, 8, 16, 32, 64, 100, 132, 164), "8.7": (0, 8, 16, 32, 64, 100, 132, 164),
+                "8.6": (0, 8, 16, 32, 64, 100), "8.9": (0, 8, 16, 32, 64, 100),
+                "9.0": (0, 8, 16, 32, 64, 100, 132, 164, 196, 228), "10.0": (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)}
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaLimits:
+    """What an SM of one device holds (cuda_occupancy.h's cudaOccDeviceProp plus the per-architecture
+    constants it keeps in code)."""
+
+    compute_capability: str
+    warp_size: int
+    max_threads_per_block: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_sm: int
+    registers_per_block: int
+    max_registers_per_thread: int
+    register_unit: int  # registers per warp are allocated in multiples of this
+    sub_partitions: int
+    shared_mem_per_sm: int
+    shared_mem_per_block_optin: int
+    shared_mem_unit: int
+    reserved_shared_mem_per_block: int
+    from_table: tuple = ()  # the limits the export lacked, taken from CC_LIMITS
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def cuda_limits(device) -> Optional[CudaLimits]:
+    """The limits of a model.Device (NVIDIA, compute capability known); None otherwise."""
+    cc = getattr(device, "compute_capability", "") or ""
+    if getattr(device, "vendor", "") not in ("NVIDIA", "") or not cc:
+        return None
+    try:
+        major, minor = (int(p) for p in cc.split(".")[:2])
+    except ValueError:
+        return None
+    table = CC_LIMITS.get(cc)
+    missing = []
+
+    def pick(field: str, fallback):
+        value = getattr(device, field, None)
+        if value:
+            return int(value)
+        missing.append(field)
+        return fallback
+
+    warp = pick("warp_size", 32)
+    max_warps = pick("max_warps_per_sm", table[0] if table else None)
+    max_blocks = pick("max_blocks_per_sm", table[1] if table else None)
+    smem_sm = pick("shared_mem_per_sm", table[2] if table else None)
+    if max_warps is None or max_blocks is None or smem_sm is None:
+        return None
+    return CudaLimits(
+        compute_capability=cc, warp_size=warp,
+        max_threads_per_block=pick("max_threads_per_block", 1024),
+        max_warps_per_sm=max_warps, max_blocks_per_sm=max_blocks,
+        registers_per_sm=pick("registers_per_sm", 65536), registers_per_block=pick("registers_per_block", 65536),
+        max_registers_per_thread=255 if major < 7 else 256, register_unit=256,
+        sub_partitions=2 if (major, minor) == (6, 0) else 4,
+        shared_mem_per_sm=smem_sm, shared_mem_per_block_optin=pick("shared_mem_per_block_optin", smem_sm),
+        shared_mem_unit=256 if major < 8 else 128,
+        reserved_shared_mem_per_block=(getattr(device, "reserved_shared_mem_per_block", None)
+                                       if getattr(device, "reserved_shared_mem_per_block", None) is not None
+                                       else (1024 if major >= 8 else 0)),
+        from_table=tuple(f for f in missing if f in ("max_warps_per_sm", "max_blocks_per_sm", "shared_mem_per_sm")))
+
+
+def _round_up(x: np.ndarray, unit: int) -> np.ndarray:
+    return -(-x // unit) * unit
+
+
+def _carveout(need: np.ndarray, preferred: np.ndarray, limits: CudaLimits) -> np.ndarray:
+    """Shared memory per SM a launch gets: the preferred carveout when one block fits in it, else
+    the smallest carveout the architecture has that holds one block."""
+    sizes = CARVEOUTS_KB.get(limits.compute_capability)
+    out = preferred.copy()
+    short = need > preferred
+    if short.any():
+        if sizes is None:  # Maxwell / Pascal: dedicated shared memory, no carveout
+            out[short] = limits.shared_mem_per_sm
+        else:
+            steps = np.array([s * 1024 for s in sizes], dtype=np.int64)
+            index = np.minimum(np.searchsorted(steps, need[short]), len(steps) - 1)
+            out[short] = steps[index]
+    return out
+
+
+def cuda_occupancy(limits: CudaLimits, block_size, registers_per_thread, shared_mem_bytes,
+                   shared_mem_config=None) -> Dict[str, np.ndarray]:
+    """Per launch (array-likes of equal length; shared_mem_bytes = static + dynamic, without the
+    driver's reserve): blocks per SM each resource allows, the active blocks, theoretical warps per
+    SM, occupancy % and the limiter.  shared_mem_config: the SM's shared memory carveout per launch
+    (NaN or absent: the device's maximum)."""
+    threads = np.asarray(block_size, dtype=np.int64)
+    regs = np.asarray(registers_per_thread, dtype=np.int64)
+    smem = np.asarray(shared_mem_bytes, dtype=np.int64)
+    warps_per_block = -(-threads // limits.warp_size)
+    safe_warps = np.maximum(warps_per_block, 1)
+
+    by_warps = np.where(threads > limits.max_threads_per_block, 0, limits.max_warps_per_sm // safe_warps)
+
+    regs_per_warp = _round_up(regs * limits.warp_size, limits.register_unit)
+    regs_assumed = regs_per_warp * _round_up(warps_per_block, limits.sub_partitions)  # the hardware's check
+    warps_per_partition = (limits.registers_per_sm // limits.sub_partitions) // np.maximum(regs_per_warp, 1)
+    by_registers = (warps_per_partition * limits.sub_partitions) // safe_warps
+    by_registers = np.where((regs_assumed > limits.registers_per_block) | (regs > limits.max_registers_per_thread),
+                            0, by_registers)
+    by_registers = np.where(regs_per_warp == 0, BIG, by_registers)
+
+    smem_block = _round_up(smem + limits.reserved_shared_mem_per_block, limits.shared_mem_unit)
+    preferred = np.full(len(smem), limits.shared_mem_per_sm, dtype=np.int64)
+    if shared_mem_config is not None:
+        config = np.asarray(shared_mem_config, dtype=float)
+        known = ~np.isnan(config) & (config > 0)
+        preferred[known] = config[known].astype(np.int64)
+    per_sm = _carveout(smem_block, preferred, limits)
+    by_smem = per_sm // np.maximum(smem_block, 1)
+    by_smem = np.where(smem_block > limits.shared_mem_per_block_optin + limits.reserved_shared_mem_per_block, 0, by_smem)
+    by_smem = np.where(smem_block == 0, BIG, by_smem)
+
+    by_blocks = np.full(len(threads), limits.max_blocks_per_sm, dtype=np.int64)
+    stacked = np.stack([by_registers, by_smem, by_blocks, by_warps])
+    active = stacked.min(axis=0)
+    warps = active * warps_per_block
+    at_min = stacked == active
+    code = (at_min * (1 << np.arange(4))[:, None]).sum(axis=0)
+    return {"blocks_by_registers": by_registers, "blocks_by_shared_mem": by_smem, "blocks_by_block_count": by_blocks,
+            "blocks_by_warps": by_warps, "active_blocks": active, "warps_per_block": warps_per_block,
+            "theoretical_warps": warps, "occupancy_pct": 100.0 * warps / limits.max_warps_per_sm,
+            "limiter": np.asarray(LIMITER_NAMES, dtype=object)[code], "shared_mem_per_sm": per_sm}
+
+
+# Limiter text of each bitmask of LIMITERS at the minimum ("registers, warps" for 0b1001).
+LIMITER_NAMES = [", ".join(name for bit, name in enumerate(LIMITERS) if code >> bit & 1) for code in range(16)]
+
+
+def occupancy_curves(limits: CudaLimits, block_size: int, registers_per_thread: int, shared_mem_bytes: int,
+                     shared_mem_config: Optional[float] = None) -> dict:
+    """Theoretical warps per SM as one input varies and the others stay at the launch's values (the
+    three charts of Nsight Compute's occupancy calculator): {"registers_per_thread" | "shared_mem_bytes"
+    | "block_size": {"x": [...], "warps": [...]}, "current": {...}, "max_warps_per_sm": n}."""
+    config = None if shared_mem_config is None else [shared_mem_config]
+
+    def sweep(xs: Sequence[int], field: str) -> dict:
+        n = len(xs)
+        values = {"block_size": [block_size] * n, "registers_per_thread": [registers_per_thread] * n,
+                  "shared_mem_bytes": [shared_mem_bytes] * n}
+        values[field] = list(xs)
+        out = cuda_occupancy(limits, values["block_size"], values["registers_per_thread"], values["shared_mem_bytes"],
+                             None if config is None else config * n)
+        return {"x": [int(x) for x in xs], "warps": [int(w) for w in out["theoretical_warps"]]}
+
+    now = cuda_occupancy(limits, [block_size], [registers_per_thread], [shared_mem_bytes], config)
+    smem_max = limits.shared_mem_per_block_optin
+    return {
+        "registers_per_thread": sweep(list(range(8, limits.max_registers_per_thread + 1, 8)), "registers_per_thread"),
+        "shared_mem_bytes": sweep(list(range(0, smem_max + 1, 1024)), "shared_mem_bytes"),
+        "block_size": sweep(list(range(limits.warp_size, limits.max_threads_per_block + 1, limits.warp_size)),
+                            "block_size"),
+        "current": {"block_size": int(block_size), "registers_per_thread": int(registers_per_thread),
+                    "shared_mem_bytes": int(shared_mem_bytes), "warps": int(now["theoretical_warps"][0]),
+                    "occupancy_pct": float(now["occupancy_pct"][0]), "limiter": str(now["limiter"][0])},
+        "max_warps_per_sm": limits.max_warps_per_sm,
+    }
