@@ -3,7 +3,9 @@
 // (without our hash) when the tab is re-opened or the page reloads.
 
 const STORAGE_KEY = "tb_hwprof.state.v1";
-const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level", "start", "end", "op"];
+const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level", "start", "end", "op", "pairs"];
+// pairs: the Compare view's kernels paired by hand, a JSON list of [baseline key, run key] for the
+// state's base and run (cleared when either changes), so a reload or a shared link keeps them.
 
 export function parse(hash) {
   const params = new URLSearchParams(String(hash || "").replace(/^#/, ""));

@@ -55,3 +55,28 @@ def test_pairing_by_hand(session, samples_dir, ncu_report_module):
     assert float(row.locator("td[data-col=run_ns]").get_attribute("data-value")) == pytest.approx(lights_ns)
     assert "build_lights" in row.locator("td").first.inner_text()
     session.shot("compare-paired-by-hand")
+
+    # Swapped at once (the pair made since the view was drawn), and swapped back.
+    frame.click("button[title='swap baseline and run']")
+    frame.wait_for_function("() => document.querySelector('[data-role=base-picker]').value === 'raytracer'")
+    frame.locator("table[data-role=matched] tbody tr td[data-col=paired_by]").first.wait_for()
+    frame.click("button[title='swap baseline and run']")
+    frame.wait_for_function("() => document.querySelector('[data-role=base-picker]').value === 'lakshya'")
+
+    # The pair is in the state: a reload of the page (TensorBoard re-creates the iframe) keeps it.
+    session.page.reload()
+    frame = session.frame()
+    row = frame.locator("table[data-role=matched] tbody tr")
+    row.first.wait_for()
+    assert row.count() == 1 and row.locator("td[data-col=paired_by]").inner_text().strip() == "user"
+    assert float(row.locator("td[data-col=run_ns]").get_attribute("data-value")) == pytest.approx(lights_ns)
+
+    # Swapping baseline and run keeps the pair, turned round; forgetting it leaves nothing paired.
+    frame.click("button[title='swap baseline and run']")
+    frame.wait_for_function("() => document.querySelector('[data-role=base-picker]').value === 'raytracer'")
+    row = frame.locator("table[data-role=matched] tbody tr")
+    row.first.wait_for()
+    assert float(row.locator("td[data-col=base_ns]").get_attribute("data-value")) == pytest.approx(lights_ns)
+    frame.click("[data-role=pair-clear]")
+    frame.wait_for_function("() => !document.querySelector('table[data-role=matched]') && !!document.querySelector('[data-role=pair-picker]')")
+    assert "pairs=" not in frame.evaluate("() => location.hash")

@@ -27,8 +27,22 @@ const PAIRED_BY = {
   "launch-config": "same launch configuration (grid, block, registers, shared memory), found once on each side",
 };
 
-// Pairs the user made, per (baseline, run): kept while the page lives.
-const userPairs = new Map();
+// Pairs the user made live in the state (`pairs`: JSON [[baseline key, run key], ...]) so the URL
+// hash and a reload keep them; they belong to the state's base and run and go when either changes.
+export function pairsOf(text) {
+  let list;
+  try {
+    list = JSON.parse(text || "[]");
+  } catch (e) {
+    return [];
+  }
+  return Array.isArray(list) ? list.filter((p) => Array.isArray(p) && p.length === 2 &&
+    p.every((k) => typeof k === "string" && k)) : [];
+}
+
+function pairsText(pairs) {
+  return pairs.length ? JSON.stringify(pairs) : null;
+}
 
 function speedupClass(v) {
   if (fmt.isMissing(v)) return "";
@@ -44,41 +58,41 @@ export function render(container, ctx) {
 
   const picker = (role, value, onPick) => h("select", {"data-role": role, onchange: (e) => onPick(e.target.value)},
     ctx.runs.map((r) => h("option", {value: r.run, selected: r.run === value}, r.error ? `${r.run} (error)` : r.run)));
-  const swap = h("button", {type: "button", title: "swap baseline and run", onclick: () => ctx.navigate({base: other, run: base})}, "⇄");
+  const held = {pairs: pairsOf(ctx.state.pairs)};  // ctx.state is the render's copy: pairs made since are here
+  const swap = h("button", {type: "button", title: "swap baseline and run",
+    onclick: () => ctx.navigate({base: other, run: base, pairs: pairsText(held.pairs.map(([b, r]) => [r, b]))})}, "⇄");
   container.append(h("div", {class: "view-head"}, h("h2", null, "Compare")),
     h("div", {class: "toolbar compare-pick"},
-      h("label", null, "Baseline ", picker("base-picker", base, (v) => ctx.navigate({base: v}))), swap,
-      h("label", null, " Run ", picker("run-picker-compare", other, (v) => ctx.navigate({run: v})))));
+      h("label", null, "Baseline ", picker("base-picker", base, (v) => ctx.navigate({base: v, pairs: null}))), swap,
+      h("label", null, " Run ", picker("run-picker-compare", other, (v) => ctx.navigate({run: v, pairs: null})))));
   const slot = h("div");
   container.append(slot);
   if (!base || !other) {
     slot.appendChild(h("p", {class: "muted"}, "Compare needs two runs."));
     return null;
   }
-  load(slot, ctx, base, other).catch((e) => console.error(e));
+  load(slot, ctx, base, other, held).catch((e) => console.error(e));
   return null;
-}
-
-function pairsOf(base, other) {
-  const id = `${base}\n${other}`;
-  if (!userPairs.has(id)) userPairs.set(id, []);
-  return userPairs.get(id);
 }
 
 /** The /compare route with the user's pair=BASE:RUN parameters (repeated, so not in getJSON's params). */
 function compareRoute(route, pairs) {
   if (!pairs.length) return route;
   const query = new URLSearchParams();
-  for (const p of pairs) query.append("pair", p);
+  for (const [b, r] of pairs) query.append("pair", `${b}:${r}`);
   return `${route}?${query}`;
 }
 
-async function load(slot, ctx, base, other) {
-  const pairs = pairsOf(base, other);
+async function load(slot, ctx, base, other, held) {
+  const pairs = held.pairs;
   const doc = await fetchInto(slot, getJSON(compareRoute(ctx.view.route, pairs), {base, run: other}),
     `comparison of ${base} and ${other}`, ctx);
   if (!doc) return;
-  const reload = () => load(slot, ctx, base, other).catch((e) => console.error(e));
+  const setPairs = (next) => {
+    held.pairs = next;
+    ctx.update({pairs: pairsText(next)});
+    load(slot, ctx, base, other, held).catch((e) => console.error(e));
+  };
   const detail = h("div", {"data-role": "pair-detail-slot"});
   const labels = doc.labels || {};
   replace(slot, warningsBox(doc), totalsBox(doc, base, other),
@@ -87,7 +101,7 @@ async function load(slot, ctx, base, other) {
     h("div", {class: "two-col"},
       onlyList("Only in baseline", doc.only_in_base, "only-in-base", labels.base || {}),
       onlyList("Only in run", doc.only_in_run, "only-in-run", labels.run || {})),
-    pairPicker(doc, labels, pairs, reload),
+    pairPicker(doc, labels, pairs, setPairs),
     h("p", {class: "muted small"}, "Deltas are run minus baseline in percentage points; green = higher, red = lower (higher throughput is usually better; a lower hit rate may not matter for a compute-bound kernel)."));
 }
 
@@ -163,25 +177,24 @@ function onlyList(title, items, role, labels) {
 }
 
 // Pair a kernel left in the baseline with one left in the run (a rename the automatic stages missed).
-function pairPicker(doc, labels, pairs, reload) {
+function pairPicker(doc, labels, pairs, setPairs) {
   const left = Array.isArray(doc.only_in_base) ? doc.only_in_base : [];
   const right = Array.isArray(doc.only_in_run) ? doc.only_in_run : [];
-  if (!left.length || !right.length) return pairs.length ? userPairsLine(pairs, reload) : null;
+  if (!left.length || !right.length) return pairs.length ? userPairsLine(pairs, setPairs) : null;
   const options = (items, names) => items.map((o) => h("option", {value: o.key}, names[o.key] || o.name || o.key));
   const b = h("select", {"data-role": "pair-base"}, options(left, labels.base || {}));
   const r = h("select", {"data-role": "pair-run"}, options(right, labels.run || {}));
   const add = h("button", {type: "button", "data-role": "pair-add", onclick: () => {
-    pairs.push(`${b.value}:${r.value}`);
-    reload();
+    setPairs([...pairs, [b.value, r.value]]);
   }}, "Pair");
   return h("section", {"data-role": "pair-picker"}, h("h3", null, "Pair by hand"),
     h("div", {class: "toolbar"}, h("label", null, "Baseline ", b), h("label", null, " with run ", r), " ", add),
-    pairs.length ? userPairsLine(pairs, reload) : null);
+    pairs.length ? userPairsLine(pairs, setPairs) : null);
 }
 
-function userPairsLine(pairs, reload) {
+function userPairsLine(pairs, setPairs) {
   return h("p", {class: "muted small"}, `${pairs.length} pair(s) made by hand. `,
-    h("button", {type: "button", "data-role": "pair-clear", onclick: () => { pairs.length = 0; reload(); }}, "Forget them"));
+    h("button", {type: "button", "data-role": "pair-clear", onclick: () => setPairs([])}, "Forget them"));
 }
 
 // -- one pair in detail -----------------------------------------------------------------------
