@@ -97,7 +97,11 @@ NUMBER_OR_NULL, TEXT_OR_NULL = (int, float, type(None)), (str, type(None))
 # The device columns read, with the Python types their values may have (any other is damage).
 DEVICE_COLUMNS = {"id": (int,), "deviceId": (int,), "name": TEXT_OR_NULL, **{c: NUMBER_OR_NULL for c in (
     "computeMajor", "computeMinor", "clockRate", "smCount", "memoryBandwidth", "computeCapabilityMajor",
-    "computeCapabilityMinor", "coreClockRate", "numMultiprocessors", "globalMemoryBandwidth")}}
+    "computeCapabilityMinor", "coreClockRate", "numMultiprocessors", "globalMemoryBandwidth",
+    # launch limits (GPU_LAUNCH_LIMITS, CUDA_GPU_LAUNCH_LIMITS)
+    "threadsPerWarp", "maxThreadsPerBlock", "maxWarpsPerSm", "maxBlocksPerSm", "maxRegistersPerSm",
+    "maxRegistersPerBlock", "maxShmemPerSm", "maxShmemPerBlockOptin", "numThreadsPerWarp", "maxWarpsPerMultiprocessor",
+    "maxBlocksPerMultiprocessor", "maxRegistersPerMultiprocessor", "maxSharedMemoryPerMultiprocessor")}}
 
 
 def _rows(conn, table: str) -> List[dict]:
@@ -133,7 +137,26 @@ def _device_from_gpu_row(row: dict) -> Device:
     return Device(id=int(row.get("id", row.get("deviceId", 0))), name=(row.get("name") or "").strip(),
                   vendor="NVIDIA", architecture=f"cc{cc}" if cc else "", compute_capability=cc,
                   sm_count=int(sms) if sms else None, clock_mhz=clock / 1e6 if clock else None,
-                  peaks=_bandwidth_peak(_num(row.get("memoryBandwidth")), "TARGET_INFO_GPU.memoryBandwidth"))
+                  peaks=_bandwidth_peak(_num(row.get("memoryBandwidth")), "TARGET_INFO_GPU.memoryBandwidth"),
+                  **_launch_limits(row, GPU_LAUNCH_LIMITS))
+
+
+# model.Device launch-limit field -> column of TARGET_INFO_GPU (2021+) / TARGET_INFO_CUDA_GPU (2020.x).
+GPU_LAUNCH_LIMITS = {"warp_size": "threadsPerWarp", "max_threads_per_block": "maxThreadsPerBlock",
+                     "max_warps_per_sm": "maxWarpsPerSm", "max_blocks_per_sm": "maxBlocksPerSm",
+                     "registers_per_sm": "maxRegistersPerSm", "registers_per_block": "maxRegistersPerBlock",
+                     "shared_mem_per_sm": "maxShmemPerSm", "shared_mem_per_block_optin": "maxShmemPerBlockOptin"}
+CUDA_GPU_LAUNCH_LIMITS = {"warp_size": "numThreadsPerWarp", "max_threads_per_block": "maxThreadsPerBlock",
+                          "max_warps_per_sm": "maxWarpsPerMultiprocessor",
+                          "max_blocks_per_sm": "maxBlocksPerMultiprocessor",
+                          "registers_per_sm": "maxRegistersPerMultiprocessor", "registers_per_block": "maxRegistersPerBlock",
+                          "shared_mem_per_sm": "maxSharedMemoryPerMultiprocessor"}
+
+
+def _launch_limits(row: dict, columns: Dict[str, str]) -> Dict[str, Optional[int]]:
+    """The SM's launch limits among a GPU info row's columns (None where the export lacks one)."""
+    values = {field: _num(row.get(column)) for field, column in columns.items()}
+    return {field: int(v) if v else None for field, v in values.items()}
 
 
 def _fill_from_cuda_gpu(dev: Optional[Device], row: dict) -> Device:
@@ -147,6 +170,8 @@ def _fill_from_cuda_gpu(dev: Optional[Device], row: dict) -> Device:
     dev.architecture = dev.architecture or (f"cc{cc}" if cc else "")
     dev.sm_count = dev.sm_count or (int(sms) if sms else None)
     dev.clock_mhz = dev.clock_mhz or (clock / 1e3 if clock else None)
+    for field, limit in _launch_limits(row, CUDA_GPU_LAUNCH_LIMITS).items():
+        setattr(dev, field, getattr(dev, field) or limit)
     if not dev.peaks:
         dev.peaks = _bandwidth_peak(bw * 1e3 if bw else None, "TARGET_INFO_CUDA_GPU.globalMemoryBandwidth")
     return dev
