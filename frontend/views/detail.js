@@ -1,8 +1,9 @@
-// Kernel detail (drawer): the launch's columns, the classifier's reasoning,
-// Nsight Compute's own rule results and every raw metric (searchable).
+// Kernel detail (drawer): the launch's columns, the classifier's reasoning, Nsight Compute's
+// sections (as Nsight Compute groups the metrics: /kernel's `sections`, built by
+// tb_hwprof/analysis/ncu_sections.py), its rule results and every raw metric (searchable).
 
 import {getJSON} from "../api.js";
-import {h, replace, errorBox, loading, debounce} from "../dom.js";
+import {h, s as svg, replace, errorBox, loading, debounce} from "../dom.js";
 import * as fmt from "../format.js";
 import {boundChip} from "./table.js";
 
@@ -52,6 +53,8 @@ export async function renderDetail(drawer, ctx) {
   const row = doc.row || {};
   const raw = doc.raw_metrics && typeof doc.raw_metrics === "object" ? doc.raw_metrics : {};
   const rules = Array.isArray(doc.rules) ? doc.rules : [];
+  const sections = Array.isArray(doc.sections) ? doc.sections : [];
+  const shown = new Set(sections.map((sec) => sec.id));
 
   const nav = h("div", {class: "detail-nav"},
     h("button", {type: "button", onclick: () => ctx.open(Number(launch) - 1), disabled: Number(launch) <= 0}, "‹ previous launch"),
@@ -74,7 +77,7 @@ export async function renderDetail(drawer, ctx) {
       h("td", null, h("span", {class: "rule-type"}, RULE_TYPES[r.type] || String(r.type ?? ""))),
       h("td", null, h("div", {class: "rule-title"}, r.title || r.rule || "",
         r.section || r.name ? h("span", {class: "muted small"}, ` · ${r.section || r.name}`) : null),
-        h("div", {class: "rule-msg"}, r.message || "")),
+        h("div", {class: "rule-msg"}, ruleMessage(r, shown, body))),
       h("td", {class: "numeric", "data-col": "estimated_speedup_pct", "data-value": r.estimated_speedup_pct ?? null},
         fmt.isMissing(r.estimated_speedup_pct) ? fmt.MISSING : `${fmt.num(r.estimated_speedup_pct)} %`,
         r.speedup_type ? h("div", {class: "muted small"}, String(r.speedup_type)) : null)));
@@ -117,9 +120,178 @@ export async function renderDetail(drawer, ctx) {
       h("thead", null, h("tr", null, h("th", null, "Metric"), h("th", null, "Value"), h("th", null, "Unit"))),
       h("tbody", null, metricRows)) : h("p", {class: "muted"}, "No raw metrics for this launch."));
 
-  replace(body, nav, summary, rulesSection, colsSection, metricsSection);
+  replace(body, nav, summary, sectionsPart(sections, rules, shown, body, {run, launch, row, raw}), rulesSection,
+    colsSection, metricsSection);
 }
 
 function fact(label, value, role) {
   return [h("dt", null, label), h("dd", {"data-role": role || null}, value)];
+}
+
+// -- Nsight Compute's sections -----------------------------------------------------------------
+
+/** A rule message with Nsight Compute's markup as links: `@url:text:link@` opens the page (http(s)
+ * only), `@section:Id:Title@` scrolls to that section when the drawer shows it, else is plain text. */
+function ruleMessage(rule, shown, body) {
+  const parts = Array.isArray(rule.message_parts) ? rule.message_parts : [{kind: "text", text: rule.message || ""}];
+  return parts.map((p) => {
+    if (p.kind === "url") {
+      return p.href ? h("a", {href: p.href, target: "_blank", rel: "noopener noreferrer", class: "rule-link"}, p.text || "")
+        : String(p.text || "");
+    }
+    if (p.kind === "section") {
+      return shown.has(p.id) ? sectionLink(p.id, p.text || p.id, body) : String(p.text || "");
+    }
+    return String(p.text ?? "");
+  });
+}
+
+function sectionAnchor(id) {
+  return `ncu-section-${String(id).replace(/[^A-Za-z0-9_-]/g, "_")}`;
+}
+
+/** A link to a section of this drawer (no href: the plugin's own navigation lives in the URL hash). */
+function sectionLink(id, label, body) {
+  const go = (e) => {
+    e.preventDefault();
+    const target = body.querySelector(`#${sectionAnchor(id)}`);
+    if (target) target.scrollIntoView({block: "start"});
+  };
+  return h("a", {class: "section-link", role: "link", tabindex: "0", "data-section-link": id, onclick: go,
+    onkeydown: (e) => { if (e.key === "Enter") go(e); }}, label);
+}
+
+const SCALED = {
+  "byte/s": [[1, "B/s"], [1e3, "KB/s"], [1e6, "MB/s"], [1e9, "GB/s"], [1e12, "TB/s"]],
+  byte: [[1, "B"], [1e3, "KB"], [1e6, "MB"], [1e9, "GB"]],
+  hz: [[1, "Hz"], [1e3, "kHz"], [1e6, "MHz"], [1e9, "GHz"]],
+  ns: [[1, "ns"], [1e3, "µs"], [1e6, "ms"], [1e9, "s"]],
+};
+
+/** A section value as Nsight Compute shows it: % with 2 decimals, bytes / Hz / ns scaled, counts
+ * grouped, ratios to 4 significant digits; text as it is. */
+export function sectionValue(value, unit) {
+  if (value === null || value === undefined) return fmt.MISSING;
+  if (typeof value !== "number") return String(value);
+  if (!Number.isFinite(value)) return fmt.MISSING;
+  if (unit === "%") return `${value.toFixed(2)} %`;
+  const steps = SCALED[unit];
+  if (steps) {
+    let [factor, label] = steps[0];
+    for (const step of steps) if (Math.abs(value) >= step[0]) [factor, label] = step;
+    return `${Number((value / factor).toPrecision(4)).toLocaleString("en-US", {maximumFractionDigits: 4})} ${label}`;
+  }
+  const shown = Number.isInteger(value) ? value.toLocaleString("en-US")
+    : Number(value.toPrecision(4)).toLocaleString("en-US", {maximumFractionDigits: 6});
+  return unit ? `${shown} ${unit}` : shown;
+}
+
+function metricRowsTable(rows, role) {
+  return h("table", {class: "data kv section-rows", "data-role": role},
+    h("tbody", null, rows.map((r) => h("tr", {"data-metric": r.metric, title: r.metric},
+      h("td", null, r.label),
+      h("td", {class: typeof r.value === "number" ? "numeric" : "str", "data-value": r.value ?? null}, sectionValue(r.value, r.unit))))));
+}
+
+function barChart(fig) {
+  const max = Math.max(...fig.rows.map((r) => r.value), 0);
+  const percent = fig.quantity === "% of peak";
+  return h("div", {class: "section-figure ncu-bars", "data-figure": fig.id},
+    h("div", {class: "figure-title"}, fig.title, " — top: ", h("strong", {"data-role": "figure-top"}, fig.top)),
+    fig.rows.map((r) => {
+      const width = percent ? Math.min(100, Math.max(0, r.value)) : (max > 0 ? 100 * r.value / max : 0);
+      return h("div", {class: "ncu-bar-row", "data-metric": r.metric, title: r.metric},
+        h("span", {class: "bar-label"}, r.label),
+        h("span", {class: "bar-track"}, h("span", {class: "bar", style: {width: `${width.toFixed(1)}%`}})),
+        h("span", {class: "bar-value numeric", "data-value": r.value}, sectionValue(r.value, r.unit)));
+    }));
+}
+
+// Memory chart layout (viewBox units): the boxes in Nsight Compute's places, left to right.
+const BOX_W = 130, BOX_H = 64;
+const BOX_AT = {kernel: [0, 70], l1tex: [250, 10], shared: [250, 130], l2: [500, 10], dram: [750, 10]};
+const MAIN_ROW = {Requests: "req", Sectors: "sectors", Bytes: "bytes", Wavefronts: "wavefronts"};
+
+function linkSummary(link) {
+  const main = link.rows.find((r) => MAIN_ROW[r.label]) || link.rows[0];
+  return `${link.label}: ${sectionValue(main.value, "")} ${MAIN_ROW[main.label] || main.label.toLowerCase()}`;
+}
+
+/** Nsight Compute's memory chart in SVG: boxes (with their hit rates etc.) and, along each arrow,
+ * the traffic of the links between them; every figure of every link in the table below it. */
+function memoryChart(fig) {
+  const boxes = fig.boxes.filter((b) => BOX_AT[b.id]);
+  const byPair = new Map();
+  for (const link of fig.links) {
+    const key = `${link.from}>${link.to}`;
+    if (!byPair.has(key)) byPair.set(key, []);
+    byPair.get(key).push(link);
+  }
+  const arrows = [...byPair.entries()].filter(([key]) => key.split(">").every((id) => BOX_AT[id])).map(([key, links]) => {
+    const [from, to] = key.split(">").map((id) => BOX_AT[id]);
+    const x1 = from[0] + BOX_W, y1 = from[1] + BOX_H / 2, x2 = to[0], y2 = to[1] + BOX_H / 2;
+    return svg("g", {class: "mem-link", "data-link": key},
+      svg("line", {x1, y1, x2: x2 - 4, y2, class: "mem-arrow", "marker-end": "url(#mem-arrowhead)"}),
+      links.map((link, i) => svg("text", {x: x1 + 6, y: Math.min(y1, y2) + (y1 === y2 ? -6 - 13 * (links.length - 1 - i) : 14 + 13 * i),
+        class: "mem-link-label"}, linkSummary(link))));
+  });
+  const boxEls = boxes.map((b) => {
+    const [x, y] = BOX_AT[b.id];
+    return svg("g", {class: "mem-box", "data-box": b.id},
+      svg("rect", {x, y, width: BOX_W, height: BOX_H, rx: 4}),
+      svg("text", {x: x + 8, y: y + 18, class: "mem-box-title"}, b.label),
+      b.rows.map((r, i) => svg("text", {x: x + 8, y: y + 36 + 14 * i, class: "mem-box-row"}, `${r.label}: ${sectionValue(r.value, r.unit)}`)));
+  });
+  const table = h("table", {class: "data mem-links", "data-role": "memory-links"},
+    h("thead", null, h("tr", null, h("th", null, "Traffic"), h("th", null, "Figure"), h("th", null, "Value"))),
+    h("tbody", null, fig.links.map((link) => link.rows.map((r, i) => h("tr", {"data-metric": r.metric, title: r.metric},
+      h("td", null, i === 0 ? link.label : ""), h("td", null, r.label),
+      h("td", {class: "numeric", "data-value": r.value ?? null}, sectionValue(r.value, r.unit)))))));
+  return h("div", {class: "section-figure", "data-figure": fig.id},
+    h("div", {class: "figure-title"}, fig.title),
+    svg("svg", {class: "memory-chart", viewBox: "0 0 880 200", role: "img", "aria-label": "memory chart"},
+      svg("defs", null, svg("marker", {id: "mem-arrowhead", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto"},
+        svg("path", {d: "M0,0 L10,5 L0,10 z"}))),
+      arrows, boxEls),
+    boxes.some((b) => b.rows.length) ? metricRowsTable(boxes.flatMap((b) => b.rows.map((r) => ({...r, label: `${b.label} ${r.label}`}))), "memory-boxes") : null,
+    table);
+}
+
+function figure(fig) {
+  if (fig.kind === "bars" && Array.isArray(fig.rows) && fig.rows.length) return barChart(fig);
+  if (fig.kind === "memory_chart" && Array.isArray(fig.links) && fig.links.length) return memoryChart(fig);
+  return null;
+}
+
+/** OCCUPANCY SLOT: the occupancy calculator's chart (frontend/views/occupancy.js, the OCCUPANCY
+ * engineer's module) goes here when that module exports `renderOccupancyChart(slot, ctx)`; without
+ * it the slot stays empty and the Occupancy section shows Nsight Compute's figures alone. */
+function occupancySlot(ctx) {
+  const slot = h("div", {class: "occupancy-slot", "data-role": "occupancy-slot"});
+  import("./occupancy.js")
+    .then((mod) => { if (typeof mod.renderOccupancyChart === "function") mod.renderOccupancyChart(slot, ctx); })
+    .catch(() => { /* no occupancy module yet: nothing to draw */ });
+  return slot;
+}
+
+function sectionRules(sec, rules, shown, body) {
+  const own = (sec.rules || []).map((i) => rules[i]).filter(Boolean);
+  if (!own.length) return null;
+  return h("ul", {class: "section-rules"}, own.map((r) => h("li", {class: `rule rule-${RULE_TYPES[r.type] || "info"}`, "data-rule": r.rule || null},
+    h("span", {class: "rule-type"}, RULE_TYPES[r.type] || String(r.type ?? "")), " ",
+    h("span", {class: "rule-title"}, r.title || r.rule || ""),
+    h("div", {class: "rule-msg"}, ruleMessage(r, shown, body)))));
+}
+
+function sectionsPart(sections, rules, shown, body, ctx) {
+  if (!sections.length) return null;
+  const index = h("nav", {class: "section-index", "data-role": "section-index"},
+    sections.map((sec) => sectionLink(sec.id, sec.title, body)));
+  const blocks = sections.map((sec) => h("section", {class: "ncu-section", id: sectionAnchor(sec.id), "data-section": sec.id},
+    h("h4", null, sec.title),
+    sec.rows && sec.rows.length ? metricRowsTable(sec.rows, "section-rows") : null,
+    (sec.figures || []).map(figure),
+    sec.id === "Occupancy" ? occupancySlot(ctx) : null,
+    sectionRules(sec, rules, shown, body)));
+  return h("div", {class: "ncu-sections", "data-role": "ncu-sections"}, h("h4", null, "Nsight Compute sections"), index, blocks);
 }

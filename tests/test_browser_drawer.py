@@ -1,0 +1,181 @@
+"""The kernel drawer shows Nsight Compute's sections, in a real browser (TensorBoard + headless
+Chromium; harness in tests/browser_support.py).  One TensorBoard start, one full-set report
+(armleth, Nsight Compute 2024.2.1 `--set full`); every value the drawer shows is checked against
+NVIDIA's own ncu_report reading the same file, both the exact value (data-value) and the text
+shown (parsed back, within its display rounding).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from browser_support import export_run, wait_rows
+from conftest import ncu_actions
+
+RUN = "armleth"
+EXPECTED_RUNS = {RUN}
+REPORT = "ncu/armleth_t4_full_2024.2.1.ncu-rep"
+SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "img" / "drawer-sections.png"
+# The units the drawer scales (frontend/views/detail.js sectionValue) and their factors.
+SCALE = {"B/s": 1, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9,
+         "Hz": 1, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9, "ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
+SHOWN = re.compile(r"^(-?[\d,]*\.?\d+(?:e[-+]?\d+)?)\s*(.*)$")
+
+
+@pytest.fixture(scope="module")
+def report(samples_dir):
+    path = samples_dir / REPORT
+    if not path.is_file():
+        pytest.skip(f"{REPORT} not in the samples")
+    return path
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory, report):
+    root = tmp_path_factory.mktemp("drawer") / "logs"
+    export_run([report], root, RUN)
+    return root
+
+
+@pytest.fixture(scope="module")
+def oracle(ncu_report_module, report):
+    """The first launch as ncu_report reads it: (action, {section id: ISection})."""
+    action = next(ncu_actions(ncu_report_module, report))
+    return action, {s.identifier(): s for s in action.sections()}
+
+
+def ncu_value(action, name):
+    metric = action.metric_by_name(name)
+    assert metric is not None, f"the drawer shows {name}, which the report lacks"
+    if metric.kind() == metric.ValueKind_STRING:  # a text metric (launch__func_cache_config)
+        return metric.as_string()
+    return metric.as_double()
+
+
+def parse_shown(text: str) -> float:
+    """'262.5 GB/s' -> 262.5e9, '3,969' -> 3969.0 (the drawer's own formats)."""
+    match = SHOWN.match(text.strip())
+    assert match, f"cannot read a number from {text!r}"
+    return float(match.group(1).replace(",", "")) * SCALE.get(match.group(2).strip(), 1)
+
+
+def assert_shows(action, metric: str, value_attr, text: str):
+    expected = ncu_value(action, metric)
+    if isinstance(expected, str):
+        assert text.strip() == expected, metric
+        return
+    assert float(value_attr) == pytest.approx(expected, rel=1e-9, abs=1e-12), metric
+    # 4 significant digits or 2 decimals (percentages): the display's own rounding
+    assert parse_shown(text) == pytest.approx(expected, rel=1e-3, abs=0.006), f"{metric}: shown {text!r}"
+
+
+def cells(scope, selector):
+    """[(metric, data-value, text)] of the rows/bars under `scope` matching `selector`."""
+    return scope.locator(selector).evaluate_all("""els => els.map(e => {
+        const v = e.querySelector('[data-value]');
+        return [e.dataset.metric, v.getAttribute('data-value'), v.textContent];
+    })""")
+
+
+@pytest.fixture(scope="module")
+def drawer_page(browser, tensorboard):
+    """The drawer of launch 0 open (one page for the module's tests)."""
+    import browser_support
+    gen = browser_support.open_session(browser, tensorboard)
+    session = next(gen)
+    session.open()
+    frame = session.go(f"#view=kernels&run={RUN}")
+    wait_rows(frame, "kernels", 1)
+    frame.click("table[data-role=kernels] tr[data-launch-id='0']")
+    drawer = frame.locator("aside#detail")
+    drawer.locator("[data-role=ncu-sections] section[data-section]").first.wait_for()
+    yield session, frame, drawer
+    try:
+        next(gen)
+    except StopIteration:
+        pass
+
+
+def test_each_section_of_the_report_is_shown_with_its_values(drawer_page, oracle):
+    session, frame, drawer = drawer_page
+    action, report_sections = oracle
+    shown = drawer.locator("section[data-section]").evaluate_all("els => els.map(e => e.dataset.section)")
+    # every top-level section of the report that has metrics of its own, and no other
+    with_metrics = {i for i, s in report_sections.items() if len(s.header_metrics()) and not s.parent_identifier()}
+    assert set(shown) == with_metrics
+    for section_id in shown:
+        section = drawer.locator(f"section[data-section='{section_id}']")
+        rows = cells(section, "table[data-role=section-rows] tr[data-metric]")
+        labels = dict(section.locator("table[data-role=section-rows] tr[data-metric]").evaluate_all(
+            "els => els.map(e => [e.dataset.metric, e.cells[0].textContent])"))
+        header = {m.name(): m.label() for m in report_sections[section_id].header_metrics()}
+        assert set(header) <= {m for m, _, _ in rows}, f"{section_id}: a header metric is not shown"
+        for metric, value, text in rows:
+            assert_shows(action, metric, value, text)
+            if metric in header:  # Nsight Compute's own label
+                assert labels[metric] == header[metric], metric
+
+
+def test_bars_are_ranked_and_the_busiest_named(drawer_page, oracle):
+    _, frame, drawer = drawer_page
+    action, _ = oracle
+    for figure_id in ("breakdown:sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                      "breakdown:gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "warp_stalls"):
+        fig = drawer.locator(f"[data-figure='{figure_id}']")
+        bars = cells(fig, ".ncu-bar-row")
+        assert bars, figure_id
+        for metric, value, text in bars:
+            assert_shows(action, metric, value, text)
+        values = [ncu_value(action, m) for m, _, _ in bars]
+        assert values == sorted(values, reverse=True), figure_id
+        top = fig.locator(".ncu-bar-row").first.locator(".bar-label").inner_text()
+        assert fig.locator("[data-role=figure-top]").inner_text() == top
+    # the breakdown lists exactly the units ncu_report's breakdown metric names
+    listed = action.metric_by_name("breakdown:sm__throughput.avg.pct_of_peak_sustained_elapsed").as_string().split(",")
+    present = {n for n in listed if action.metric_by_name(n) is not None}
+    shown = {m for m, _, _ in cells(drawer, "[data-figure='breakdown:sm__throughput.avg.pct_of_peak_sustained_elapsed'] .ncu-bar-row")}
+    assert shown == present
+    # the stall reasons: every per-issue stall ratio of the report
+    stalls = {n for n in action.metric_names() if re.fullmatch(r"smsp__average_warps_issue_stalled_\w+_per_issue_active\.ratio", n)
+              and "_not_issued" not in n}
+    assert {m for m, _, _ in cells(drawer, "[data-figure=warp_stalls] .ncu-bar-row")} == stalls
+
+
+def test_memory_chart_values(drawer_page, oracle):
+    _, frame, drawer = drawer_page
+    action, _ = oracle
+    chart = drawer.locator("[data-figure=memory_chart]")
+    assert chart.locator("svg.memory-chart g[data-box]").count() == 5
+    links = cells(chart, "table[data-role=memory-links] tr[data-metric]")
+    names = {m for m, _, _ in links}
+    for needed in ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
+                   "dram__bytes_read.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"):
+        assert needed in names
+    for metric, value, text in links + cells(chart, "table[data-role=memory-boxes] tr[data-metric]"):
+        assert_shows(action, metric, value, text)
+
+
+def test_rule_markup_is_rendered_as_links(drawer_page):
+    session, frame, drawer = drawer_page
+    text = frame.evaluate("document.body.innerText")
+    assert "@url:" not in text and "@section:" not in text
+    assert "Raw metrics" in text  # the raw list stays below the sections
+    urls = drawer.locator("a.rule-link")
+    assert urls.count() > 0
+    for i in range(urls.count()):
+        link = urls.nth(i)
+        assert re.match(r"^https?://", link.get_attribute("href"))
+        assert "noopener" in link.get_attribute("rel") and link.get_attribute("target") == "_blank"
+    # a section link in a rule message scrolls its section into view
+    link = drawer.locator(".rule-msg a.section-link[data-section-link=MemoryWorkloadAnalysis]").first
+    link.click()
+    frame.wait_for_function("""() => {
+        const s = document.querySelector('section[data-section=MemoryWorkloadAnalysis]').getBoundingClientRect();
+        const b = document.querySelector('aside#detail .drawer-body').getBoundingClientRect();
+        return s.top >= b.top - 2 && s.top < b.top + 40; }""", timeout=10000)
+    drawer.locator("section[data-section=SpeedOfLight]").scroll_into_view_if_needed()
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    frame.evaluate("document.querySelector('section[data-section=SpeedOfLight]').scrollIntoView({block: 'start'})")
+    session.page.screenshot(path=str(SCREENSHOT))
