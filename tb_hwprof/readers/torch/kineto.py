@@ -301,8 +301,24 @@ def _devices(properties: List[dict]) -> List[Device]:
         devices.append(Device(id=int(p["id"]), name=name, vendor="AMD" if amd else "NVIDIA", peaks=peaks,
                               architecture=str(p.get("gcnArchName") or (f"cc{cc}" if cc and not amd else "")),
                               compute_capability="" if amd else cc,
-                              sm_count=sms))
+                              sm_count=sms, **_launch_limits(p)))
     return devices
+
+
+def _launch_limits(p: dict) -> dict:
+    """model.Device launch limits from a deviceProperties entry (cudaDeviceProp names; ROCm's
+    traces spell the LDS per CU maxSharedMemoryPerMultiProcessor).  None where absent."""
+    def whole(*keys):
+        for key in keys:
+            if isinstance(p.get(key), int) and not isinstance(p.get(key), bool) and p[key] > 0:
+                return p[key]
+        return None
+    warp, threads = whole("warpSize"), whole("maxThreadsPerMultiprocessor")
+    return {"warp_size": warp, "max_threads_per_block": whole("maxThreadsPerBlock"),
+            "max_warps_per_sm": threads // warp if warp and threads else None,
+            "registers_per_sm": whole("regsPerMultiprocessor"), "registers_per_block": whole("regsPerBlock"),
+            "shared_mem_per_sm": whole("sharedMemPerMultiprocessor", "maxSharedMemoryPerMultiProcessor"),
+            "shared_mem_per_block_optin": whole("sharedMemPerBlockOptin")}
 
 
 # ---------------------------------------------------------------- kernels table
