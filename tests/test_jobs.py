@@ -1,0 +1,207 @@
+"""Multi-rank job export (issue 14, tb_hwprof/jobs.py), in this process and on an in-process Dask
+cluster, on HTA's real 2-rank capture (hta_sampled_2rank_rank0/1): runs job/rank_N and job, each
+rank run equal to a plain export of its file, the rank and world size as the raw trace's
+distributedInfo says (read with stdlib gzip/json), bad and mixed ranks leaving the logdir as it was."""
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import sys
+
+import pandas as pd
+import pytest
+
+from tb_hwprof import cli, jobs
+from tb_hwprof.analysis.pipeline import export_report
+from tb_hwprof.errors import InputError, MissingDependency, RunExists
+from tb_hwprof.logdir.reader import load_run, read_kernels, read_manifest
+
+from conftest import sample
+
+RANKS = ["torch/hta_sampled_2rank_rank0.json.gz", "torch/hta_sampled_2rank_rank1.json.gz"]
+OTHER_JOB = "torch/hta_trace_diff_test.json.gz"  # distributedInfo: rank 1 of world size 2
+NSYS = ["nsys/gpu4_t4_2022.4.2.sqlite", "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite"]
+
+
+@pytest.fixture
+def rank_files(samples_dir):
+    return [sample(samples_dir, name) for name in RANKS]
+
+
+def raw_trace(path) -> dict:
+    with gzip.open(path) as f:
+        return json.load(f)
+
+
+def raw_kernels(path) -> int:
+    return sum(1 for e in raw_trace(path)["traceEvents"] if e.get("cat") == "kernel")
+
+
+def tree(folder):
+    """Every path under `folder` with its size and mtime: what "the logdir is unchanged" compares."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
+            for p in sorted(folder.rglob("*"))}
+
+
+def truncated_copy(path, tmp_path):
+    """A damaged rank: the real file cut at half its bytes (damage made by truncation)."""
+    data = path.read_bytes()
+    bad = tmp_path / "bad" / path.name
+    bad.parent.mkdir()
+    bad.write_bytes(data[: len(data) // 2])
+    return bad
+
+
+def test_in_process_job_has_a_run_per_rank_and_the_job_run(rank_files, tmp_path):
+    runs = jobs.export_job(rank_files, tmp_path / "logs", "job", scheduler="none")
+    logs = tmp_path / "logs"
+    assert runs == [logs / "job" / "rank_0", logs / "job" / "rank_1", logs / "job"]
+    for path in rank_files:
+        info = raw_trace(path)["distributedInfo"]
+        run = logs / "job" / f"rank_{info['rank']}"
+        assert read_manifest(run)["kernel_count"] == raw_kernels(path)
+    ranks = load_run(logs / "job").summaries["ranks"]
+    expected = sorted(raw_trace(p)["distributedInfo"]["rank"] for p in rank_files)
+    assert ranks["rank"].tolist() == expected
+    assert ranks["world_size"].tolist() == [raw_trace(p)["distributedInfo"]["world_size"] for p in rank_files]
+    assert ranks["run"].tolist() == [f"job/rank_{r}" for r in expected]
+    # nothing of the export's hidden staging is left, and every run shows its event file
+    assert not (logs / ".tb-hwprof").exists()
+    for run in runs:
+        assert len([p for p in run.iterdir() if p.name.startswith("events.out.tfevents.")]) == 1
+
+
+def test_a_rank_run_equals_a_plain_export_of_its_file(rank_files, tmp_path):
+    jobs.export_job(rank_files, tmp_path / "job", "job", scheduler="none")
+    for rank, path in enumerate(rank_files):
+        single = export_report(path, tmp_path / "single", f"r{rank}")
+        in_job = tmp_path / "job" / "job" / f"rank_{rank}"
+        pd.testing.assert_frame_equal(read_kernels(in_job), read_kernels(single))
+        job_manifest, single_manifest = read_manifest(in_job), read_manifest(single)
+        assert job_manifest["summary"] == single_manifest["summary"]
+        assert sorted(job_manifest["files"]) == sorted(single_manifest["files"])
+
+
+def test_job_notes_say_where_each_rank_ran(rank_files, tmp_path):
+    jobs.export_job(rank_files, tmp_path, "job", scheduler="none")
+    notes = read_manifest(tmp_path / "job")["notes"]
+    for rank, path in enumerate(rank_files):
+        assert any(n.startswith(f"rank {rank}: {path} exported on {jobs.IN_PROCESS_WORKER}") for n in notes)
+
+
+def test_on_a_dask_cluster_the_ranks_run_on_its_workers(rank_files, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        workers = set(cluster.scheduler.workers)
+        jobs.export_job(rank_files, tmp_path, "job", scheduler=cluster.scheduler_address)
+    ran_on = {n.split(" exported on ")[1].split(" in ")[0] for n in read_manifest(tmp_path / "job")["notes"]
+              if " exported on " in n}
+    assert ran_on and ran_on <= workers
+    for rank, path in enumerate(rank_files):
+        assert read_manifest(tmp_path / "job" / f"rank_{rank}")["kernel_count"] == raw_kernels(path)
+
+
+def test_a_bad_rank_stops_the_job_and_leaves_the_logdir_as_it_was(rank_files, tmp_path):
+    logs = tmp_path / "logs"
+    export_report(rank_files[0], logs, "other")  # a run already there stays as it is
+    jobs.export_job(rank_files, logs, "job", scheduler="none")  # and a job the failed --overwrite must keep
+    before = tree(logs)
+    bad = truncated_copy(rank_files[1], tmp_path)
+    for name, overwrite in (("new", False), ("job", True)):
+        with pytest.raises(InputError) as failed:
+            jobs.export_job([rank_files[0], bad], logs, name, scheduler="none", overwrite=overwrite)
+        assert str(failed.value).startswith(f"{bad}: ")
+        assert "nothing was written" in str(failed.value) and "--skip-bad-ranks" in str(failed.value)
+        assert tree(logs) == before
+
+
+def test_skip_bad_ranks_writes_the_others_and_lists_the_skipped_one(rank_files, tmp_path):
+    bad = truncated_copy(rank_files[1], tmp_path)
+    runs = jobs.export_job([rank_files[0], bad], tmp_path / "logs", "job", scheduler="none", skip_bad_ranks=True)
+    job = tmp_path / "logs" / "job"
+    assert runs == [job / "rank_0", job]
+    assert not (job / "rank_1").exists()
+    assert any(n.startswith(f"skipped rank file {bad} (position 2): ") for n in read_manifest(job)["notes"])
+    assert load_run(job).summaries["ranks"]["rank"].tolist() == [0]
+
+
+def test_a_missing_rank_is_named(rank_files, tmp_path):
+    missing = tmp_path / "rank_5.json.gz"
+    with pytest.raises(InputError, match=f"^{missing}: "):
+        jobs.export_job([rank_files[0], missing], tmp_path / "logs", "job", scheduler="none")
+    assert not (tmp_path / "logs").exists() or tree(tmp_path / "logs") == {}
+
+
+def test_ranks_of_another_job_are_refused_with_the_reason(rank_files, samples_dir, tmp_path):
+    other = sample(samples_dir, OTHER_JOB)
+    theirs, ours = raw_trace(other)["distributedInfo"]["world_size"], raw_trace(rank_files[0])["distributedInfo"]["world_size"]
+    assert theirs != ours
+    (tmp_path / "logs").mkdir()
+    with pytest.raises(InputError, match=f"^{other}: .*world size {theirs}.*{ours}"):
+        jobs.export_job([rank_files[0], other], tmp_path / "logs", "job", scheduler="none")
+    assert tree(tmp_path / "logs") == {}
+
+
+def test_a_rank_given_twice_is_refused(rank_files, tmp_path):
+    copy = tmp_path / "copy" / rank_files[0].name
+    copy.parent.mkdir()
+    shutil.copy(rank_files[0], copy)
+    (tmp_path / "logs").mkdir()
+    with pytest.raises(InputError, match="claims rank 0"):
+        jobs.export_job([rank_files[0], copy], tmp_path / "logs", "job", scheduler="none")
+    assert tree(tmp_path / "logs") == {}
+
+
+def test_an_existing_job_needs_overwrite(rank_files, tmp_path):
+    jobs.export_job(rank_files, tmp_path, "job", scheduler="none")
+    with pytest.raises(RunExists):
+        jobs.export_job(rank_files, tmp_path, "job", scheduler="none")
+    first = read_manifest(tmp_path / "job" / "rank_0")["provenance"]["export_time"]
+    jobs.export_job(rank_files, tmp_path, "job", scheduler="none", overwrite=True)
+    for run in ("job", "job/rank_0", "job/rank_1"):  # one event file each: the old ones replaced
+        assert len([p for p in (tmp_path / run).iterdir() if p.name.startswith("events.out.tfevents.")]) == 1
+    assert read_manifest(tmp_path / "job" / "rank_0")["provenance"]["export_time"] >= first
+
+
+def test_nsys_ranks_take_their_order_and_count_what_sqlite_counts(samples_dir, tmp_path):
+    files = [sample(samples_dir, name) for name in NSYS]
+    assert cli.main(["export", *map(str, files), "--ranks", "--logdir", str(tmp_path), "--run", "job",
+                     "--scheduler", "none", "--quiet"]) == 0
+    for rank, path in enumerate(files):  # no distributedInfo, no rank in the name: the order given
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            count = db.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        assert read_manifest(tmp_path / "job" / f"rank_{rank}")["kernel_count"] == count
+    assert load_run(tmp_path / "job").summaries["ranks"]["source"].tolist() == [str(f) for f in files]
+
+
+# ------------------------------------------------------------------ the CLI's rule: series or job
+def test_pytorch_traces_of_distinct_ranks_are_a_job_and_series_keeps_a_series(rank_files, tmp_path):
+    assert jobs.looks_like_job(rank_files)
+    assert cli.main(["export", *map(str, rank_files), "--logdir", str(tmp_path / "a"), "--run", "job",
+                     "--scheduler", "none", "--quiet"]) == 0
+    assert sorted(p.name for p in (tmp_path / "a" / "job").iterdir() if p.is_dir()) == ["plugins", "rank_0", "rank_1"]
+    assert cli.main(["export", *map(str, rank_files), "--logdir", str(tmp_path / "b"), "--run", "s", "--series",
+                     "--quiet"]) == 0
+    stems = sorted(p.name[: -len(".gz")] for p in rank_files)  # a series' runs: NAME/<file stem>, as before
+    assert sorted(p.name for p in (tmp_path / "b" / "s").iterdir() if p.is_dir()) == stems
+
+
+def test_traces_of_different_world_sizes_are_no_job_by_themselves(rank_files, samples_dir):
+    assert not jobs.looks_like_job([rank_files[0], sample(samples_dir, OTHER_JOB)])
+    assert not jobs.looks_like_job([rank_files[0], rank_files[0]])  # the same rank twice
+    assert not jobs.looks_like_job([sample(samples_dir, n) for n in NSYS])  # no distributedInfo
+
+
+def test_job_options_outside_a_job_are_refused(rank_files, tmp_path, capsys):
+    assert cli.main(["export", str(rank_files[0]), "--logdir", str(tmp_path), "--skip-bad-ranks"]) == 1
+    assert "--skip-bad-ranks: only for the ranks of a job" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_without_dask_the_export_says_how_to_install_it(rank_files, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    monkeypatch.delenv(jobs.SCHEDULER_ENV, raising=False)
+    with pytest.raises(MissingDependency, match=r"pip install 'tb-hwprof\[distributed\]'.*--scheduler none"):
+        jobs.export_job(rank_files, tmp_path / "logs", "job")
+    assert not os.path.exists(tmp_path / "logs" / "job")
