@@ -1,0 +1,415 @@
+"""`tb-hwprof profile TOOL ... -- PROGRAM ARGS`: run a Python program under the profilers and export one run.
+
+  ncu / rocprof-compute (counters): the program runs twice, once with the PyTorch profiler on (the
+      trace: operators and kernels as the application ran them), once under the counter profiler
+      with the filters that keep a capture short; both are exported and joined (analysis/join.py)
+      into one run: the trace's kernels and operators carry the counters.
+  nsys / rocprofv3 (tracers): the program runs once under the tracer; its capture is the run.
+
+The capture is steered from inside the program by tb_hwprof/profile_env.py, loaded through the
+sitecustomize.py of tb_hwprof/profile_boot/ put first on PYTHONPATH: the same steps (optimizer steps,
+or tb_hwprof.profile_env.step() calls) are captured in every pass; ncu and nsys are told to capture
+only inside the cudaProfilerStart/Stop range it marks.
+
+Files: each pass writes into a capture folder outside the logdir (a temporary one, or
+--capture-dir); the profilers' own output goes to <capture>/logs/<pass>.log as well as to the
+terminal.  When every pass has succeeded, the captured files (the trace, the report, the logs) are
+moved into <logdir>/<run>/ and the run is exported beside them (the writer's atomic replace of its
+own files; the PyTorch trace stays where torch-tb-profiler finds it).  A pass that fails leaves the
+logdir untouched and keeps the capture folder, whose log the error names.
+
+Correctness of the join on a real trace + ncu pair is not validated yet (see analysis/join.py); the
+process handling is tested against fake `ncu` / `nsys` executables and a real CPU PyTorch run.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from .errors import HwprofError
+
+TOOLS = ("ncu", "nsys", "rocprof-compute", "rocprofv3")
+COUNTER_TOOLS = ("ncu", "rocprof-compute")
+INSTALL_HINTS = {
+    "ncu": "install Nsight Compute (part of the CUDA toolkit, or https://developer.nvidia.com/nsight-compute) "
+           "and put its folder on PATH",
+    "nsys": "install Nsight Systems (part of the CUDA toolkit, or https://developer.nvidia.com/nsight-systems) "
+            "and put its folder on PATH",
+    "rocprof-compute": "install ROCm's rocprofiler-compute (apt install rocprofiler-compute; "
+                       "https://rocm.docs.amd.com/projects/rocprofiler-compute) and put /opt/rocm/bin on PATH",
+    "rocprofv3": "install ROCm's rocprofiler-sdk (apt install rocprofiler-sdk; "
+                 "https://rocm.docs.amd.com/projects/rocprofiler-sdk) and put /opt/rocm/bin on PATH",
+}
+NCU_SETS = ("basic", "full", "roofline")
+BOOT = Path(__file__).resolve().parent / "profile_boot"
+REPORT_STEM = "profile"
+LOGS = "logs"
+TRACE_FOLDER = "trace"
+
+
+@dataclasses.dataclass
+class ProfileOptions:
+    tool: str
+    command: List[str]
+    logdir: str = "runs"
+    run: str = "profile"
+    steps: int = 3
+    skip: int = 1
+    kernels: Optional[str] = None  # a regular expression over kernel function names
+    launch_skip: int = 0
+    launch_count: Optional[int] = None
+    ncu_set: str = "full"
+    clock_control: str = "base"
+    replay_mode: str = "kernel"
+    duration_s: Optional[int] = 600
+    overwrite: bool = False
+
+    @property
+    def ranged(self) -> bool:
+        """The capture is limited to the steps (else: the whole program)."""
+        return self.steps > 0
+
+
+# ------------------------------------------------------------------ the profilers' command lines
+def ncu_argv(o: ProfileOptions, out_stem: Path) -> List[str]:
+    """Nsight Compute over the program: every process, the filters that keep a capture short, the
+    clock and cache settings stated (the cross-tool time check names them), report at out_stem.ncu-rep."""
+    argv = ["ncu", "--target-processes", "all", "--replay-mode", o.replay_mode, "--clock-control", o.clock_control,
+            "--cache-control", "all", "--set", o.ncu_set]
+    if o.kernels:
+        argv += ["--kernel-name-base", "function", "--kernel-name", f"regex:{o.kernels}"]
+    if o.launch_skip:
+        argv += ["--launch-skip", str(o.launch_skip)]
+    if o.launch_count is not None:
+        argv += ["--launch-count", str(o.launch_count)]
+    if o.ranged:
+        argv += ["--profile-from-start", "off"]  # the steps' cudaProfilerStart/Stop range only
+    return argv + ["--export", str(out_stem), "--force-overwrite", "--", *o.command]
+
+
+def nsys_argv(o: ProfileOptions, out_stem: Path) -> List[str]:
+    """Nsight Systems over the program: CUDA, NVTX and OS runtime traced, the steps' cudaProfilerApi
+    range (or the whole run), a duration limit, exported to out_stem.sqlite as well."""
+    argv = ["nsys", "profile", "--trace", "cuda,nvtx,osrt", "--sample", "none"]
+    if o.ranged:
+        argv += ["--capture-range", "cudaProfilerApi", "--capture-range-end", "stop"]
+    if o.duration_s:
+        argv += ["--duration", str(o.duration_s)]
+    return argv + ["--output", str(out_stem), "--force-overwrite", "true", "--export", "sqlite", "--", *o.command]
+
+
+def rocprof_compute_argv(o: ProfileOptions, workload: Path) -> List[str]:
+    """rocprof-compute's profile mode into the workload folder (kernel filter by name where asked)."""
+    argv = ["rocprof-compute", "profile", "--name", REPORT_STEM, "--path", str(workload)]
+    if o.kernels:
+        argv += ["--kernel", o.kernels]
+    return argv + ["--", *o.command]
+
+
+def rocprofv3_argv(o: ProfileOptions, out_dir: Path) -> List[str]:
+    """rocprofv3's kernel and copy trace as CSV into out_dir."""
+    return ["rocprofv3", "--kernel-trace", "--memory-copy-trace", "--output-format", "csv",
+            "--output-directory", str(out_dir), "--output-file", REPORT_STEM, "--", *o.command]
+
+
+def missing_tools(tools) -> List[str]:
+    """One line per profiler not on PATH, with how to install it."""
+    return [f"{tool} not found on PATH -- {INSTALL_HINTS[tool]}" for tool in tools if shutil.which(tool) is None]
+
+
+# ------------------------------------------------------------------ running a pass
+def pass_environment(mode: Optional[str], o: ProfileOptions, claim: Path) -> Dict[str, str]:
+    """The program's environment for one pass: profile_boot first on PYTHONPATH and the capture asked."""
+    env = dict(os.environ)
+    env.pop("TB_HWPROF_PROFILE", None)
+    if mode is None:
+        return env
+    env["PYTHONPATH"] = os.pathsep.join([str(BOOT), *filter(None, [env.get("PYTHONPATH")])])
+    env.update(TB_HWPROF_PROFILE=mode, TB_HWPROF_PROFILE_STEPS=str(o.steps), TB_HWPROF_PROFILE_SKIP=str(o.skip),
+               TB_HWPROF_PROFILE_CLAIM=str(claim))
+    return env
+
+
+def run_logged(argv: List[str], env: Dict[str, str], log: Path, echo: Callable[[str], None]) -> int:
+    """Run argv, its output (stdout and stderr together) into `log` line by line and to echo(line);
+    the exit status.  A program that cannot start is a one-line error."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w", encoding="utf-8", errors="replace") as out:
+        out.write("$ " + subprocess.list2cmdline(argv) + "\n")
+        try:
+            process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
+        except OSError as e:
+            raise HwprofError(f"{argv[0]}: cannot start ({e.strerror or e}) -- check the command after --")
+        try:
+            for line in process.stdout:
+                out.write(line)
+                echo(line.rstrip("\n"))
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        return process.wait()
+
+
+@dataclasses.dataclass
+class Capture:
+    """One profile command's capture folder and its passes."""
+
+    folder: Path
+    options: ProfileOptions
+    progress: Callable[[str], None]
+    echo: Callable[[str], None]
+    count: int = 0
+    total: int = 1
+
+    def run_pass(self, name: str, argv: List[str], mode: Optional[str]) -> None:
+        """Run one pass; a non-zero exit is a one-line error naming the log."""
+        self.count += 1
+        log = self.folder / LOGS / f"{name}.log"
+        claim = self.folder / f".claim-{name}"
+        self.progress(f"[{self.count}/{self.total}] {name} pass: {subprocess.list2cmdline(argv)} (log: {log})")
+        status = run_logged(argv, pass_environment(mode, self.options, claim), log, self.echo)
+        if status != 0:
+            raise HwprofError(f"{log}: the {name} pass exited with status {status} -- see that log (the capture "
+                              f"folder {self.folder} is kept; the logdir is untouched)")
+        no_step = self.folder / "no-step-seen"
+        if mode is not None and no_step.exists():
+            seen = no_step.read_text().strip()
+            raise HwprofError(f"{log}: the program ended after {seen} step(s), before the {self.options.skip} "
+                              f"skipped + {self.options.steps} profiled -- pass --steps 0 (the whole program), "
+                              f"fewer --skip-steps, or call tb_hwprof.profile_env.step() once per iteration")
+
+
+def one_file(folder: Path, pattern: str, what: str, log: Path) -> Path:
+    found = sorted(folder.rglob(pattern)) if folder.is_dir() else []
+    if len(found) != 1:
+        raise HwprofError(f"{log}: the pass wrote {len(found)} {what} under {folder}, expected one -- see that log")
+    return found[0]
+
+
+# ------------------------------------------------------------------ the command
+def cmd_profile(args) -> int:
+    o = options_of(args)
+    lines = missing_tools([o.tool])
+    if lines:
+        raise HwprofError("; ".join(lines))
+    from .logdir.writer import run_folder
+    run_folder(o.logdir, o.run, o.overwrite)  # a name in use fails before anything runs
+    progress = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    echo = (lambda line: None) if args.quiet else (lambda line: print(f"  | {line}", file=sys.stderr, flush=True))
+    folder = Path(args.capture_dir) if args.capture_dir else Path(tempfile.mkdtemp(prefix="tb-hwprof-profile-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    capture = Capture(folder, o, progress, echo, total=2 if o.tool in COUNTER_TOOLS else 1)
+    files = CAPTURES[o.tool](capture)
+    run_dir = place_and_export(files, o, progress)
+    if not args.capture_dir:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"profiled into run {run_dir}: tensorboard --logdir {o.logdir}")
+    return 0
+
+
+def options_of(args) -> ProfileOptions:
+    command = list(args.program)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise HwprofError("no program to profile -- give it after --, e.g. tb-hwprof profile ncu --run r -- python train.py")
+    return ProfileOptions(tool=args.tool, command=command, logdir=args.logdir, run=args.run, steps=args.steps,
+                          skip=args.skip_steps, kernels=args.kernels, launch_skip=args.launch_skip,
+                          launch_count=args.launch_count, ncu_set=args.set, clock_control=args.clock_control,
+                          replay_mode=args.replay_mode, duration_s=args.duration, overwrite=args.overwrite)
+
+
+@dataclasses.dataclass
+class Captured:
+    """What the passes produced: the file to export (a trace, or a tracer's capture), the counter
+    report to join onto it (None for tracers), the logs."""
+
+    primary: Path
+    counters: Optional[Path]
+    logs: Path
+    filters: object = None  # analysis.join.JoinFilters
+
+
+def torch_pass(capture: Capture) -> Path:
+    folder = capture.folder / TRACE_FOLDER
+    capture.run_pass("torch", capture.options.command, f"torch:{folder}")
+    return one_file(folder, "*.pt.trace.json*", "PyTorch traces", capture.folder / LOGS / "torch.log")
+
+
+def capture_ncu(capture: Capture) -> Captured:
+    from .analysis.join import JoinFilters
+    o = capture.options
+    trace = torch_pass(capture)
+    stem = capture.folder / REPORT_STEM
+    capture.run_pass("ncu", ncu_argv(o, stem), "cuda-range" if o.ranged else None)
+    report = one_file(capture.folder, f"{REPORT_STEM}.ncu-rep", "Nsight Compute reports", capture.folder / LOGS / "ncu.log")
+    filters = JoinFilters(kernel_name=f"regex:{o.kernels}" if o.kernels else None, launch_skip=o.launch_skip,
+                          launch_count=o.launch_count)
+    return Captured(trace, report, capture.folder / LOGS, filters)
+
+
+def capture_rocprof_compute(capture: Capture) -> Captured:
+    from .analysis.join import JoinFilters
+    o = capture.options
+    trace = torch_pass(capture)
+    workload = capture.folder / "workload"
+    capture.run_pass("rocprof-compute", rocprof_compute_argv(o, workload), None)
+    perf = one_file(workload, "pmc_perf.csv", "rocprof-compute workloads", capture.folder / LOGS / "rocprof-compute.log")
+    # rocprof-compute's --kernel matches a substring of the name.
+    return Captured(trace, perf.parent, capture.folder / LOGS, JoinFilters())
+
+
+def capture_nsys(capture: Capture) -> Captured:
+    stem = capture.folder / REPORT_STEM
+    capture.run_pass("nsys", nsys_argv(capture.options, stem), "cuda-range" if capture.options.ranged else None)
+    sqlite = one_file(capture.folder, f"{REPORT_STEM}.sqlite", "Nsight Systems exports", capture.folder / LOGS / "nsys.log")
+    return Captured(sqlite, None, capture.folder / LOGS)
+
+
+def capture_rocprofv3(capture: Capture) -> Captured:
+    out = capture.folder / "rocprofv3"
+    capture.run_pass("rocprofv3", rocprofv3_argv(capture.options, out), None)
+    trace = one_file(out, "*kernel_trace.csv", "rocprofv3 kernel traces", capture.folder / LOGS / "rocprofv3.log")
+    return Captured(trace, None, capture.folder / LOGS)
+
+
+CAPTURES = {"ncu": capture_ncu, "nsys": capture_nsys, "rocprof-compute": capture_rocprof_compute,
+            "rocprofv3": capture_rocprofv3}
+
+
+def place_and_export(files: Captured, o: ProfileOptions, progress) -> Path:
+    """Move the captured files into <logdir>/<run>/ and export the run beside them; a run folder made
+    here is removed again if the export fails."""
+    run_dir = Path(o.logdir).joinpath(*Path(o.run).parts)
+    made = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        moved = {p: _move_into(p, run_dir) for p in (files.primary, files.counters, files.logs) if p is not None}
+        if files.counters is not None:
+            return export_joined(moved[files.primary], moved[files.counters], o.logdir, o.run, files.filters,
+                                 overwrite=True, beside=True, progress=progress)
+        from .analysis.pipeline import export_reports
+        return export_reports([moved[files.primary]], o.logdir, [o.run], overwrite=True, beside=True,
+                              progress=progress)[0]
+    except BaseException:
+        if made:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _move_into(path: Path, folder: Path) -> Path:
+    target = folder / path.name
+    if target.is_dir():
+        shutil.rmtree(target)
+    elif target.exists():
+        target.unlink()
+    shutil.move(str(path), str(target))
+    return target
+
+
+# ------------------------------------------------------------------ the joined export
+def export_joined(trace_path, counter_path, logdir, run: str, filters=None, overwrite: bool = False,
+                  beside: bool = False, progress: Callable[[str], None] = lambda line: None) -> Path:
+    """Read a trace and a counter report of the same program, join them (analysis/join.py) and write
+    one run; its notes and its counter_join table say what was matched and what was not."""
+    from .analysis.join import JoinFilters, join
+    from .analysis.pipeline import Report, _analyse_and_write, read_report
+    from .logdir.writer import run_folder
+    run_folder(logdir, run, overwrite, beside)
+    first, second = read_report(trace_path, progress=progress), read_report(counter_path, progress=progress)
+    trace, counters = sides(first, second)
+    result = join(trace.profile, counters.profile, filters or JoinFilters())
+    progress(f"joined {counters.path} onto {trace.path}: {result.count('matched')} matched, "
+             f"{len(result.table) - result.count('matched')} listed as not joined ({result.stage} names)")
+    out, _ = _analyse_and_write([Report(trace.path, result.profile, trace.window)], Path(logdir), [run], overwrite,
+                                [0], "auto", progress, lambda run_dir: None, beside)
+    return out[0]
+
+
+def sides(a, b):
+    """(trace, counter report) of two read reports: the trace is the one with a timeline or operators."""
+    is_trace = lambda r: r.profile.timeline is not None or r.profile.torch is not None
+    if is_trace(a) == is_trace(b):
+        what = "traces" if is_trace(a) else "counter reports"
+        raise HwprofError(f"{a.path}: --join needs one trace (PyTorch, Nsight Systems, rocprofv3) and one counter "
+                          f"report (Nsight Compute, rocprof-compute); {a.path.name} and {b.path.name} are both {what}")
+    return (a, b) if is_trace(a) else (b, a)
+
+
+def add_join_arguments(export) -> None:
+    """The export command's --join and the filters the counter report was captured with."""
+    export.add_argument("--join", action="store_true",
+                        help="two files, a trace (PyTorch, Nsight Systems) and a counter report (Nsight Compute, "
+                             "rocprof-compute) of the same program: one run, the counters on the trace's kernels "
+                             "(matched by name and launch order; what does not match is listed, never guessed)")
+    export.add_argument("--kernel-name", metavar="NAME|regex:EXPR",
+                        help="with --join: the --kernel-name ncu was given (which kernels it profiled)")
+    export.add_argument("--kernel-name-base", choices=("function", "demangled", "mangled"), default="function",
+                        help="with --join: ncu's --kernel-name-base (default function)")
+    export.add_argument("--launch-skip", type=int, default=0, help="with --join: ncu's --launch-skip")
+    export.add_argument("--launch-count", type=int, default=None, help="with --join: ncu's --launch-count")
+
+
+def cmd_export_joined(args) -> int:
+    from .analysis.join import JoinFilters
+    if len(args.files) != 2:
+        raise HwprofError(f"--join takes two files (a trace and a counter report), not {len(args.files)}")
+    if args.run is None:
+        raise HwprofError("--join writes one run: name it with --run")
+    filters = JoinFilters(args.kernel_name, args.kernel_name_base, args.launch_skip, args.launch_count)
+    progress = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    run_dir = export_joined(args.files[0], args.files[1], args.logdir, args.run, filters, args.overwrite,
+                            progress=progress)
+    print(f"exported 1 joined run to {run_dir}: tensorboard --logdir {Path(args.logdir)}")
+    return 0
+
+
+PROFILE_EPILOG = """\
+examples:
+  tb-hwprof profile ncu --kernels 'gemm|conv' --launch-count 50 --run r1 -- python train.py --epochs 1
+  tb-hwprof profile nsys --steps 5 --run r2 -- python train.py
+  tb-hwprof profile rocprof-compute --run r3 -- python train.py
+  tb-hwprof export trace.pt.trace.json.gz report.ncu-rep --join --run r4 --launch-count 50
+
+The program runs with tb_hwprof/profile_boot first on PYTHONPATH: it captures --steps optimizer
+steps (torch.optim's step hook; a program without an optimizer calls tb_hwprof.profile_env.step()
+once per iteration) after --skip-steps, in every pass; --steps 0 captures the whole program.
+Correctness of the trace+ncu join on a real pair is not validated yet.
+"""
+
+
+def add_profile_command(sub) -> None:
+    p = sub.add_parser("profile", help="run a Python program under a profiler (and the PyTorch profiler) into one run",
+                       description="Run a Python program under Nsight Compute / rocprof-compute (twice: once with "
+                                   "the PyTorch profiler, once under the counter profiler, joined into one run) or "
+                                   "Nsight Systems / rocprofv3 (once), and export the run.",
+                       epilog=PROFILE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("tool", choices=TOOLS)
+    p.add_argument("--logdir", default="runs", help="TensorBoard log folder (default: runs)")
+    p.add_argument("--run", required=True, help="run name")
+    p.add_argument("--steps", type=int, default=3, help="steps to capture (default 3; 0: the whole program)")
+    p.add_argument("--skip-steps", type=int, default=1, help="steps to let pass first (default 1: warm-up)")
+    p.add_argument("--kernels", metavar="REGEX", help="ncu / rocprof-compute: profile only kernels whose name matches")
+    p.add_argument("--launch-skip", type=int, default=0, help="ncu: matching launches to skip first")
+    p.add_argument("--launch-count", type=int, default=None, help="ncu: matching launches to profile")
+    p.add_argument("--set", choices=NCU_SETS, default="full", help="ncu: section set (default full)")
+    p.add_argument("--clock-control", choices=("base", "none"), default="base",
+                   help="ncu: lock clocks to base (default, ncu's own) or leave them")
+    p.add_argument("--replay-mode", choices=("kernel", "application", "range"), default="kernel",
+                   help="ncu: replay mode (default kernel)")
+    p.add_argument("--duration", type=int, default=600, help="nsys: stop after this many seconds (default 600)")
+    p.add_argument("--capture-dir", help="keep the capture folder here (default: a temporary one, removed on success)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")
+    p.add_argument("--quiet", action="store_true", help="no progress lines and no program output on the terminal")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("program", nargs=argparse.REMAINDER, help="-- then the program and its arguments")
+    p.set_defaults(func=cmd_profile)
