@@ -11,6 +11,7 @@ from typing import List, Optional
 from . import __version__
 from .compare_cli import add_compare_command
 from .errors import HwprofError
+from .profile_cli import add_join_arguments, add_profile_command, cmd_export_joined
 from .logdir.metadata import TIMELINE as TIMELINE_NAME
 
 EXPORT_EPILOG = """\
@@ -101,6 +102,8 @@ def reuse_freed_memory() -> None:
 
 
 def cmd_export(args) -> int:
+    if args.join:  # a trace and a counter report into one run (profile_cli.py)
+        return cmd_export_joined(args)
     from .analysis.pipeline import WindowOptions, export_reports
     reuse_freed_memory()
     from .torch import export_folder, is_torch_run_folder
@@ -251,9 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_job_options(export)
     export.add_argument("--quiet", action="store_true", help="no progress lines")
     export.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_join_arguments(export)
     export.set_defaults(func=cmd_export)
     add_trace_command(sub)
     add_compare_command(sub)
+    add_profile_command(sub)
     return parser
 
 
