@@ -29,6 +29,7 @@ import math
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+import pandas as pd
 
 LABEL = "theoretical (from launch configuration)"
 # Limiter names as Nsight Compute's launch__occupancy_limit_* read (readers/nvidia/ncu_metrics.py),
@@ -217,3 +218,74 @@ def occupancy_curves(limits: CudaLimits, block_size: int, registers_per_thread: 
                     "occupancy_pct": float(now["occupancy_pct"][0]), "limiter": str(now["limiter"][0])},
         "max_warps_per_sm": limits.max_warps_per_sm,
     }
+
+
+# ------------------------------------------------------------------ the pipeline step
+LAUNCH_INPUTS = ("block_size", "registers_per_thread", "shared_mem_bytes")
+
+
+def theoretical_occupancy(profile, analysis=None) -> None:
+    """Fill the kernels table's theoretical occupancy, limiter and waves per SM from each launch's
+    configuration where the tool gave none (never over a tool's own figure), labelled in
+    occupancy_source, and the occupancy note of those launches.  Computed once per distinct
+    (device, block size, registers, shared memory): a trace of 1M launches has a few hundred."""
+    kernels = profile.kernels
+    if kernels.empty or not all(c in kernels for c in LAUNCH_INPUTS):
+        return
+    theoretical = _floats(kernels["theoretical_occupancy_pct"])
+    inputs = np.stack([_floats(kernels[c]) for c in LAUNCH_INPUTS])
+    todo = np.isnan(theoretical) & ~np.isnan(inputs).any(axis=0) & (inputs[0] > 0)
+    if not todo.any():
+        return
+    devices = _floats(kernels["device"])
+    limiter = kernels["occupancy_limiter"].to_numpy(dtype=object).copy()
+    waves = _floats(kernels["waves_per_sm"])
+    filled = np.zeros(len(kernels), dtype=bool)
+    for device_id in np.unique(devices[todo]):
+        rows = todo & ((devices == device_id) | (np.isnan(devices) & np.isnan(device_id)))
+        device = profile.device(None if np.isnan(device_id) else int(device_id))
+        limits = cuda_limits(device) if device is not None else None
+        if limits is None:
+            continue
+        configs, which = np.unique(inputs[:, rows].T, axis=0, return_inverse=True)
+        out = cuda_occupancy(limits, *configs.T)
+        theoretical[rows] = out["occupancy_pct"][which.ravel()]
+        limiter[rows] = out["limiter"][which.ravel()]
+        grid = _floats(kernels["grid_size"])[rows]
+        per_wave = out["active_blocks"][which.ravel()] * float(device.sm_count or math.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            waves[rows] = np.where(np.isnan(waves[rows]) & (per_wave > 0), grid / per_wave, waves[rows])
+        filled |= rows
+    if not filled.any():
+        return
+    kernels["theoretical_occupancy_pct"] = theoretical
+    kernels["occupancy_limiter"] = pd.Series(limiter, index=kernels.index, dtype=object)
+    kernels["waves_per_sm"] = waves
+    source = kernels["occupancy_source"].to_numpy(dtype=object).copy() if "occupancy_source" in kernels else \
+        np.full(len(kernels), "", dtype=object)
+    source[filled] = LABEL
+    kernels["occupancy_source"] = pd.Series(source, index=kernels.index, dtype=object)
+    _rewrite_notes(profile, filled)
+
+
+def _floats(column) -> np.ndarray:
+    """A float column as a writable dense array (sparse all-NaN columns included)."""
+    return np.array(column.to_numpy(dtype=float, na_value=np.nan), dtype=float)
+
+
+def _rewrite_notes(profile, rows: np.ndarray) -> None:
+    """The occupancy note of the launches just filled, phrased once per distinct set of figures."""
+    from .bottleneck import capture_of, occupancy_note
+    kernels = profile.kernels
+    capture = capture_of(profile)
+    fields = ["achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter", "waves_per_sm", "grid_size",
+              "bound"]
+    part = pd.DataFrame({f: kernels[f].to_numpy()[rows] for f in fields})
+    part["achieved_occupancy_pct"] = part["achieved_occupancy_pct"].astype(float)
+    codes, _ = pd.factorize(pd.MultiIndex.from_frame(part.astype(str)))
+    firsts = np.unique(codes, return_index=True)[1]  # codes are 0..k-1: firsts[i] is code i's first row
+    phrased = np.array([occupancy_note(row, row["bound"], capture)
+                        for row in part.iloc[firsts].to_dict("records")], dtype=object)
+    notes = kernels["occupancy_note"].to_numpy(dtype=object).copy()
+    notes[rows] = phrased[codes]
+    kernels["occupancy_note"] = pd.Series(notes, index=kernels.index, dtype=object)
