@@ -25,6 +25,7 @@ from .advice import advise
 from .bottleneck import classify_profile
 from .findings import Finding
 from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables, label_phases
+from .occupancy import theoretical_occupancy
 from .join import OP_COUNTERS_TABLE, operator_counters
 from .roofline import apply_roofline, device_roofs, ridge_points
 from .summary import headline_scalars
@@ -145,7 +146,9 @@ class Step:
 
 
 STEPS = (
-    Step(kernel_labels, kernels_final=True),
+    Step(kernel_labels),
+    # After the labels (a trace's launches stay labelled once per device), before the table is final.
+    Step(theoretical_occupancy, kernels_final=True),
     Step(device_roofline),
     Step(topdown_labels),
     # Summary-table steps go here, before the figures and the advice that read the tables.
