@@ -514,7 +514,7 @@ def test_runs_list_exactly_the_views_each_sample_run_has_data_for(sample_logs_ap
     doc = app.json("/runs")
     nav = {v["name"]: v for v in doc["views"]}
     per_run = {name for name, v in nav.items() if v["per_run"]}
-    assert set(nav) - per_run == {"runs", "compare"} and per_run >= KERNEL_VIEWS | {"cpu", "overview", "timeline", "phases"}
+    assert set(nav) - per_run == {"runs", "compare", "series"} and per_run >= KERNEL_VIEWS | {"cpu", "overview", "timeline", "phases"}
     on_disk = {str(p.parents[2].relative_to(SAMPLE_LOGS)) for p in SAMPLE_LOGS.rglob(metadata.MANIFEST)}
     runs = {r["run"]: r for r in doc["runs"]}
     assert set(runs) == on_disk

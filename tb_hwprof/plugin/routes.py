@@ -68,6 +68,8 @@ VIEWS = (
     View("roofline", "Roofline", "/roofline", _has_kernels),
     View("bottlenecks", "Bottlenecks", "/bottlenecks", _has_kernels),
     View("compare", "Compare", "/compare", _always, per_run=False),
+    # About the series the picked run is a step of (its group's runs): in the nav whatever run is picked.
+    View("series", "Series", "/series", _always, per_run=False),
     View("cpu", "CPU hotspots", "/cpu_hotspots", _has_summary("cpu_hotspots")),
     View("overview", "Overview", "/overview", _has_overview),
     View("timeline", "Timeline", "/timeline", _has_file("timeline_index")),
@@ -79,7 +81,7 @@ VIEWS = (
 # Routes that serve one run's JSON document, built by views.<name>(entry) and kept until the
 # run's files change.
 RUN_DOCUMENTS = ("/kernel_groups", "/roofline", "/bottlenecks", "/cpu_hotspots", "/overview", "/phases",
-                 "/operators", "/steps", "/summaries", "/distributed")
+                 "/operators", "/steps", "/summaries", "/distributed", "/series")
 # Routes with a handler of their own in service.Service (the method named after the route).
 HANDLED = ("/runs", "/kernels", "/kernel", "/compare", "/compare_pair", "/summary", "/timeline", "/trace", "/static/*")
 ROUTES = RUN_DOCUMENTS + HANDLED
