@@ -571,3 +571,46 @@ def devices_that_ran(devices: List[dict], kernels: pd.DataFrame) -> Tuple[str, .
 
 def _text(value) -> str:
     return value if isinstance(value, str) else ""
+
+
+# -- a series of runs (issue 12: v1 -> v2 -> ... exported together) ----------------------------------
+# What the Series view plots per step for each kernel it follows: the kernel's time (all its launches)
+# and its duration-weighted means; `bound` is its dominant bound label.
+SERIES_METRICS = ("duration_ns", "achieved_occupancy_pct", "sm_throughput_pct", "memory_throughput_pct",
+                  "l1_hit_rate_pct", "l2_hit_rate_pct")
+
+
+def _series_point(kset: KernelSet, key: str, how: Optional[str]) -> dict:
+    group = kset.groups[key]
+    values = {"duration_ns": group["total_ns"], **{c: group["metrics"][c] for c in SERIES_METRICS[1:]}}
+    return {"key": key, "label": group["label"], "paired_by": how, "launches": group["launches"],
+            "bound": group["bound"], **values}
+
+
+def series_chains(sets: Sequence[KernelSet]) -> List[dict]:
+    """Kernels followed across a series' steps by pairing each step with the next (pair_kernels
+    v1 -> v2 -> ...), so a kernel renamed midway stays one line where a stage pairs the two names.
+    One chain per kernel: `points` holds one entry per step (None where the kernel is absent: before
+    it appears, after it is left unpaired); chains longest in time first."""
+    chains: List[dict] = []
+    open_chains: Dict[str, dict] = {}  # key in the previous step -> its chain
+    for step, kset in enumerate(sets):
+        following: Dict[str, dict] = {}
+        pairs = pair_kernels(sets[step - 1], kset).pairs if step else []
+        for b_key, r_key, how in pairs:
+            chain = open_chains[b_key]
+            chain["points"][step] = _series_point(kset, r_key, how)
+            following[r_key] = chain
+        for key in kset.keys:
+            if key not in following:  # a kernel this step starts (or the first step's)
+                chain = {"points": [None] * len(sets)}
+                chain["points"][step] = _series_point(kset, key, None)
+                chains.append(chain)
+                following[key] = chain
+        open_chains = following
+    for chain in chains:
+        present = [p for p in chain["points"] if p is not None]
+        chain["label"] = present[-1]["label"]
+        chain["labels"] = list(dict.fromkeys(p["label"] for p in present))  # every name it had, in order
+        chain["total_ns"] = sum(p["duration_ns"] or 0.0 for p in present)
+    return sorted(chains, key=lambda c: -c["total_ns"])
