@@ -47,8 +47,11 @@ export function int(v) {
   return isMissing(v) ? MISSING : Math.round(v).toLocaleString("en-US");
 }
 
+/** One decimal; two significant digits below 0.1 so a small share never reads as "0.0". */
 export function pct(v) {
-  return isMissing(v) ? MISSING : v.toFixed(1);
+  if (isMissing(v)) return MISSING;
+  const a = Math.abs(v);
+  return a > 0 && a < 0.1 ? String(Number(v.toPrecision(2))) : v.toFixed(1);
 }
 
 /** Value with its own best unit, e.g. 4.79 ms, 151 MB, 449 GFLOP/s. */
@@ -61,6 +64,11 @@ export function human(v, unit) {
 export const duration = (ns) => human(ns, "ns");
 export const bytes = (b) => human(b, "bytes");
 export const flops = (f) => human(f, "FLOP/s");
+
+/** "1 launch", "3 launches": a count with its noun in the right number. */
+export function plural(n, one, many) {
+  return `${int(n)} ${n === 1 ? one : many}`;
+}
 
 export function ratio(v) {
   return isMissing(v) ? MISSING : `${v.toFixed(2)}×`;

@@ -190,6 +190,7 @@ class App {
       view,
       runs: this.runs,
       runInfo: (name) => this.runInfo(name),
+      viewTitle: (name) => (this.viewInfo(name) || {}).title || name,
       isCurrent: () => seq === this.seq,
       navigate: (patch) => this.navigate(patch),
       update: (patch) => { if (seq === this.seq) this.update(patch); },

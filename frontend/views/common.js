@@ -74,3 +74,50 @@ export function runView({draw, fetch = ownDocument, title = (ctx) => ctx.view.ti
     return view;
   };
 }
+
+
+// -- the run's own tool and vendor words -------------------------------------------------------
+const AMD_TOOLS = /^(rocprof|omniperf)/i;
+const TOOL_NAMES = {ncu: "Nsight Compute", nsys: "Nsight Systems", vtune: "VTune", rocprof: "rocprof",
+  rocprofv2: "rocprofv2", rocprofv3: "rocprofv3", "rocprof-compute": "rocprof-compute", omniperf: "Omniperf",
+  torch: "the PyTorch profiler", pytorch: "the PyTorch profiler", kineto: "the PyTorch profiler"};
+// Tools that record when kernels ran, not how busy the units were.
+const TRACERS = /^(nsys|rocprof|rocprofv2|rocprofv3|torch|pytorch|kineto)$/i;
+
+/** "AMD", "NVIDIA", "Intel" or "" for run `info` (a /runs row): from its tool, else its devices. */
+export function vendorOf(info) {
+  const tool = String((info && info.tool) || "");
+  if (AMD_TOOLS.test(tool)) return "AMD";
+  if (/^vtune/i.test(tool)) return "Intel";
+  if (/^(ncu|nsys)/i.test(tool)) return "NVIDIA";
+  const devices = (info && Array.isArray(info.devices)) ? info.devices : [];
+  if (devices.some((d) => /^gfx|AMD|Instinct|Radeon/i.test(`${d.architecture || ""} ${d.name || ""}`.trim()))) return "AMD";
+  return devices.length ? "NVIDIA" : "";
+}
+
+/**
+ * The words a run's labels use, in its own vendor's and tool's terms: AMD runs say CU, wavefront,
+ * work-group, LDS, HIP; NVIDIA ones SM, warp, block, shared memory, CUDA.  `counters` says what
+ * to collect for the hardware counters a trace lacks.
+ */
+export function terms(info) {
+  const vendor = vendorOf(info);
+  const tool = String((info && info.tool) || "");
+  const amd = vendor === "AMD";
+  return {
+    vendor, amd, tool,
+    toolName: TOOL_NAMES[tool.toLowerCase()] || tool || "the profiler",
+    tracer: TRACERS.test(tool),
+    sm: amd ? "CU" : "SM", warp: amd ? "wavefront" : "warp", block: amd ? "work-group" : "block",
+    thread: amd ? "work-item" : "thread", shared: amd ? "LDS" : "shared mem", api: amd ? "HIP" : "CUDA",
+    counters: amd ? "rocprof-compute (`rocprof-compute profile -n NAME -- APP`) on an Instinct GPU"
+      : vendor === "Intel" ? "a GPU profiler (this run is VTune's CPU profile)"
+        : "Nsight Compute's SpeedOfLight section (`ncu --section SpeedOfLight -o report APP`, or `--set full`)",
+  };
+}
+
+/** The picked run's terms. */
+export function runTerms(ctx) {
+  return terms(ctx.runInfo(ctx.state.run));
+}
+

@@ -3,7 +3,8 @@
 import {getJSON, columnReader} from "../api.js";
 import {h} from "../dom.js";
 import {DataTable} from "./table.js";
-import {runView, ownDocument} from "./common.js";
+import {runView, ownDocument, runTerms} from "./common.js";
+import * as fmt from "../format.js";
 
 /** Columns of the launch table; `unit` names a column of the response's units map. */
 export const LAUNCH_COLUMNS = [
@@ -65,13 +66,54 @@ export const render = runView({
   select: (view, launch) => { if (view.launches) view.launches.setSelected(launch); },
 });
 
+// Shown whatever the run measured: which launch, what ran, how long, and the bound (or why it is not known).
+const ALWAYS_SHOWN = new Set(["launch_id", "name", "duration_ns", "bound"]);
+// The grid / block text, else the size the tool gave alone (rocprof: work-groups and work-items per group).
+const SIZE_FALLBACK = {grid: "grid_size", block: "block_size"};
+
+/** The launch columns in the run's own terms (AMD: CU, work-group, LDS). */
+export function launchColumns(t) {
+  const renamed = {
+    grid: {label: t.amd ? "Grid (work-groups)" : "Grid", title: `grid dimensions (sorted by ${t.block}s in the grid)`},
+    block: {label: t.amd ? "Work-group" : "Block", title: `${t.block} dimensions (sorted by ${t.thread}s per ${t.block})`},
+    registers_per_thread: {label: `Regs/${t.thread}`},
+    shared_mem_bytes: {label: `${t.amd ? "LDS" : "Shared mem"}/${t.block}`},
+    sm_throughput_pct: {label: t.sm, title: `compute (${t.sm}) throughput, % of peak`},
+  };
+  return LAUNCH_COLUMNS.map((c) => ({...c, ...(renamed[c.key] || {})}));
+}
+
+function hasValue(get, key, n) {
+  for (let i = 0; i < n; i++) if (!fmt.isMissing(get(key, i))) return true;
+  return false;
+}
+
+/** The columns with a value in at least one launch (a trace has no counters: 12 of 18 would be all "—"). */
+export function presentColumns(columns, get, n) {
+  return columns.filter((c) => ALWAYS_SHOWN.has(c.key) || hasValue(get, c.key, n) ||
+    (SIZE_FALLBACK[c.key] && hasValue(get, SIZE_FALLBACK[c.key], n)));
+}
+
+/** Whether the run's bound labels are all "not measured": a trace, no counters to classify with. */
+function boundNotMeasured(get, n) {
+  if (!n) return false;
+  for (let i = 0; i < n; i++) {
+    if (get("bound", i) !== "unknown" || !String(get("bound_reason", i) || "").startsWith("not measured")) return false;
+  }
+  return true;
+}
+
 function launchTable(doc, ctx) {
   const units = doc.units || {};
   const n = doc.rows ?? 0;
   const get = columnReader(doc);
-  const columns = LAUNCH_COLUMNS.map((c) => ({...c, unit: c.unitCol ? units[c.unitCol] || null : c.unit}));
+  const t = runTerms(ctx);
+  const columns = presentColumns(launchColumns(t), get, n).map((c) => ({...c,
+    unit: c.unitCol ? units[c.unitCol] || null : c.unit,
+    value: SIZE_FALLBACK[c.key] ? (i) => (fmt.isMissing(get(c.key, i)) ? get(SIZE_FALLBACK[c.key], i) : get(c.key, i)) : undefined}));
   const launchOf = (i) => get("launch_id", i) ?? i;
-  return new DataTable({
+  const hidden = LAUNCH_COLUMNS.length - columns.length;
+  const table = new DataTable({
     columns, rows: n, get, noun: "launches", role: "kernels",
     state: ctx.state, defaultSort: "", selected: ctx.state.launch ?? null,
     filterText: (i) => `${get("name", i) || ""}\n${get("demangled_name", i) || ""}`,
@@ -81,6 +123,17 @@ function launchTable(doc, ctx) {
     onRowClick: (i) => ctx.openLaunch(launchOf(i)),
     onState: (patch) => ctx.update(patch),
   });
+  const notes = [];
+  if (boundNotMeasured(get, n)) {
+    notes.push(h("p", {class: "note", "data-role": "bound-note"}, `Bound: not measured. ${t.toolName} records when each kernel ran, `,
+      `not how busy the ${t.sm}s and memory were, so no launch can be classified. For the bound, collect ${t.counters}.`));
+  }
+  if (hidden > 0) {
+    notes.push(h("p", {class: "muted small", "data-role": "hidden-columns"},
+      `${hidden} column${hidden === 1 ? "" : "s"} hidden: ${t.toolName} gave no value for ${hidden === 1 ? "it" : "them"} in any launch.`));
+  }
+  table.element.prepend(...notes);
+  return table;
 }
 
 function groupTable(doc, ctx) {

@@ -198,9 +198,16 @@ export class DataTable {
   }
 }
 
+/** The label a bound shows: "unknown" of a trace (its reason says "not measured (trace): ...") as that reason's head. */
+export function boundText(label, reason) {
+  const head = String(reason || "").split(":")[0];
+  return label === "unknown" && head.startsWith("not measured") ? head : label;
+}
+
 export function boundChip(label, level, reason) {
   if (fmt.isMissing(label)) return fmt.MISSING;
-  const shown = level && !fmt.isMissing(level) ? `${label} (${level})` : label;
+  const text = boundText(label, reason);
+  const shown = level && !fmt.isMissing(level) ? `${text} (${level})` : text;
   return h("span", {class: "bound-chip", "data-bound": label, title: reason || null,
     style: {"--bound": fmt.boundColour(label)}}, shown);
 }

@@ -82,7 +82,32 @@ def bottleneck_summary(kernels: pd.DataFrame, top: int = TOP_LAUNCHES) -> dict:
                              bound=bound_labels(longest))
     return {"total_ns": total,
             "by_bound": _records(by[["bound", "time_ns", "pct_time", "launches"]]),
-            "top": _records(longest[list(TOP_FIELDS)])}
+            "top": _records(longest[list(TOP_FIELDS)]),
+            "top_kernels": top_kernels(kernels, total, top)}
+
+
+TOP_KERNEL_FIELDS = ("name", "launches", "total_ns", "pct_time", "mean_ns", "max_ns", "longest_launch_id",
+                     "bound", "bound_level", "bound_reason", "occupancy_note")
+
+
+def top_kernels(kernels: pd.DataFrame, total: Optional[float], top: int = TOP_LAUNCHES) -> List[dict]:
+    """The `top` kernels by total time, one row per name (20 launches of one kernel are one row):
+    launch count, time, the dominant bound label, and the reason and occupancy note of its longest
+    launch (the one the row opens)."""
+    timed = kernels.dropna(subset=["duration_ns"])
+    if timed.empty:
+        return []
+    g = timed.groupby("name", sort=False)["duration_ns"]
+    out = pd.DataFrame({"launches": g.size(), "total_ns": g.sum(), "mean_ns": g.mean(), "max_ns": g.max()})
+    out["pct_time"] = 100.0 * out["total_ns"] / total if total else math.nan
+    out["bound"] = dominant_label(timed["name"], bound_labels(timed), timed["duration_ns"])
+    longest = timed.loc[timed.groupby("name", sort=False)["duration_ns"].idxmax()].set_index("name")
+    out["longest_launch_id"] = longest["launch_id"]
+    for field in ("bound_level", "bound_reason", "occupancy_note"):
+        out[field] = longest[field]
+    out = out.rename_axis("name").reset_index()
+    out = out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").head(top)
+    return _records(out[list(TOP_KERNEL_FIELDS)])
 
 
 def roofline_points(kernels: pd.DataFrame) -> List[dict]:

@@ -1,0 +1,189 @@
+"""What a new user tripped over (issue 17), in a real browser on real exports: a tracer run's kernels
+table without all-empty columns and with its bound labelled "not measured (trace)"; the Summaries
+view's tables equal to the source files; AMD runs in AMD terms, with grid / work-group sizes from
+the rocprof CSV; VTune empty states that name no Nsight Compute; Bottlenecks grouped by kernel;
+the Timeline's ruler, NVTX colours, click-to-select and its link to the kernel drawer.
+
+One TensorBoard for the module (tests/browser_support.py). Expected values come from the raw files
+(sqlite3, csv, json over the kernels table), never from the plugin's own answers.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sqlite3
+from collections import Counter
+
+import pytest
+
+from browser_support import column, export_run, wait_rows
+from conftest import get_json
+from tb_hwprof.logdir import columns, tables
+
+NSYS, ROCPROF, HIP, VTUNE, NCU = "nsys_dlprof", "rocprof_laplacian", "rocprof_hip_stats", "vtune_loops", "ncu_a10_105"
+SOURCES = {
+    NSYS: "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite",
+    ROCPROF: "rocprof/v1_mi250x_laplacian/results.csv",
+    HIP: "rocprof/v3_docs_hip_api_stats.csv",
+    VTUNE: "vtune/amplxe2018_advanced_hotspots_loops.csv",
+    NCU: "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep",
+}
+EXPECTED_RUNS = set(SOURCES)
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+NVIDIA_WORDS = re.compile(r"\b(CUDA|SM|SMs|warps?|Nsight|shared mem)\b")
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory, samples_dir):
+    root = tmp_path_factory.mktemp("browser_ui") / "logs"
+    for run, rel in SOURCES.items():
+        export_run([samples_dir / rel], root, run)
+    return root
+
+
+def kernels_file(logdir, run):
+    """The run's kernels table, every column value by value (read from the file, not the plugin)."""
+    return columns.data_only(tables.read_json_gz(logdir / run / "plugins/tb_hwprof/kernels.json.gz"))
+
+
+def query(path, sql):
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        return db.execute(sql).fetchall()
+
+
+def view_text(frame):
+    return frame.locator("main#view").inner_text()
+
+
+# -- 1. tracer runs: no all-empty column, the bound says "not measured (trace)" ---------------------
+def test_tracer_kernels_table_hides_empty_columns_and_says_not_measured(session, logdir):
+    session.open()
+    frame = session.go(f"#view=kernels&run={NSYS}")
+    rows = wait_rows(frame, "kernels")
+    shown = frame.eval_on_selector_all("table[data-role=kernels] thead th", "ths => ths.map(t => t.dataset.col)")
+    data = kernels_file(logdir, NSYS)["data"]
+    for col in shown:
+        if col == "grid" or col == "block":
+            continue
+        assert any(v not in (None, "") for v in data[col]), f"column {col} shown though every launch lacks it"
+    for col in ("sm_throughput_pct", "achieved_occupancy_pct", "dram_bytes", "flop_per_s", "l1_hit_rate_pct"):
+        assert all(v is None for v in data[col]) and col not in shown
+    assert {"launch_id", "name", "duration_ns", "bound"} <= set(shown)
+    chips = rows.first.locator("td[data-col=bound] .bound-chip")
+    assert chips.inner_text() == "not measured (trace)"
+    labels = frame.eval_on_selector_all("table[data-role=kernels] td[data-col=bound]", "tds => tds.map(t => t.textContent)")
+    assert set(labels) == {"not measured (trace)"}
+    note = frame.locator("[data-role=bound-note]").inner_text()
+    assert "SpeedOfLight" in note and "Nsight Systems" in note
+    assert frame.locator("[data-role=hidden-columns]").is_visible()
+    session.shot("ui-kernels-tracer")
+
+
+def test_counter_run_keeps_its_measured_columns(session, logdir):
+    session.open()
+    frame = session.go(f"#view=kernels&run={NCU}")
+    wait_rows(frame, "kernels")
+    shown = set(frame.eval_on_selector_all("table[data-role=kernels] thead th", "ths => ths.map(t => t.dataset.col)"))
+    data = kernels_file(logdir, NCU)["data"]
+    measured = {c for c in ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct", "registers_per_thread")
+                if any(v is not None for v in data[c])}
+    assert measured and measured <= shown
+    assert frame.locator("[data-role=bound-note]").count() == 0
+
+
+# -- 2. Summaries ---------------------------------------------------------------------------------
+def summary_cells(frame, name, col):
+    return column(frame, f"summary-{name}", col)
+
+
+def test_summaries_nsys_cuda_api_sum_equals_the_sqlite(session, samples_dir):
+    expected = {name: (calls, total) for name, calls, total in query(
+        samples_dir / SOURCES[NSYS], "SELECT s.value, COUNT(*), SUM(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                                     "JOIN StringIds s ON s.id = r.nameId GROUP BY s.value")}
+    session.open()
+    frame = session.go(f"#view=summaries&run={NSYS}")
+    assert frame.locator("nav.views button.active").inner_text() == "Summaries"
+    wait_rows(frame, "summary-cuda_api_sum", len(expected))
+    got = dict(zip(summary_cells(frame, "cuda_api_sum", "name"),
+                   zip(map(int, summary_cells(frame, "cuda_api_sum", "num_calls")),
+                       map(int, summary_cells(frame, "cuda_api_sum", "total_ns")))))
+    assert got == expected
+    header = frame.locator("table[data-role=summary-cuda_api_sum] th[data-col=total_ns]").inner_text()
+    assert re.search(r"\((ns|µs|ms|s)\)", header), header
+    # Sortable: a click on Calls sorts by it.
+    frame.click("table[data-role=summary-cuda_api_sum] th[data-col=num_calls]")
+    calls = [int(v) for v in summary_cells(frame, "cuda_api_sum", "num_calls")]
+    assert calls == sorted(calls, reverse=True)
+    # A derived table says which view draws it; it opens on demand.
+    derived = frame.locator("details.summary-table[data-table=gpu_activity]")
+    assert derived.locator("[data-role=shown-in]").inner_text() == "also drawn in Overview"
+    assert not derived.evaluate("d => d.open")
+    derived.locator("summary").click()
+    wait_rows(frame, "summary-gpu_activity", 1)
+    session.shot("summaries")
+
+
+def test_summaries_rocprof_hip_api_stats_equal_the_csv(session, samples_dir):
+    with open(samples_dir / SOURCES[HIP], newline="") as f:
+        expected = {r["Name"]: (int(r["Calls"]), int(r["TotalDurationNs"])) for r in csv.DictReader(f)}
+    session.open()
+    frame = session.go(f"#view=summaries&run={HIP}")
+    wait_rows(frame, "summary-hip_api_stats", len(expected))
+    got = dict(zip(summary_cells(frame, "hip_api_stats", "name"),
+                   zip(map(int, summary_cells(frame, "hip_api_stats", "calls")),
+                       map(int, summary_cells(frame, "hip_api_stats", "total_ns")))))
+    assert got == expected
+    assert "from rocprofv3" in frame.locator("details.summary-table[data-table=hip_api_stats] summary").inner_text()
+
+
+# -- 3. vendor terms ------------------------------------------------------------------------------
+def test_amd_kernels_in_amd_terms_with_the_csv_grid_and_work_group(session, samples_dir):
+    with open(samples_dir / SOURCES[ROCPROF], newline="") as f:
+        rows = list(csv.DictReader(f))
+    session.open()
+    frame = session.go(f"#view=kernels&run={ROCPROF}&sort=launch_id%3Aasc")
+    wait_rows(frame, "kernels", 200)
+    grid = column(frame, "kernels", "grid")
+    block = column(frame, "kernels", "block")
+    # rocprof's grd counts work-items; the Grid column counts work-groups (grd / wgr).
+    assert [float(v) for v in grid] == [int(r["grd"]) / int(r["wgr"]) for r in rows[:200]]
+    assert [float(v) for v in block] == [float(r["wgr"]) for r in rows[:200]]
+    headers = frame.locator("table[data-role=kernels] thead").inner_text()
+    assert "Work-group" in headers and "Block" not in headers
+    text = view_text(frame)
+    assert not NVIDIA_WORDS.search(text), NVIDIA_WORDS.search(text)
+    assert "rocprof-compute" in frame.locator("[data-role=bound-note]").inner_text()
+    assert "CUs" in frame.locator("[data-role=bound-note]").inner_text()
+
+
+def test_vtune_empty_states_name_no_nsight_compute(session):
+    session.open()
+    for view in ("bottlenecks", "kernels"):
+        frame = session.go(f"#view={view}&run={VTUNE}")
+        frame.locator(".view-body").wait_for()
+        frame.wait_for_function("() => !document.querySelector('.view-body .loading')")
+        text = view_text(frame)
+        assert "Nsight" not in text and "SpeedOfLight" not in text, (view, text)
+
+
+# -- 5. Bottlenecks grouped by kernel -------------------------------------------------------------
+def test_bottlenecks_one_row_per_kernel_with_its_launch_count(session, logdir):
+    for run in (NCU, NSYS):
+        data = kernels_file(logdir, run)["data"]
+        counts = Counter(data["name"])
+        session.open()
+        frame = session.go(f"#view=bottlenecks&run={run}")
+        rows = frame.locator("table[data-role=top-kernels] tbody tr")
+        rows.first.wait_for()
+        shown = frame.eval_on_selector_all("table[data-role=top-kernels] tbody tr",
+                                           "trs => trs.map(t => [t.dataset.name, Number(t.querySelector('[data-col=launches]').dataset.value)])")
+        assert len(shown) == min(20, len(counts))
+        assert all(counts[name] == n for name, n in shown)
+    # A row opens its kernel's longest launch.
+    durations = {i: d for i, (n, d) in enumerate(zip(data["name"], data["duration_ns"])) if n == shown[0][0]}
+    rows.first.click()
+    drawer = frame.locator("aside#detail")
+    drawer.wait_for()
+    frame.wait_for_function("() => document.querySelector('aside#detail').dataset.launchId !== undefined")
+    assert durations[int(drawer.get_attribute("data-launch-id"))] == max(durations.values())
