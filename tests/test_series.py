@@ -59,3 +59,54 @@ def test_a_file_exported_alone_takes_step(series_files, tmp_path):
                      "--quiet"]) == 0
     assert [step for step, _ in scalar_points(tmp_path / "v8")] == [7]
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(metadata.SERIES_EVENTS_SUFFIX)]
+
+
+# -- the Series view's document (/series) ----------------------------------------------------------
+# The T4 series with its renames: matrix_addition2D (v2, v4) -> matrix_addition1D (v6) ->
+# matrix_addition1D_stripped (v8); one kernel per report.
+CHAIN = ["ncu/armleth_t4_series/report_v2.ncu-rep", "ncu/armleth_t4_series/report_v4_8_per_thread.ncu-rep",
+         "ncu/armleth_t4_series/report_v6_1d_1_per_thread.ncu-rep",
+         "ncu/armleth_t4_series/report_v8_1d_1_per_thread_stripped.ncu-rep"]
+# Series metric -> the ncu metric it is read from (NVIDIA's names, read with ncu_report below).
+ORACLE = {"duration_ns": "gpu__time_duration.sum",
+          "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+          "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+          "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+          "l1_hit_rate_pct": "l1tex__t_sector_hit_rate.pct", "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct"}
+
+
+def oracle_step(ncu_report, path) -> dict:
+    """{series metric: value} of the report's one launch, and its function name, by ncu_report."""
+    [action] = list(ncu_actions(ncu_report, path))
+    return {"name": action.name(), **{m: action[n].as_double() for m, n in ORACLE.items()}}
+
+
+@pytest.fixture(scope="module")
+def series_app(tmp_path_factory, samples_dir):
+    logdir = tmp_path_factory.mktemp("series_view")
+    files = [str(sample(samples_dir, name)) for name in CHAIN]
+    assert cli.main(["export", *files, "--logdir", str(logdir), "--run", "tuning", "--step", "3", "--quiet"]) == 0
+    # A run beside the series' folder, and a lone run: neither is a step of it.
+    assert cli.main(["export", files[0], "--logdir", str(logdir), "--run", "alone", "--quiet"]) == 0
+    return App(logdir)
+
+
+def test_the_series_follows_the_renamed_kernel_step_by_step(series_app, samples_dir, ncu_report_module):
+    runs = [f"tuning/{name.rsplit('/', 1)[1][: -len('.ncu-rep')]}" for name in CHAIN]
+    doc = series_app.json("/series", run=runs[2])  # any step names its series
+    assert doc["group"] == "tuning" and doc["steps"] == [{"step": 3 + i, "run": r} for i, r in enumerate(runs)]
+    assert doc["metrics"] == list(ORACLE)
+    [chain] = doc["chains"]  # one kernel per report, renamed twice: still one line
+    expected = [oracle_step(ncu_report_module, sample(samples_dir, name)) for name in CHAIN]
+    assert chain["labels"] == list(dict.fromkeys(e["name"] for e in expected))
+    assert len(chain["labels"]) == 3
+    for point, want in zip(chain["points"], expected):
+        assert point["label"] == want["name"]
+        for metric in ORACLE:
+            assert point[metric] == pytest.approx(want[metric], rel=1e-6), (point["key"], metric)
+    assert [p["paired_by"] for p in chain["points"]] == [None, "mangled", "only-one-left", "only-one-left"]
+
+
+def test_a_run_outside_a_series_has_none(series_app):
+    doc = series_app.json("/series", expect=404, run="alone")
+    assert "not a step of a series" in doc["error"]
