@@ -46,6 +46,7 @@ INSTALL_HINT = ("Dask is not installed: pip install 'tb-hwprof[distributed]' (or
                 "the ranks one after another in this process)")
 JOBS_AREA = "jobs"  # inside the logdir's hidden area (logdir/writer.py AREA)
 IN_PROCESS_WORKER = "in-process"
+CONNECT_TIMEOUT = "20s"  # to reach a --scheduler (Dask's own default is 30 s)
 
 
 # ------------------------------------------------------------------ what a rank task returns
@@ -221,7 +222,7 @@ def dask_client(address: Optional[str], workers: int, progress):
         raise MissingDependency(INSTALL_HINT) from None
     if address:
         try:
-            client = Client(address, timeout="20s")
+            client = Client(address, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as e:
             raise HwprofError(f"cannot reach the Dask scheduler at {address} ({e}) -- start it, check the address, "
                               f"or --scheduler none") from None
