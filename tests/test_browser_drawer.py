@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import export_run, wait_rows
+from browser_support import SHOTS, export_run, wait_rows
 from conftest import ncu_actions
 
 RUN = "armleth"
@@ -148,13 +148,16 @@ def test_memory_chart_values(drawer_page, oracle):
     action, _ = oracle
     chart = drawer.locator("[data-figure=memory_chart]")
     assert chart.locator("svg.memory-chart g[data-box]").count() == 5
-    links = cells(chart, "table[data-role=memory-links] tr[data-metric]")
+    links = cells(chart, "table[data-role=memory-links] td[data-metric]")
     names = {m for m, _, _ in links}
     for needed in ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
                    "dram__bytes_read.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"):
         assert needed in names
     for metric, value, text in links + cells(chart, "table[data-role=memory-boxes] tr[data-metric]"):
         assert_shows(action, metric, value, text)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    chart.locator("svg").screenshot(path=str(SHOTS / "drawer-memory-chart.png"))
+    chart.locator("table[data-role=memory-links]").screenshot(path=str(SHOTS / "drawer-memory-table.png"))
 
 
 def test_rule_markup_is_rendered_as_links(drawer_page):

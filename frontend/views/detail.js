@@ -207,14 +207,19 @@ function barChart(fig) {
     }));
 }
 
-// Memory chart layout (viewBox units): the boxes in Nsight Compute's places, left to right.
-const BOX_W = 130, BOX_H = 64;
-const BOX_AT = {kernel: [0, 70], l1tex: [250, 10], shared: [250, 130], l2: [500, 10], dram: [750, 10]};
-const MAIN_ROW = {Requests: "req", Sectors: "sectors", Bytes: "bytes", Wavefronts: "wavefronts"};
+// Memory chart layout (viewBox units): the boxes in Nsight Compute's places, left to right; the
+// kernel spans the L1/TEX and Shared rows so that every arrow is horizontal, its figures below it.
+const BOX_W = 120, BOX_H = 64;
+const BOX_AT = {kernel: [0, 10, 184], l1tex: [270, 10, BOX_H], shared: [270, 130, BOX_H], l2: [540, 10, BOX_H],
+  dram: [780, 10, BOX_H]};
+const MAIN_ROWS = [["Requests", "req"], ["Wavefronts", "wavefronts"], ["Bytes", ""], ["Sectors", "sectors"]];
 
 function linkSummary(link) {
-  const main = link.rows.find((r) => MAIN_ROW[r.label]) || link.rows[0];
-  return `${link.label}: ${sectionValue(main.value, "")} ${MAIN_ROW[main.label] || main.label.toLowerCase()}`;
+  const [main, word] = MAIN_ROWS.map(([label, w]) => [link.rows.find((r) => r.label === label), w]).find(([r]) => r)
+    || [link.rows[0], link.rows[0].label.toLowerCase()];
+  const name = link.label.replace(/^.*[→↔]\s*/, "");  // "L1 → L2 Read" -> "L2 Read": the arrow says from where
+  const value = main.unit === "byte" ? sectionValue(main.value, "byte") : sectionValue(main.value, "");
+  return `${name}: ${value}${word ? ` ${word}` : ""}`;
 }
 
 /** Nsight Compute's memory chart in SVG: boxes (with their hit rates etc.) and, along each arrow,
@@ -229,27 +234,33 @@ function memoryChart(fig) {
   }
   const arrows = [...byPair.entries()].filter(([key]) => key.split(">").every((id) => BOX_AT[id])).map(([key, links]) => {
     const [from, to] = key.split(">").map((id) => BOX_AT[id]);
-    const x1 = from[0] + BOX_W, y1 = from[1] + BOX_H / 2, x2 = to[0], y2 = to[1] + BOX_H / 2;
+    const x1 = from[0] + BOX_W, x2 = to[0], y = to[1] + to[2] / 2;
     return svg("g", {class: "mem-link", "data-link": key},
-      svg("line", {x1, y1, x2: x2 - 4, y2, class: "mem-arrow", "marker-end": "url(#mem-arrowhead)"}),
-      links.map((link, i) => svg("text", {x: x1 + 6, y: Math.min(y1, y2) + (y1 === y2 ? -6 - 13 * (links.length - 1 - i) : 14 + 13 * i),
-        class: "mem-link-label"}, linkSummary(link))));
+      svg("line", {x1, y1: y, x2: x2 - 2, y2: y, class: "mem-arrow", "marker-end": "url(#mem-arrowhead)"}),
+      links.map((link, i) => svg("text", {x: x1 + 6, y: y + 15 + 13 * i, class: "mem-link-label"}, linkSummary(link))));
   });
   const boxEls = boxes.map((b) => {
-    const [x, y] = BOX_AT[b.id];
+    const [x, y, height] = BOX_AT[b.id];
     return svg("g", {class: "mem-box", "data-box": b.id},
-      svg("rect", {x, y, width: BOX_W, height: BOX_H, rx: 4}),
+      svg("rect", {x, y, width: BOX_W, height, rx: 4}),
       svg("text", {x: x + 8, y: y + 18, class: "mem-box-title"}, b.label),
-      b.rows.map((r, i) => svg("text", {x: x + 8, y: y + 36 + 14 * i, class: "mem-box-row"}, `${r.label}: ${sectionValue(r.value, r.unit)}`)));
+      b.rows.map((r, i) => svg("text", {x: x + 8, y: y + 35 + 26 * i, class: "mem-box-row"}, `${r.label}:`,
+        svg("tspan", {x: x + 8, dy: 13}, sectionValue(r.value, r.unit)))));
   });
+  // one row per link, one column per figure any link has (Nsight Compute's memory tables, compacted)
+  const figures = [...new Set(fig.links.flatMap((link) => link.rows.map((r) => r.label)))];
   const table = h("table", {class: "data mem-links", "data-role": "memory-links"},
-    h("thead", null, h("tr", null, h("th", null, "Traffic"), h("th", null, "Figure"), h("th", null, "Value"))),
-    h("tbody", null, fig.links.map((link) => link.rows.map((r, i) => h("tr", {"data-metric": r.metric, title: r.metric},
-      h("td", null, i === 0 ? link.label : ""), h("td", null, r.label),
-      h("td", {class: "numeric", "data-value": r.value ?? null}, sectionValue(r.value, r.unit)))))));
+    h("thead", null, h("tr", null, h("th", null, "Traffic"), figures.map((f) => h("th", {class: "numeric"}, f)))),
+    h("tbody", null, fig.links.map((link) => h("tr", {"data-link": link.label},
+      h("td", null, link.label),
+      figures.map((f) => {
+        const r = link.rows.find((x) => x.label === f);
+        return r ? h("td", {class: "numeric", "data-metric": r.metric, title: r.metric},
+          h("span", {"data-value": r.value ?? null}, sectionValue(r.value, r.unit))) : h("td", null, "");
+      })))));
   return h("div", {class: "section-figure", "data-figure": fig.id},
     h("div", {class: "figure-title"}, fig.title),
-    svg("svg", {class: "memory-chart", viewBox: "0 0 880 200", role: "img", "aria-label": "memory chart"},
+    svg("svg", {class: "memory-chart", viewBox: "0 0 900 205", role: "img", "aria-label": "memory chart"},
       svg("defs", null, svg("marker", {id: "mem-arrowhead", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto"},
         svg("path", {d: "M0,0 L10,5 L0,10 z"}))),
       arrows, boxEls),
