@@ -148,3 +148,17 @@ def test_the_view_draws_bars_and_heat_map_and_opens_a_rank(session, tables):
     frame.wait_for_function("() => document.querySelector('.run-name') && "
                             "document.querySelector('.run-name').textContent === 'job/rank_1'", timeout=30000)
     assert "run=job%2Frank_1" in frame.evaluate("() => location.hash")
+
+
+def test_a_job_without_steps(tmp_path, samples_dir):
+    """Ranks from Nsight Systems captures (no steps): bars, no step grid, the rank_steps table empty."""
+    paths = [sample(samples_dir, name) for name in ("nsys/gpu4_t4_2022.4.2.sqlite", "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite")]
+    digests = [ranks.rank_digest(read(p), i, str(p)) for i, p in enumerate(paths)]
+    job = ranks.job_profile(digests, job="nsys_job")
+    write_run(job, analyse(job), tmp_path, "nsys_job")
+    table = tb_hwprof.load_run(tmp_path / "nsys_job").summaries["ranks"]
+    doc = App(tmp_path).json("/distributed", run="nsys_job")
+    assert doc["step_times"]["steps"] == [] and doc["world_size"] is None
+    assert [r["run"] for r in doc["ranks"]] == ["nsys_job/rank_0", "nsys_job/rank_1"]
+    for got, (_, row) in zip(doc["ranks"], table.iterrows()):
+        assert got["bars"] == bar_parts(row) and got["step_time_avg_ns"] is None

@@ -368,3 +368,55 @@ def test_a_stretched_operator_makes_a_straggler_and_is_named(tmp_path, traces, d
     for step, t in expected_steps(doc):
         assert f"{step} ({t / 1e6:.3f} ms" in reason
     assert "5%" in reason and "100 µs" in reason
+
+
+# ---------------------------------------------------------------- ranks without steps (Nsight Systems)
+NSYS_RANKS = ["nsys/gpu4_t4_2022.4.2.sqlite", "nsys/annikola_gtx1050_2024.5.1.sqlite",
+              "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite"]
+
+
+def sqlite_kernels(path):
+    import sqlite3
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return conn.execute("SELECT k.deviceId, k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                            "JOIN StringIds s ON s.id = k.shortName").fetchall()
+
+
+def test_nsys_ranks_have_no_steps_and_are_judged_on_busy_gpu_time(samples_dir):
+    """Three real Nsight Systems captures given as the ranks of one job (no distributedInfo: ranks
+    by position), checked against sqlite3: GPU time from the kernels, no steps, and the straggler
+    rule on busy GPU time naming the kernel that differs most."""
+    paths = [sample(samples_dir, name) for name in NSYS_RANKS]
+    digests = []
+    for position, path in enumerate(paths):
+        profile = read(path)
+        digests.append(ranks.rank_digest(profile, ranks.rank_of(profile, path, position), str(path)))
+    totals = []
+    for d, path in zip(digests, paths):
+        rows = sqlite_kernels(path)
+        by_device = defaultdict(list)
+        for device, s, e, _ in rows:
+            by_device[device].append((s, e))
+        busy = sum(length(v) for v in by_device.values())
+        span = sum(max(e for _, e in v) - min(s for s, _ in v) for v in by_device.values())
+        assert (d.compute_ns, d.communication_ns, d.overlap_ns, d.idle_ns, d.span_ns) == (busy, 0, 0, span - busy, span)
+        assert d.steps == [] and d.world_size is None
+        t = defaultdict(int)
+        for _, s, e, name in rows:
+            t[name] += e - s
+        totals.append(t)
+    assert [d.rank for d in digests] == [0, 1, 2]
+    table = ranks.job_profile(digests).summaries["ranks"]
+    busy = [d.compute_ns for d in digests]
+    median = sorted(busy)[1]
+    expected = [b - median > 0.05 * median and b - median > 100_000 for b in busy]
+    assert list(table["straggler"]) == expected and any(expected)
+    for i in np.flatnonzero(expected):
+        names = set().union(*totals)
+        med = {n: float(np.median([t.get(n, 0) for t in totals])) for n in names}
+        worst = max(sorted(names), key=lambda n: totals[i].get(n, 0) - med[n])
+        reason = table["straggler_reason"].iloc[i]
+        assert f"busy GPU time {busy[i] / 1e6:.3f} ms vs median rank {median / 1e6:.3f} ms" in reason
+        assert f"kernel {worst}: {totals[i][worst] / 1e6:.3f} ms vs median rank {med[worst] / 1e6:.3f} ms" in reason
+    assert table["steps"].tolist() == [0, 0, 0] and table["step_time_avg_ns"].isna().all()
+    assert len(ranks.job_profile(digests).summaries["rank_steps"]) == 0
