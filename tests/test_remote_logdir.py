@@ -1,0 +1,286 @@
+"""Logdirs on object storage (issue 15): export to, load from and serve from s3:// on a real
+S3-compatible server (moto in server mode on 127.0.0.1).
+
+Expected values come from the reports (NVIDIA's ncu_report, sqlite3 over the nsys export) and from
+the bucket itself read with boto3 (not through tb_hwprof); a local export of the same report is
+the reference for load_run's tables.
+"""
+import gzip
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tb_hwprof
+from tb_hwprof.errors import HwprofError, InputError, RunExists
+from tb_hwprof.logdir import fs, metadata
+
+from conftest import ncu_actions, sample
+from support_plugin import App
+
+moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install 'tb-hwprof[test]')")
+pytest.importorskip("s3fs", reason="s3fs is not installed (pip install 'tb-hwprof[s3]')")
+boto3 = pytest.importorskip("boto3")
+
+REPO = Path(__file__).resolve().parent.parent
+BUCKET, OTHER_BUCKET = "hwprof-runs", "hwprof-secret"
+LOGDIR = f"s3://{BUCKET}/runs"
+NCU = "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep"
+NSYS = "nsys/annikola_gtx1050_2024.5.1.sqlite"
+TORCH = "torch/kineto_h100_cuda129_small.json"
+RUNS = {"ncu": NCU, "nsys": NSYS, "torch": TORCH}
+
+
+# -- fixtures --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on 127.0.0.1, the environment pointing boto3, s3fs and TensorBoard at it
+    (AWS_ENDPOINT_URL: the one variable all three read), and a boto3 client of our own."""
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        client = boto3.client("s3")
+        for bucket in (BUCKET, OTHER_BUCKET):
+            client.create_bucket(Bucket=bucket)
+        # A run in another bucket: no run name of the logdir may reach it.
+        client.put_object(Bucket=OTHER_BUCKET, Key="runs/secret/plugins/tb_hwprof/profile.json", Body=b"{}")
+        yield client
+    server.stop()
+
+
+def keys(client, prefix: str, bucket: str = BUCKET) -> list:
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+def event_keys(client, run: str) -> list:
+    return [k for k in keys(client, f"runs/{run}/") if "/" not in k[len(f"runs/{run}/"):] and "tfevents" in k]
+
+
+@pytest.fixture(scope="module")
+def exported(s3, samples_dir, tmp_path_factory):
+    """The three samples exported to the bucket and to a local logdir: {run: local run folder}."""
+    local = tmp_path_factory.mktemp("remote") / "local"
+    out = {}
+    for run, name in RUNS.items():
+        url = tb_hwprof.export(sample(samples_dir, name), LOGDIR, run)
+        assert url == f"{LOGDIR}/{run}"
+        out[run] = tb_hwprof.export(sample(samples_dir, name), local, run)
+    return out
+
+
+@pytest.fixture(scope="module")
+def app(exported):
+    return App(LOGDIR)
+
+
+def ncu_launches(ncu_report, path: Path) -> int:
+    return sum(1 for _ in ncu_actions(ncu_report, path))
+
+
+def nsys_kernels(path: Path) -> int:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        return db.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+
+
+def export_cli(*args, env=None):
+    cmd = [sys.executable, "-m", "tb_hwprof", "export", *map(str, args)]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+# -- export and load_run ---------------------------------------------------------------------
+def test_export_uploads_every_table_of_the_run(s3, exported):
+    """The bucket holds, under each run, the files of the same report exported locally (inflated
+    tables equal) and exactly one event file: nothing left under the staging prefix."""
+    for run, local_run in exported.items():
+        local_assets = local_run.joinpath(*metadata.ASSET_DIR)
+        local_files = sorted(p.relative_to(local_assets).as_posix() for p in local_assets.rglob("*") if p.is_file())
+        prefix = f"runs/{run}/plugins/tb_hwprof/"
+        assert [k[len(prefix):] for k in keys(s3, prefix)] == local_files
+        for name in local_files:
+            if name.endswith(".json.gz"):
+                body = s3.get_object(Bucket=BUCKET, Key=prefix + name)["Body"].read()
+                assert gzip.decompress(body) == gzip.decompress((local_assets / name).read_bytes()), name
+        assert len(event_keys(s3, run)) == 1
+    assert keys(s3, f"runs/{metadata.WORK_AREA}/") == []
+
+
+def test_load_run_from_s3_equals_the_local_export(s3, exported, samples_dir, ncu_report_module):
+    import pandas.testing as pdt
+    for run, local_run in exported.items():
+        remote = tb_hwprof.load_run(f"{LOGDIR}/{run}")
+        local = tb_hwprof.load_run(local_run)
+        pdt.assert_frame_equal(remote.kernels, local.kernels)
+        assert remote.raw_metrics == local.raw_metrics and remote.rules == local.rules
+        assert sorted(remote.summaries) == sorted(local.summaries)
+        assert tb_hwprof.load_analysis(f"{LOGDIR}/{run}").scalars == tb_hwprof.load_analysis(local_run).scalars
+    assert len(tb_hwprof.load_run(f"{LOGDIR}/ncu").kernels) == ncu_launches(ncu_report_module, samples_dir / NCU)
+    assert len(tb_hwprof.load_run(f"{LOGDIR}/nsys").kernels) == nsys_kernels(samples_dir / NSYS)
+
+
+def test_load_run_of_no_run_names_the_url(exported):
+    with pytest.raises(InputError) as e:
+        tb_hwprof.load_run(f"{LOGDIR}/nothing-here")
+    assert str(e.value).startswith(f"{LOGDIR}/nothing-here: not a tb-hwprof run")
+
+
+def test_export_refuses_an_existing_run_before_reading(s3, exported, samples_dir):
+    with pytest.raises(RunExists) as e:
+        tb_hwprof.export(samples_dir / "missing-report-never-read.ncu-rep", LOGDIR, "ncu")
+    assert f"{LOGDIR}/ncu: run already exists" in str(e.value)
+    done = export_cli(samples_dir / NCU, "--logdir", LOGDIR, "--run", "ncu")
+    assert done.returncode != 0 and "run already exists -- pass --overwrite" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+# -- the plugin ------------------------------------------------------------------------------
+def test_plugin_lists_and_serves_runs_from_s3(app, exported, samples_dir, ncu_report_module):
+    runs = {r["run"]: r for r in app.json("/runs")["runs"]}
+    assert set(runs) == set(RUNS)
+    assert all(r["error"] is None for r in runs.values()), runs
+    n_ncu = ncu_launches(ncu_report_module, samples_dir / NCU)
+    assert runs["ncu"]["kernel_count"] == n_ncu
+    assert len(app.json("/kernels", run="ncu")["data"]["launch_id"]) == n_ncu
+    assert len(app.json("/kernels", run="nsys")["data"]["launch_id"]) == nsys_kernels(samples_dir / NSYS)
+    first = next(ncu_actions(ncu_report_module, samples_dir / NCU))
+    detail = app.json("/kernel", run="ncu", launch="0")
+    assert detail["raw_metrics"]["gpu__time_duration.sum"][0] == pytest.approx(
+        first.metric_by_name("gpu__time_duration.sum").as_double())
+    # The documents built from the bucket equal those built from the local export of the same reports.
+    local = App(exported["ncu"].parent)
+    for route, run in (("/roofline", "ncu"), ("/timeline", "nsys"), ("/overview", "torch")):
+        assert app.json(route, run=run) == local.json(route, run=run), route
+    assert app.json("/timeline", run="nsys")["returned"] > 0
+
+
+def test_plugin_fetches_only_what_the_view_needs(exported):
+    """Opening the Kernels view of a run fetches its manifest and kernels table, not its details
+    files or timeline (a fresh store: nothing cached)."""
+    app = App(LOGDIR)
+    app.json("/runs")
+    app.json("/kernels", run="ncu")
+    mirror = app.store.mirror
+    fetched = sorted(p.relative_to(mirror).parts[-1] for p in mirror.rglob("*") if p.is_file())
+    assert fetched == sorted([metadata.MANIFEST] * len(RUNS) + [metadata.KERNELS])
+    app.json("/kernel", run="ncu", launch="3")
+    assert sorted(p.name for p in mirror.rglob("*.json.gz")) == [metadata.details_file(0).split("/")[-1],
+                                                                 metadata.KERNELS]
+
+
+def test_plugin_rereads_a_run_replaced_in_the_bucket(s3, samples_dir, exported):
+    """An --overwrite seen by a running plugin: the new version's objects, in a mirror folder of
+    its own."""
+    app = App(LOGDIR)
+    before = len(app.json("/kernels", run="torch")["data"]["launch_id"])
+    tb_hwprof.export(samples_dir / NSYS, LOGDIR, "torch", overwrite=True)
+    try:
+        after = len(app.json("/kernels", run="torch")["data"]["launch_id"])
+        assert after == nsys_kernels(samples_dir / NSYS) != before
+    finally:
+        tb_hwprof.export(samples_dir / TORCH, LOGDIR, "torch", overwrite=True)
+
+
+# -- atomicity: killed exports, overwrite ----------------------------------------------------
+def local_file_count(local_run: Path) -> int:
+    return sum(1 for p in local_run.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("writes, phase", [(2, "staging"), (None, "copy")])
+def test_killed_export_is_never_listed_and_is_cleaned(s3, exported, samples_dir, writes, phase):
+    """An export killed (SIGKILL) while uploading to staging, or while copying into place, leaves no
+    event file under the run (TensorBoard lists none, load_run refuses it); the next export of the
+    run succeeds without --overwrite and deletes the dead export's staging prefix."""
+    files = local_file_count(exported["ncu"])
+    writes = writes or files + 2  # every object staged, then two copied into place
+    run = f"killed-{phase}"
+    done = export_cli(samples_dir / NCU, "--logdir", LOGDIR, "--run", run, env={fs.KILL_AFTER_WRITES_ENV: str(writes)})
+    assert done.returncode == -9, done.stderr
+    staged = keys(s3, f"runs/{metadata.WORK_AREA}/staging/")
+    assert staged and all(k.split("/")[3].startswith(run + "@") for k in staged)
+    assert not any("tfevents" in k for k in staged)  # the staged event file has its pending name
+    placed = keys(s3, f"runs/{run}/")
+    assert (placed == []) if phase == "staging" else (len(placed) == 2 and not event_keys(s3, run))
+    assert run not in {r["run"] for r in App(LOGDIR).json("/runs")["runs"]}
+    with pytest.raises(InputError, match="not a tb-hwprof run"):
+        tb_hwprof.load_run(f"{LOGDIR}/{run}")
+    tb_hwprof.export(samples_dir / NCU, LOGDIR, run)
+    assert keys(s3, f"runs/{metadata.WORK_AREA}/") == []
+    assert len(event_keys(s3, run)) == 1
+    assert len(keys(s3, f"runs/{run}/plugins/")) == files - 1
+
+
+def test_overwrite_replaces_the_run_and_its_old_files(s3, exported, samples_dir):
+    tb_hwprof.export(samples_dir / NCU, LOGDIR, "replaced")
+    old_events = event_keys(s3, "replaced")
+    assert any("/details/" in k for k in keys(s3, "runs/replaced/"))
+    tb_hwprof.export(samples_dir / NSYS, LOGDIR, "replaced", overwrite=True)
+    assert len(tb_hwprof.load_run(f"{LOGDIR}/replaced").kernels) == nsys_kernels(samples_dir / NSYS)
+    # The ncu run's details are gone (the nsys run has none), one event file: the new one.
+    assert not any("/details/" in k for k in keys(s3, "runs/replaced/"))
+    new_events = event_keys(s3, "replaced")
+    assert len(new_events) == 1 and new_events != old_events
+    manifest = json.loads(s3.get_object(Bucket=BUCKET, Key="runs/replaced/plugins/tb_hwprof/profile.json")["Body"].read())
+    assert manifest["provenance"]["tool"] == "nsys"
+
+
+# -- confinement -----------------------------------------------------------------------------
+HOSTILE = ["../runs2/x", "..", "ncu/../../runs2", "%2e%2e/secret", "..%2f..%2fhwprof-secret", f"../../{OTHER_BUCKET}/runs/secret",
+           "a?versionId=1", "a#b", "a\\..\\b", "/abs", ".tb-hwprof/staging"]
+
+
+@pytest.mark.parametrize("run", HOSTILE)
+def test_hostile_run_names_stay_in_the_logdir(app, run):
+    from tb_hwprof.plugin.store import HttpError
+    with pytest.raises(HwprofError):
+        fs.RemoteDir(LOGDIR).key(run)
+    with pytest.raises(HttpError) as e:
+        app.store.run_dir(run)
+    assert e.value.code == 404
+    response = app.get("/data/plugin/tb_hwprof/kernels", run=run)
+    assert response.status_code in (400, 404)
+
+
+def test_an_asset_name_cannot_leave_the_run(app):
+    from tb_hwprof.plugin.store import HttpError
+    entry = app.store.entry("ncu", app.store.run_dir("ncu"))
+    for relative in ("../../nsys/plugins/tb_hwprof/kernels.json.gz", "../profile.json"):
+        with pytest.raises(HttpError) as e:
+            entry.asset(relative)
+        assert e.value.code == 404
+
+
+# -- TensorBoard itself on s3:// and Chromium ------------------------------------------------
+def test_tensorboard_on_s3_lists_runs_and_opens_the_views(s3, exported, tmp_path_factory, monkeypatch):
+    browser_support = pytest.importorskip("browser_support")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the TensorBoard subprocess imports this checkout's plugin
+    served = browser_support.serve_tensorboard(LOGDIR, tmp_path_factory, set(RUNS))
+    base = next(served)
+    try:
+        for browser in browser_support.launch_browser():
+            for session in browser_support.open_session(browser, base):
+                frame = session.open()
+                frame.wait_for_selector("table[data-role=runs] tbody tr[data-run]")
+                listed = frame.eval_on_selector_all("table[data-role=runs] tbody tr[data-run]",
+                                                    "rs => rs.map(r => r.dataset.run)")
+                assert set(listed) == set(RUNS)
+                n = len(tb_hwprof.load_run(exported["ncu"]).kernels)
+                frame = session.go("#view=kernels&run=ncu")
+                browser_support.wait_rows(frame, "kernels")
+                assert frame.locator("table[data-role=kernels] tbody tr[data-row-id]").count() >= min(n, 20)
+                frame = session.go("#view=roofline&run=ncu")
+                frame.locator("svg circle").first.wait_for(timeout=30000)
+                frame = session.go("#view=timeline&run=nsys")
+                frame.locator("[data-role=timeline-lanes] .lane-label").first.wait_for(timeout=30000)
+                session.shot("remote-s3-timeline")
+    finally:
+        served.close()
