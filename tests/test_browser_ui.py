@@ -187,3 +187,101 @@ def test_bottlenecks_one_row_per_kernel_with_its_launch_count(session, logdir):
     drawer.wait_for()
     frame.wait_for_function("() => document.querySelector('aside#detail').dataset.launchId !== undefined")
     assert durations[int(drawer.get_attribute("data-launch-id"))] == max(durations.values())
+
+
+# -- 6. Timeline: ruler, NVTX colours, click-to-select and the link to the drawer -----------------
+def wait_window(frame, predicate_js, timeout=30000):
+    frame.wait_for_function(f"() => {{ const c = document.querySelector('canvas[data-role=timeline]'); "
+                            f"return c && c.dataset.drawn !== undefined && ({predicate_js}); }}", timeout=timeout)
+
+
+def ruler(frame):
+    return frame.eval_on_selector_all("[data-role=timeline-ruler] .tick", "ts => ts.map(t => [Number(t.dataset.ns), t.textContent])")
+
+
+def show_window(frame, run, start, end):
+    frame.evaluate("h => { location.hash = h; }", f"#view=timeline&run={run}&start={start}&end={end}")
+    wait_window(frame, f"c.dataset.start === '{start}' && c.dataset.end === '{end}'")
+
+
+def lane_y(frame, kind, text):
+    lane = frame.locator(f"[data-role=timeline-lanes] .lane-label[data-kind={kind}]:has-text('{text}')").first
+    return float(lane.get_attribute("data-y"))
+
+
+UNITS_NS = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def test_timeline_ruler_has_units_and_follows_zoom(session):
+    session.open()
+    frame = session.go(f"#view=timeline&run={NSYS}")
+    wait_window(frame, "Number(c.dataset.returned) > 0")
+    before = ruler(frame)
+    assert len(before) >= 3
+    for (ns_a, a), (ns_b, b) in zip(before, before[1:]):  # labels step as the ticks do, in their unit
+        value_a, unit = a.replace(",", "").split(" ")
+        value_b, unit_b = b.replace(",", "").split(" ")
+        assert unit == unit_b and unit in UNITS_NS
+        assert (float(value_b) - float(value_a)) * UNITS_NS[unit] == pytest.approx(ns_b - ns_a, rel=1e-6)
+    start = int(frame.locator("canvas[data-role=timeline]").get_attribute("data-start"))
+    end = int(frame.locator("canvas[data-role=timeline]").get_attribute("data-end"))
+    show_window(frame, NSYS, start + (end - start) // 2, start + (end - start) // 2 + 50_000)  # 50 µs
+    after = ruler(frame)
+    assert after and [t for _, t in after] != [t for _, t in before]
+    assert all(t.endswith(" µs") for _, t in after)
+    step = after[1][0] - after[0][0]
+    assert 50_000 / 12 <= step <= 50_000 / 4
+    session.shot("timeline-ruler")
+
+
+def test_timeline_nvtx_legend_colour_is_the_slices_colour(session, samples_dir):
+    (start, end), = query(samples_dir / SOURCES[NSYS],
+                          "SELECT start, end FROM NVTX_EVENTS WHERE end IS NOT NULL ORDER BY end - start DESC LIMIT 1")
+    lo, hi = start + (end - start) // 10, end - (end - start) // 10  # the range spans the whole plot
+    session.open()
+    frame = session.go(f"#view=timeline&run={NSYS}")
+    wait_window(frame, "Number(c.dataset.returned) > 0")
+    show_window(frame, NSYS, lo, hi)
+    canvas = frame.locator("canvas[data-role=timeline]")
+    width = canvas.evaluate("c => c.clientWidth")
+    y = lane_y(frame, "thread", "python3")
+    canvas.hover(position={"x": width / 2, "y": y + 8})
+    tip = frame.locator("[data-role=tooltip]")
+    tip.wait_for(state="visible")
+    assert "NVTX range" in tip.locator("[data-role=tip-duration]").inner_text()
+    name = tip.locator("[data-role=tip-name]").inner_text()
+    swatch = frame.locator("[data-role=nvtx-names] .legend-nvtx").filter(has_text=name).locator(".swatch-box")
+    legend_rgb = swatch.evaluate("s => getComputedStyle(s).backgroundColor")
+    # The slice's pixels on the canvas (the row's lower edge, below the name's glyphs): their most common colour.
+    pixels = canvas.evaluate("""(c, y) => { const g = c.getContext('2d'), d = window.devicePixelRatio || 1, out = [];
+        for (let k = 1; k < 20; k++) { const p = g.getImageData(Math.round(c.width * k / 20), Math.round((y + 13.5) * d), 1, 1).data;
+          out.push(`rgb(${p[0]}, ${p[1]}, ${p[2]})`); } return out; }""", y)
+    assert Counter(pixels).most_common(1)[0][0] == legend_rgb
+
+
+def test_timeline_click_selects_a_kernel_and_opens_its_launch(session, samples_dir, logdir):
+    (start, end, name, stream), = query(samples_dir / SOURCES[NSYS], f"""SELECT k.start, k.end, s.value, k.streamId
+        FROM {KERNEL} k JOIN StringIds s ON s.id = k.shortName ORDER BY k.end - k.start DESC LIMIT 1""")
+    data = kernels_file(logdir, NSYS)["data"]
+    [launch] = [data["launch_id"][i] for i, s in enumerate(data["start_ns"]) if s == start]
+    session.open()
+    frame = session.go(f"#view=timeline&run={NSYS}")
+    wait_window(frame, "Number(c.dataset.returned) > 0")
+    show_window(frame, NSYS, start - 20000, end + 20000)
+    canvas = frame.locator("canvas[data-role=timeline]")
+    width = canvas.evaluate("c => c.clientWidth")
+    x = ((start + end) / 2 - (start - 20000)) / (end - start + 40000) * width
+    canvas.click(position={"x": x, "y": lane_y(frame, "stream", f"Stream {stream}") + 8})
+    selection = frame.locator("[data-role=timeline-selection]")
+    frame.wait_for_function("n => document.querySelector('[data-role=selection-name]')?.textContent === n", arg=name)
+    assert selection.get_attribute("data-start") == str(start) and selection.get_attribute("data-cat") == "kernel"
+    link = frame.locator("[data-role=open-launch]")
+    link.wait_for()
+    assert link.get_attribute("data-launch-id") == str(launch)
+    link.click()
+    frame.wait_for_function("l => document.querySelector('aside#detail')?.dataset.launchId === l", arg=str(launch))
+    assert frame.locator("aside#detail").is_visible()
+    session.shot("timeline-selected-kernel")
+    # A click on empty space clears the selection.
+    canvas.click(position={"x": 2, "y": canvas.evaluate("c => c.clientHeight") - 2})
+    frame.wait_for_function("() => !document.querySelector('[data-role=selection-name]')")

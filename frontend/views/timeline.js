@@ -2,12 +2,14 @@
 // and CUDA / HIP API calls, nested by depth), drawn on a canvas.  Wheel or the buttons zoom around
 // the cursor / centre, dragging pans; every change of window fetches that window from
 // /timeline, decimated by the server to what the canvas can show, so 100,000s of slices stay
-// fast.  Hover shows the slice as text (names never go through HTML).
+// fast.  Hover shows the slice as text (names never go through HTML); a click selects it (a
+// kernel's links to its launch in the drawer).  A ruler above the lanes shows time since the
+// capture's start in units that follow the zoom.
 
-import {getJSON} from "../api.js";
+import {getJSON, columnReader} from "../api.js";
 import {h, replace, errorBox, loading, debounce} from "../dom.js";
 import * as fmt from "../format.js";
-import {runHeader} from "./common.js";
+import {runHeader, runTerms} from "./common.js";
 import {traceLink} from "./overview.js";
 
 const ROW_H = 16;
@@ -16,10 +18,13 @@ const LANE_MIN_H = 30;  // room for the two-line label (thread, process)
 const MIN_SPAN_NS = 1000;  // zoom stops at 1 µs across the canvas
 const COLOURS = {kernel: "#f08c00", memcpy: "#1c7ed6", memset: "#0ca678", cuda_api: "#868e96", osrt: "#c2255c", nvtx: "#7048e8",
   cpu_op: "#2f9e44", python: "#748ffc"};
-// cuda_api holds the GPU runtime's calls whatever the vendor (CUDA, HIP, HSA); cpu_op and python
-// are a PyTorch trace's operators and Python frames.
-const CAT_LABELS = {kernel: "kernel", memcpy: "memcpy", memset: "memset", cuda_api: "GPU API call (CUDA / HIP)",
+// cuda_api holds the GPU runtime's calls whatever the vendor (CUDA, HIP, HSA): labelled in the
+// run's own terms; cpu_op and python are a PyTorch trace's operators and Python frames.
+const CAT_LABELS = {kernel: "kernel", memcpy: "memcpy", memset: "memset", cuda_api: "GPU API call",
   osrt: "OS runtime call", nvtx: "NVTX range", cpu_op: "PyTorch operator", python: "Python function"};
+const LEGEND_NVTX_NAMES = 8;  // NVTX names the legend lists (coloured as their slices), most time first
+const RULER_TICKS = 8;  // about this many labelled ticks across the plot
+const TIME_UNITS = [[1, "ns"], [1e3, "µs"], [1e6, "ms"], [1e9, "s"]];
 // Categories only PyTorch traces have: in the legend once a window holds one.
 const TRACE_SPECIFIC = new Set(["cpu_op", "python"]);
 
@@ -33,6 +38,29 @@ function hue(text) {
   for (let i = 0; i < text.length; i++) x = (x * 31 + text.charCodeAt(i)) | 0;
   return Math.abs(x) % 360;
 }
+
+/** A slice's fill: NVTX ranges by their name (the legend lists the names with these colours). */
+function sliceColour(cat, name) {
+  return cat === "nvtx" ? `hsl(${hue(name)}, 45%, 62%)` : (COLOURS[cat] || "#adb5bd");
+}
+
+/** Ruler ticks of the window [t0, t1]: a 1-2-5 step, labelled as time since `origin` in the step's unit. */
+export function rulerTicks(t0, t1, origin, count = RULER_TICKS) {
+  const rough = Math.max(1, (t1 - t0) / count);
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((v) => v >= rough);
+  const [factor, unit] = TIME_UNITS.filter(([f]) => f <= step).pop() || TIME_UNITS[0];
+  const decimals = Math.max(0, -Math.floor(Math.log10(step / factor) + 1e-9));
+  const ticks = [];
+  for (let t = Math.ceil((t0 - origin) / step) * step + origin; t <= t1; t += step) {
+    const value = ((t - origin) / factor).toLocaleString("en-US", {minimumFractionDigits: decimals, maximumFractionDigits: decimals});
+    ticks.push({ns: t, label: `${value} ${unit}`});
+  }
+  return {step, unit, ticks};
+}
+
+// A kernel slice's launch opens the kernel-detail drawer.
+export const opensLaunches = true;
 
 export function render(container, ctx) {
   const view = new TimelineView(container, ctx);
@@ -50,6 +78,9 @@ class TimelineView {
     this.t1 = ctx.state.end !== undefined ? Number(ctx.state.end) : null;
     this.fetchSeq = 0;
     this.drag = null;
+    this.selected = null;  // {start, end, lane, depth, name, cat} of the clicked slice
+    this.terms = runTerms(ctx);
+    this.catLabels = {...CAT_LABELS, cuda_api: `${this.terms.api} API call`};
     this.status = h("span", {class: "muted", "data-role": "timeline-status"});
     this.range = h("span", {class: "mono small", "data-role": "timeline-range"});
     const btn = (label, title, role, fn) => h("button", {type: "button", title, "data-role": role, onclick: fn}, label);
@@ -62,14 +93,18 @@ class TimelineView {
       h("span", {class: "muted small"}, "opens in ui.perfetto.dev or chrome://tracing"));
     this.legend = h("div", {class: "legend timeline-legend", "data-role": "timeline-legend"}, Object.entries(COLOURS).map(([cat, colour]) =>
       h("span", {class: "legend-item", "data-cat": cat, hidden: TRACE_SPECIFIC.has(cat)},
-        h("span", {class: "swatch-box", style: {background: colour}}), ` ${CAT_LABELS[cat]}`)),
-      h("span", {class: "muted"}, " · wheel or +/- to zoom, drag to pan, hover for details"));
+        cat === "nvtx" ? null : h("span", {class: "swatch-box", style: {background: colour}}), ` ${this.catLabels[cat]}`,
+        cat === "nvtx" ? [h("span", {class: "muted"}, " (coloured by name):"), h("span", {"data-role": "nvtx-names"})] : null)),
+      h("span", {class: "muted"}, " · wheel or +/- to zoom, drag to pan, hover for details, click to select"));
+    this.ruler = h("div", {class: "timeline-ruler", "data-role": "timeline-ruler"});
+    this.selection = h("div", {class: "timeline-selection muted", "data-role": "timeline-selection"}, "Click a slice to select it.");
     this.labels = h("div", {class: "timeline-labels", "data-role": "timeline-lanes"});
     this.canvas = h("canvas", {class: "timeline-canvas", "data-role": "timeline"});
     this.tooltip = h("div", {class: "tooltip", "data-role": "tooltip", hidden: true});
-    this.frame = h("div", {class: "timeline-frame"}, this.labels, h("div", {class: "timeline-plot"}, this.canvas, this.tooltip));
+    this.frame = h("div", {class: "timeline-frame"}, this.labels,
+      h("div", {class: "timeline-plot"}, this.ruler, h("div", {class: "timeline-canvas-box"}, this.canvas, this.tooltip)));
     this.slot = h("div", null, loading(`timeline of ${this.run}`));
-    container.append(runHeader(ctx.view.title, ctx), toolbar, this.legend, this.slot);
+    container.append(runHeader(ctx.view.title, ctx), toolbar, this.legend, this.selection, this.slot);
     this.scheduleFetch = debounce(() => this.fetch(), 120);
     this.bindEvents();
   }
@@ -112,6 +147,22 @@ class TimelineView {
     for (const item of this.legend.querySelectorAll(".legend-item[data-cat]")) {
       if (present.has(item.dataset.cat)) item.hidden = false;
     }
+    this.showNvtxNames(doc);
+  }
+
+  /** The NVTX names of this window with most time, each with its slices' colour. */
+  showNvtxNames(doc) {
+    const nvtx = doc.categories.indexOf("nvtx");
+    const time = new Map();
+    const ev = doc.events;
+    for (let i = 0; i < ev.cat.length; i++) {
+      if (ev.cat[i] === nvtx) time.set(ev.name[i], (time.get(ev.name[i]) || 0) + ev.end_ns[i] - ev.start_ns[i]);
+    }
+    const top = [...time].sort((a, b) => b[1] - a[1]).slice(0, LEGEND_NVTX_NAMES).map(([code]) => doc.names[code]);
+    const slot = this.legend.querySelector("[data-role=nvtx-names]");
+    replace(slot, top.length ? top.map((name) => h("span", {class: "legend-nvtx", "data-name": name, title: name},
+      " ", h("span", {class: "swatch-box", style: {background: sliceColour("nvtx", name)}}), ` ${name}`))
+      : h("span", {class: "muted"}, " none in this window"));
   }
 
   lanes() {
@@ -142,7 +193,8 @@ class TimelineView {
       y += height;
     }
     this.height = Math.max(y, ROW_H);
-    replace(this.labels, labels.length ? labels : h("div", {class: "muted"}, "No slice in this window."));
+    replace(this.labels, h("div", {class: "ruler-spacer"}),
+      labels.length ? labels : h("div", {class: "muted"}, "No slice in this window."));
   }
 
   draw() {
@@ -177,7 +229,7 @@ class TimelineView {
       const y = lane.y + ev.depth[i] * ROW_H + 1;
       const cat = categories[ev.cat[i]];
       const name = names[ev.name[i]];
-      g.fillStyle = cat === "nvtx" ? `hsl(${hue(name)}, 45%, 62%)` : (COLOURS[cat] || "#adb5bd");
+      g.fillStyle = sliceColour(cat, name);
       g.fillRect(x, y, w, ROW_H - 2);
       drawn++;
       if (w > 36) {
@@ -190,6 +242,8 @@ class TimelineView {
         g.restore();
       }
     }
+    this.drawSelection(g, scale, width);
+    this.drawRuler(scale, width);
     const d = this.data;
     for (const [k, v] of Object.entries({start: Math.round(this.t0), end: Math.round(this.t1), returned: d.returned,
       "in-window": d.in_window, decimated: d.decimated ? "1" : "0", drawn})) this.canvas.setAttribute(`data-${k}`, String(v));
@@ -197,6 +251,28 @@ class TimelineView {
     this.status.textContent = d.decimated
       ? `${fmt.int(d.returned)} of ${fmt.int(d.in_window)} slices shown (merged per pixel bin: zoom in for all)`
       : `${fmt.int(d.returned)} slices`;
+  }
+
+  drawSelection(g, scale, width) {
+    const sel = this.selected;
+    const lane = sel && this.laneY.get(sel.lane);
+    if (!lane) return;
+    const x0 = Math.max(-2, (sel.start - this.t0) * scale), x1 = Math.min(width + 2, (sel.end - this.t0) * scale);
+    if (x1 < 0 || x0 > width) return;
+    g.strokeStyle = "#212529";
+    g.lineWidth = 2;
+    g.strokeRect(x0, lane.y + sel.depth * ROW_H + 1, Math.max(2, x1 - x0), ROW_H - 2);
+  }
+
+  drawRuler(scale, width) {
+    const origin = this.data.capture_ns[0];
+    const {step, unit, ticks} = rulerTicks(this.t0, this.t1, origin);
+    this.ruler.dataset.step = String(step);
+    this.ruler.dataset.unit = unit;
+    replace(this.ruler, ticks.map((t) => {
+      const x = (t.ns - this.t0) * scale;
+      return x < 0 || x > width ? null : h("span", {class: "tick", "data-ns": Math.round(t.ns), style: {left: `${x.toFixed(1)}px`}}, t.label);
+    }), h("span", {class: "ruler-origin muted small"}, "time since the capture's start"));
   }
 
   setWindow(t0, t1) {
@@ -262,7 +338,7 @@ class TimelineView {
     const dur = ev.end_ns[i] - ev.start_ns[i];
     replace(this.tooltip,
       h("div", {class: "tip-name", "data-role": "tip-name"}, names[ev.name[i]]),
-      h("div", {"data-role": "tip-duration"}, `${CAT_LABELS[categories[ev.cat[i]]] || categories[ev.cat[i]]} · ${fmt.duration(dur)}`),
+      h("div", {"data-role": "tip-duration"}, `${this.catLabels[categories[ev.cat[i]]] || categories[ev.cat[i]]} · ${fmt.duration(dur)}`),
       h("div", {"data-role": "tip-lane"}, `${lane.kind === "stream" ? "" : "thread "}${lane.thread} · ${lane.process}`),
       h("div", {class: "muted"}, `start ${fmt.int(ev.start_ns[i])} ns`),
       ev.merged[i] > 1 ? h("div", {class: "muted", "data-role": "tip-merged"}, `stands for ${fmt.int(ev.merged[i])} slices here: zoom in`) : null);
@@ -271,6 +347,58 @@ class TimelineView {
     this.tooltip.style.left = `${Math.min(px + 14, plot.clientWidth - 260)}px`;
     this.tooltip.style.top = `${py + 14}px`;
     this.tooltip.dataset.index = String(i);
+  }
+
+  /** Select slice i of the current window (-1: clear); a kernel gets a link to its launch. */
+  select(i) {
+    if (i < 0) {
+      this.selected = null;
+      replace(this.selection, "Click a slice to select it.");
+      this.draw();
+      return;
+    }
+    const {events: ev, names, categories} = this.data;
+    const sel = {start: ev.start_ns[i], end: ev.end_ns[i], lane: ev.lane[i], depth: ev.depth[i],
+      name: names[ev.name[i]], cat: categories[ev.cat[i]], merged: ev.merged[i]};
+    this.selected = sel;
+    this.draw();
+    const lane = this.laneY.get(sel.lane).lane;
+    const link = h("span", {"data-role": "selection-launch"});
+    replace(this.selection, h("strong", {"data-role": "selection-name"}, sel.name),
+      h("span", {"data-role": "selection-info"}, ` · ${this.catLabels[sel.cat] || sel.cat} · ${fmt.duration(sel.end - sel.start)} · `,
+        `starts ${fmt.duration(sel.start - this.data.capture_ns[0])} into the capture · ${lane.thread}`),
+      sel.merged > 1 ? h("span", null, ` · stands for ${fmt.int(sel.merged)} slices: zoom in to pick one`) : null, " ", link);
+    for (const [k, v] of Object.entries({start: sel.start, end: sel.end, cat: sel.cat})) this.selection.dataset[k] = String(v);
+    if (sel.cat === "kernel" && sel.merged <= 1) this.linkLaunch(sel, link);
+  }
+
+  /** The launch of a kernel slice (the kernels table's row starting when it starts), as a link to the drawer. */
+  async linkLaunch(sel, slot) {
+    const launch = await this.launchAt(sel.start, sel.end);
+    if (this.selected !== sel || !this.ctx.isCurrent()) return;
+    replace(slot, launch === null ? h("span", {class: "muted"}, "(no launch of the kernels table starts here)")
+      : h("button", {type: "button", class: "link", "data-role": "open-launch", "data-launch-id": launch,
+        onclick: () => this.ctx.openLaunch(launch)}, `launch #${fmt.int(launch)} in detail →`));
+  }
+
+  async launchAt(start, end) {
+    if (!this.launchStarts) {
+      this.launchStarts = getJSON("kernels", {run: this.run}).then((doc) => {
+        const get = columnReader(doc);
+        const rows = [];
+        for (let i = 0; i < (doc.rows ?? 0); i++) rows.push([get("start_ns", i), get("end_ns", i), get("launch_id", i) ?? i]);
+        return rows;
+      });
+    }
+    let rows;
+    try {
+      rows = await this.launchStarts;
+    } catch (e) {
+      return null;
+    }
+    // Exact for integer ns; a tracer's fractional ns (rocprof-compute) land within 1 ns.
+    const hit = rows.find(([s, e]) => Math.abs(s - start) < 1 && Math.abs(e - end) < 1);
+    return hit ? hit[2] : null;
   }
 
   bindEvents() {
@@ -284,10 +412,14 @@ class TimelineView {
       this.zoom(e.deltaY > 0 ? 1.25 : 0.8, px / (this.canvas.clientWidth || 1));
     }, {passive: false});
     this.canvas.addEventListener("mousedown", (e) => {
-      this.drag = {x: e.clientX, t0: this.t0, t1: this.t1};
+      this.drag = {x: e.clientX, y: e.clientY, t0: this.t0, t1: this.t1};
       this.tooltip.hidden = true;
     });
-    window.addEventListener("mouseup", () => { this.drag = null; });
+    window.addEventListener("mouseup", (e) => {
+      const click = this.drag && Math.abs(e.clientX - this.drag.x) < 3 && Math.abs(e.clientY - this.drag.y) < 3;
+      this.drag = null;
+      if (click && e.target === this.canvas) this.select(this.hit(...pos(e)));
+    });
     this.canvas.addEventListener("mousemove", (e) => {
       const [px, py] = pos(e);
       if (this.drag) {
