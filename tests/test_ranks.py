@@ -213,6 +213,24 @@ def test_digest_is_small_and_picklable(digests):
         assert len(blob) < 1 << 20
 
 
+def test_few_operators_kept_per_step_the_rest_summed(traces, digests, monkeypatch):
+    """A digest keeps its TOP_WORK operators by name; the others' time is kept, summed."""
+    name = PAIR[0]
+    monkeypatch.setattr(ranks, "TOP_WORK", 3)
+    small = ranks.rank_digest(read(traces[name][0]), 0, name)
+    full = digests[name]
+    kept = set().union(*small.step_work.values()) - {ranks.OTHER_WORK}
+    assert len(kept) <= 3 and ranks.OTHER_WORK in set().union(*small.step_work.values())
+    for step in full.step_work:
+        assert sum(small.step_work[step].values()) == sum(full.step_work[step].values())
+    # The kept ones are the rank's three operators of most GPU time over the steps.
+    total = defaultdict(int)
+    for work in full.step_work.values():
+        for op, ns in work.items():
+            total[op] += ns
+    assert kept == set(sorted(total, key=total.get, reverse=True)[:3])
+
+
 # ---------------------------------------------------------------- rank of a file
 def test_rank_from_the_file_name_then_the_position(traces):
     path = traces[PAIR[1]][0]
@@ -221,6 +239,7 @@ def test_rank_from_the_file_name_then_the_position(traces):
     assert ranks.rank_of(profile, path, 7) == 1  # "..._rank1.json.gz"
     assert ranks.rank_of(profile, "/x/worker_rank-12.pt.trace.json", 7) == 12
     assert ranks.rank_of(profile, "/x/worker.pt.trace.json", 7) == 7
+    assert ranks.rank_of(profile, "/x/frank3.json", 7) == 7  # not a rank inside a longer word
 
 
 # ---------------------------------------------------------------- the job

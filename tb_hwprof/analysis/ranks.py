@@ -39,9 +39,16 @@ COMMUNICATION_PATTERNS = ("nccl", "rccl", "gloo", "::ep::internode::", "::ep::in
 # STRAGGLER_SHARE (relative) and STRAGGLER_MIN_NS (absolute: tiny steps jitter by more than 5%).
 STRAGGLER_SHARE = 0.05
 STRAGGLER_MIN_NS = 100_000  # 100 µs
+# Slow steps a straggler's reason names (the most over their median first).
+SLOW_STEPS_NAMED = 5
 # Rows of rank_kernels: the kernels with the most median time over the ranks.
 TOP_KERNELS = 20
-RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+# "rank3", "rank_3", "rank-3" in a file name, not inside a longer word ("frank3").
+RANK_IN_NAME = re.compile(r"(?<![a-z])rank[_-]?(\d+)", re.IGNORECASE)
+# Operators (or kernels) per step a digest keeps by name: the rank's TOP_WORK by GPU time; the rest
+# are summed as OTHER_WORK (a digest stays small whatever the trace).
+TOP_WORK = 200
+OTHER_WORK = "(other operators)"
 FIX_MIXED = "export the ranks of one job together (same world size and process groups), one file per rank"
 
 RANKS_COLUMNS = ["rank", "run", "source", "world_size", "steps", "step_time_avg_ns", "step_time_max_ns",
@@ -189,7 +196,7 @@ def _steps(profile, kernels: pd.DataFrame):
     spans = step_spans(torch)
     number = spans["step"].to_numpy(np.int64)
     start, end = spans["start_ns"].to_numpy(np.int64), spans["end_ns"].to_numpy(np.int64)
-    work_name = _work_names(torch, kernels)
+    work_name = _top_names(_work_names(torch, kernels), kernels["duration"].to_numpy(np.int64))
     at = np.searchsorted(start, kernels["start"].to_numpy(np.int64), side="right") - 1
     inside = (at >= 0) & (kernels["start"].to_numpy(np.int64) < end[np.maximum(at, 0)])
     frame = pd.DataFrame({"step": number[at[inside]], "work": work_name[inside],
@@ -198,6 +205,15 @@ def _steps(profile, kernels: pd.DataFrame):
     for (step, work), ns in frame.groupby(["step", "work"], sort=False)["duration"].sum().items():
         step_work[int(step)][str(work)] = int(ns)
     return [int(s) for s in number], [int(x) for x in end - start], step_work, "operator"
+
+
+def _top_names(names: np.ndarray, duration: np.ndarray) -> np.ndarray:
+    """names, with those outside the TOP_WORK of most total time replaced by OTHER_WORK."""
+    totals = pd.Series(duration).groupby(names).sum()
+    if len(totals) <= TOP_WORK:
+        return names
+    kept = pd.Series(names, dtype=object).isin(totals.nlargest(TOP_WORK).index).to_numpy()
+    return np.where(kept, names, OTHER_WORK).astype(object)
 
 
 def _work_names(torch, kernels: pd.DataFrame) -> np.ndarray:
@@ -327,21 +343,24 @@ def _explain(slow: RankDigest, digests: Sequence[RankDigest], by_steps: bool) ->
     """Which steps are slow, and the operator or kernel whose time differs most from the median rank."""
     parts = []
     if by_steps:
-        slow_steps = []
+        slow_steps = []  # (excess, text) of each step slower than that step's median over the ranks
+        step_median = _step_medians(digests)
         for step, ns in zip(slow.steps, slow.step_ns):
-            others = [t for d in digests for s, t in zip(d.steps, d.step_ns) if s == step]
-            med = float(np.median(others))
+            med = step_median[step]
             if ns - med > STRAGGLER_SHARE * med and ns - med > STRAGGLER_MIN_NS:
-                slow_steps.append(f"{step} ({_ms(ns)} vs {_ms(med)})")
+                slow_steps.append((ns - med, f"{step} ({_ms(ns)} vs {_ms(med)})"))
         if slow_steps:
-            parts.append("slow steps " + ", ".join(slow_steps))
+            named = [text for _, text in sorted(slow_steps, key=lambda x: -x[0])[:SLOW_STEPS_NAMED]]
+            more = len(slow_steps) - len(named)
+            parts.append(("slow steps " if not more else f"{len(slow_steps)} slow steps, the slowest ")
+                         + ", ".join(named))
         per_rank = [_average_work(d) for d in digests]
         kind = slow.work_kind
     else:
         per_rank = [{k: float(v) for k, v in d.kernel_ns.items()} for d in digests]
         kind = "kernel"
     mine = per_rank[[d.rank for d in digests].index(slow.rank)]
-    names = set().union(*per_rank)
+    names = set().union(*per_rank) - {OTHER_WORK}
     if names:
         median = {n: float(np.median([w.get(n, 0.0) for w in per_rank])) for n in names}
         worst = max(sorted(names), key=lambda n: mine.get(n, 0.0) - median[n])
@@ -351,6 +370,15 @@ def _explain(slow: RankDigest, digests: Sequence[RankDigest], by_steps: bool) ->
             parts.append(f"{kind} {worst}: {_ms(mine.get(worst, 0.0))}{per} vs median rank {_ms(median[worst])} "
                          f"(+{_ms(gap)})")
     return ("; " + "; ".join(parts)) if parts else ""
+
+
+def _step_medians(digests: Sequence[RankDigest]) -> Dict[int, float]:
+    """step -> its median time over the ranks that have it (as rank_steps' step_median_ns)."""
+    times: Dict[int, List[int]] = {}
+    for d in digests:
+        for step, ns in zip(d.steps, d.step_ns):
+            times.setdefault(step, []).append(ns)
+    return {step: float(np.median(values)) for step, values in times.items()}
 
 
 def _average_work(d: RankDigest) -> Dict[str, float]:
