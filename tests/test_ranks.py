@@ -439,3 +439,20 @@ def test_nsys_ranks_have_no_steps_and_are_judged_on_busy_gpu_time(samples_dir):
         assert f"kernel {worst}: {totals[i][worst] / 1e6:.3f} ms vs median rank {med[worst] / 1e6:.3f} ms" in reason
     assert table["steps"].tolist() == [0, 0, 0] and table["step_time_avg_ns"].isna().all()
     assert len(ranks.job_profile(digests).summaries["rank_steps"]) == 0
+
+
+def test_a_rocprof_rank_from_the_kernel_trace_csv(samples_dir):
+    """A rocprofv3 kernel trace as one rank: GPU time per agent from the CSV's own timestamps."""
+    import csv
+    path = sample(samples_dir, "rocprof/v3_docs_kernel_trace_newer.csv")
+    profile = read(path)
+    d = ranks.rank_digest(profile, ranks.rank_of(profile, path, 4), str(path))
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["Kind"] == "KERNEL_DISPATCH"]
+    by_agent = defaultdict(list)
+    for r in rows:
+        by_agent[r["Agent_Id"]].append((int(r["Start_Timestamp"]), int(r["End_Timestamp"])))
+    busy = sum(length(v) for v in by_agent.values())
+    span = sum(max(e for _, e in v) - min(s for s, _ in v) for v in by_agent.values())
+    assert d.rank == 4 and d.steps == []
+    assert (d.compute_ns, d.communication_ns, d.idle_ns, d.span_ns) == (busy, 0, span - busy, span)
