@@ -5,7 +5,8 @@ The report keeps each launch's raw metrics ({name: [value, unit]}, the details f
 sections' metric lists, so SECTIONS below holds them: the header and body metrics that
 ncu_report's ISection.header_metrics()/body_metrics() list for the `--set full` sections of
 Nsight Compute 2020.2 to 2024.2 (tests/test_ncu_sections.py checks the table against the reports).
-A section shows only the metrics the launch has; a section with none is left out.
+A section shows only the metrics the launch has, and only when the report collected it (most of
+its header metrics present, `collected`): a report without a section shows no empty section.
 
 Besides rows, some sections carry the figures Nsight Compute draws:
 - SpeedOfLight: the `breakdown:` metrics (the units each throughput is the maximum of), ranked;
@@ -56,17 +57,13 @@ SECTIONS: Tuple[Tuple[str, str, Tuple[Tuple[str, str], ...]], ...] = (
         ("l1tex__t_sector_hit_rate.pct", "L1/TEX Hit Rate"),
         ("lts__t_sector_hit_rate.pct", "L2 Hit Rate"),
         ("lts__average_gcomp_input_sector_success_rate.pct", "L2 Compression Success Rate"),
-        ("lts__average_gcomp_output_sector_compression_achieved_rate.ratio", "L2 Compression Ratio"),
-        ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "Shared Load Bank Conflicts"),
-        ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", "Shared Store Bank Conflicts"))),
+        ("lts__average_gcomp_output_sector_compression_achieved_rate.ratio", "L2 Compression Ratio"))),
     ("SchedulerStats", "Scheduler Statistics", (
         ("smsp__issue_active.avg.pct_of_peak_sustained_active", "One or More Eligible"),
         ("smsp__issue_inst0.avg.pct_of_peak_sustained_active", "No Eligible"),
         ("smsp__warps_active.avg.per_cycle_active", "Active Warps Per Scheduler"),
         ("smsp__warps_eligible.avg.per_cycle_active", "Eligible Warps Per Scheduler"),
-        ("smsp__issue_active.avg.per_cycle_active", "Issued Warp Per Scheduler"),
-        ("smsp__maximum_warps_avg_per_active_cycle", "Theoretical Warps Per Scheduler"),
-        ("smsp__warps_active.avg.peak_sustained", "GPU Maximum Warps Per Scheduler"))),
+        ("smsp__issue_active.avg.per_cycle_active", "Issued Warp Per Scheduler"))),
     ("WarpStateStats", "Warp State Statistics", (
         ("smsp__average_warp_latency_per_inst_issued.ratio", "Warp Cycles Per Issued Instruction"),
         ("smsp__average_warps_active_per_inst_executed.ratio", "Warp Cycles Per Executed Instruction"),
@@ -116,6 +113,21 @@ SECTIONS: Tuple[Tuple[str, str, Tuple[Tuple[str, str], ...]], ...] = (
         ("lts__cycles_elapsed.sum", "Total L2 Elapsed Cycles"),
         ("dram__cycles_elapsed.sum", "Total DRAM Elapsed Cycles"))),
 )
+
+# Rows shown after a section's header rows when the launch has them, not counted by `collected`:
+# body metrics (its tables) and header metrics newer Nsight Compute versions added (2025.1's LaunchStats).
+BODY = {
+    "LaunchStats": (("launch__stack_size", "Stack Size"), ("launch__tpc_count", "# TPCs"),
+                    ("launch__tpc_enabled", "Enabled TPC IDs")),
+    "MemoryWorkloadAnalysis": (("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "Shared Load Bank Conflicts"),
+                               ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", "Shared Store Bank Conflicts")),
+    "SchedulerStats": (("smsp__maximum_warps_avg_per_active_cycle", "Theoretical Warps Per Scheduler"),
+                       ("smsp__warps_active.avg.peak_sustained", "GPU Maximum Warps Per Scheduler")),
+}
+# A section shows when the launch has this share of its header metrics: Nsight Compute collects a
+# section's header whole (a version may lack one or two), while a few of them turn up in launches
+# that did not collect the section (gpu__time_duration.sum in every report; launch__* always).
+COLLECTED = 0.7
 
 # Sections drawn inside another (Nsight Compute's parent_identifier): their rules go to the parent.
 CHILD_SECTIONS = {"SpeedOfLight_RooflineChart": "SpeedOfLight", "SpeedOfLight_HierarchicalSingleRooflineChart": "SpeedOfLight",
@@ -343,14 +355,20 @@ def rule_section(rule: Mapping) -> str:
     return CHILD_SECTIONS.get(section, section)
 
 
+def collected(raw: Mapping[str, list], header: Sequence[Tuple[str, str]]) -> bool:
+    """Whether the launch holds the section: COLLECTED of its header metrics have a value."""
+    present = sum(row(raw, metric, "") is not None for metric, _ in header)
+    return bool(header) and present >= COLLECTED * len(header)
+
+
 def sections(raw: Mapping[str, list], rules: Sequence[Mapping] = ()) -> List[dict]:
     """The launch's sections in Nsight Compute's order: {id, title, rows, figures, rules (indexes
-    into `rules`)}; a section without any metric of the launch is left out."""
+    into `rules`)}; only the sections the report collected (`collected`)."""
     out = []
     for section_id, title, metrics in SECTIONS:
-        found, charts = rows(raw, metrics), figures(section_id, raw)
-        if not found and not charts:
+        if not collected(raw, metrics):
             continue
+        found, charts = rows(raw, metrics + BODY.get(section_id, ())), figures(section_id, raw)
         owned = [i for i, rule in enumerate(rules) if rule_section(rule) == section_id]
         out.append({"id": section_id, "title": title, "rows": found, "figures": charts, "rules": owned})
     return out
@@ -364,7 +382,7 @@ SAFE_LINK = re.compile(r"^https?://[^\s\"'<>]+$", re.IGNORECASE)
 def _url_part(body: str) -> dict:
     """'text:link' -> a link part; the href only for an http(s) address."""
     text, sep, link = body.partition(":")
-    if not sep:  # a bare address
+    if not sep or re.match(r"(?i)https?://", body):  # a bare address
         text, link = body, body
     link = link.strip()
     return {"kind": "url", "text": text.strip() or link, "href": link if SAFE_LINK.match(link) else ""}
