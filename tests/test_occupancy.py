@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import tb_hwprof
@@ -89,3 +90,142 @@ def test_theoretical_occupancy_equals_nsight_compute(ncu_rep, ncu_report_module,
         assert set(got["limiter"].split(", ")) == {NCU_LIMITER[n] for n, v in used.items() if v == low}
         checked += 1
     assert checked
+
+
+# ------------------------------------------------------------------ Kineto's estimate
+def kineto_trace(path):
+    import gzip
+    import json
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as f:
+        return json.load(f)
+
+
+def kineto_estimated(trace):
+    """Kernel events carrying Kineto's estimate and the launch inputs it came from."""
+    need = ("est. achieved occupancy %", "registers per thread", "shared memory", "blocks per SM", "block")
+    return [e for e in trace.get("traceEvents", [])
+            if str(e.get("cat", "")).lower() == "kernel" and all(k in e.get("args", {}) for k in need)]
+
+
+def kineto_formula(active_blocks, blocks_per_sm, block_size, shared_mem, props, limits):
+    """Kineto's `est. achieved occupancy %` (libkineto ChromeTraceLogger / kernelOccupancy): the
+    calculator's active blocks capped by the grid's blocks per SM, x threads per block / max threads
+    per SM, in float32, then (int)(0.5 + occupancy * 100.0) in double.  Kineto runs the calculator
+    with the default per-block shared memory limit (FUNC_SHMEM_LIMIT_DEFAULT): a kernel that opted in
+    to more than sharedMemPerBlock gets 0 there."""
+    reserved, unit = limits.reserved_shared_mem_per_block, limits.shared_mem_unit
+    if -(-(shared_mem + reserved) // unit) * unit > props["sharedMemPerBlock"] + reserved:
+        return 0
+    blocks = min(np.float32(active_blocks), np.float32(blocks_per_sm))
+    occupancy_f32 = np.float32(np.float32(blocks) * np.float32(block_size)) / np.float32(props["maxThreadsPerMultiprocessor"])
+    return int(0.5 + float(occupancy_f32) * 100.0)
+
+
+KINETO_WITH_ESTIMATES = ("deepseek_h800_train_ep64_rank0.json", "hta_a100_nccl_2rank_rank0.json.gz",
+                         "hta_trace_diff_test.json.gz", "kineto_rn50_v100_jun2021.json.gz",
+                         "param_resnet_rtx2080ti.json.gz", "tracelens_b200_eager_8rank_rank0.json.gz",
+                         "tracelens_h100_falconsai_vit.json.gz")
+
+
+def rows_by_launch(kernels):
+    """(correlation id, device) -> our rows of it, earliest first."""
+    out = {}
+    for i in np.argsort(kernels["start_ns"].to_numpy(dtype=float), kind="stable"):
+        key = (int(kernels["correlation_id"].iat[i]), int(kernels["device"].iat[i]))
+        out.setdefault(key, []).append(int(i))
+    return out
+
+
+@pytest.mark.parametrize("name", KINETO_WITH_ESTIMATES)
+def test_kineto_estimate_recomputed_from_our_theoretical_occupancy(samples_dir, name):
+    """Every kernel of the trace: our theoretical occupancy (the step the export runs, limits from
+    the trace's deviceProperties) is at least Kineto's estimate, and Kineto's estimate recomputed
+    from our active blocks per SM equals the one in the file."""
+    from conftest import sample
+    path = sample(samples_dir, f"torch/{name}")
+    trace = kineto_trace(path)
+    props = {p["id"]: p for p in trace["deviceProperties"]}
+    events = kineto_estimated(trace)
+    assert events
+    profile = tb_hwprof.read(path)
+    occupancy.theoretical_occupancy(profile)
+    kernels = profile.kernels
+    rows = rows_by_launch(kernels)
+    theoretical = kernels["theoretical_occupancy_pct"].to_numpy(dtype=float)
+    for e in sorted(events, key=lambda e: e["ts"]):
+        a = e["args"]
+        row = rows[(a["correlation"], a["device"])].pop(0)  # a few ids repeat: then in time order
+        device = profile.device(a["device"])
+        limits = occupancy.cuda_limits(device)
+        block = a["block"][0] * a["block"][1] * a["block"][2]
+        assert kernels["occupancy_source"].iat[row] == occupancy.LABEL
+        assert theoretical[row] >= a["est. achieved occupancy %"] - 0.5
+        warps_per_block = -(-block // limits.warp_size)
+        active = round(theoretical[row] / 100 * limits.max_warps_per_sm / warps_per_block)
+        estimate = kineto_formula(active, a["blocks per SM"], block, a["shared memory"],
+                                  props.get(a["device"], props.get(0)), limits)
+        assert estimate == a["est. achieved occupancy %"], (e["name"][:60], a)
+
+
+# ------------------------------------------------------------------ Nsight Systems traces
+LIMITER_ORDER = ("registers", "shared memory", "block size", "warps")
+
+
+def plain_device_limits(conn):
+    """deviceId -> the SM limits as the export states them (stdlib sqlite3)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    out = {}
+    if "TARGET_INFO_GPU" in tables and "maxWarpsPerSm" in {r[1] for r in conn.execute("PRAGMA table_info(TARGET_INFO_GPU)")}:
+        for r in conn.execute("SELECT id, computeMajor, maxWarpsPerSm, maxBlocksPerSm, maxRegistersPerSm, "
+                              "maxShmemPerSm, smCount FROM TARGET_INFO_GPU"):
+            out[r[0]] = dict(zip(("major", "warps", "blocks", "regs", "smem", "sms"), r[1:]))
+    elif "TARGET_INFO_CUDA_GPU" in tables:
+        for r in conn.execute("SELECT deviceId, computeCapabilityMajor, maxWarpsPerMultiprocessor, "
+                              "maxBlocksPerMultiprocessor, maxRegistersPerMultiprocessor, "
+                              "maxSharedMemoryPerMultiprocessor, numMultiprocessors FROM TARGET_INFO_CUDA_GPU"):
+            out[r[0]] = dict(zip(("major", "warps", "blocks", "regs", "smem", "sms"), r[1:]))
+    return out
+
+
+def plain_occupancy(dev, block, regs, smem):
+    """One launch, by the calculator's rules written out again as a loop: (occupancy %, limiter, active blocks)."""
+    warps_per_block = -(-block // 32)
+    limits = {"warps": dev["warps"] // warps_per_block, "block size": dev["blocks"]}
+    if regs:
+        per_warp = -(-regs * 32 // 256) * 256
+        limits["registers"] = (dev["regs"] // 4 // per_warp) * 4 // warps_per_block
+    reserved, unit = (1024, 128) if dev["major"] >= 8 else (0, 256)
+    allocated = -(-(smem + reserved) // unit) * unit
+    if allocated:
+        limits["shared memory"] = dev["smem"] // allocated
+    active = min(limits.values())
+    limiter = ", ".join(n for n in LIMITER_ORDER if limits.get(n) == active)
+    return 100.0 * active * warps_per_block / dev["warps"], limiter, active
+
+
+def test_nsys_occupancy_columns_equal_a_plain_loop(nsys_sqlite):
+    """Every kernel with a launch configuration gets theoretical occupancy, limiter and waves per SM,
+    labelled as computed from it, equal to the rules applied row by row to the raw KERNEL table."""
+    import sqlite3
+    conn = sqlite3.connect(f"file:{nsys_sqlite}?mode=ro", uri=True)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    profile = tb_hwprof.read(nsys_sqlite)
+    tb_hwprof.analyse(profile)
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+        assert profile.kernels.empty
+        return
+    devices = plain_device_limits(conn)
+    raw = conn.execute("SELECT correlationId, deviceId, gridX * gridY * gridZ, blockX * blockY * blockZ, "
+                       "registersPerThread, staticSharedMemory + dynamicSharedMemory FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                       "ORDER BY start").fetchall()
+    kernels = profile.kernels
+    rows = rows_by_launch(kernels)
+    assert len(raw) == len(kernels)
+    for correlation, device, grid, block, regs, smem in raw:
+        k = kernels.iloc[rows[(correlation, device)].pop(0)]
+        pct, limiter, active = plain_occupancy(devices[device], block, regs, smem)
+        assert k["theoretical_occupancy_pct"] == pytest.approx(pct, rel=1e-12)
+        assert k["occupancy_limiter"] == limiter
+        assert k["waves_per_sm"] == pytest.approx(grid / (active * devices[device]["sms"]), rel=1e-12)
+        assert k["occupancy_source"] == occupancy.LABEL
+        assert f"{pct:.0f}% theoretical" in k["occupancy_note"] and limiter in k["occupancy_note"]
