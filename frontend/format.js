@@ -13,6 +13,7 @@ const SCALES = {
   "FLOP/s": [[1, "FLOP/s"], [1e3, "kFLOP/s"], [1e6, "MFLOP/s"], [1e9, "GFLOP/s"], [1e12, "TFLOP/s"], [1e15, "PFLOP/s"]],
   "byte/s": [[1, "B/s"], [1e3, "KB/s"], [1e6, "MB/s"], [1e9, "GB/s"], [1e12, "TB/s"]],
   FLOP: [[1, "FLOP"], [1e3, "kFLOP"], [1e6, "MFLOP"], [1e9, "GFLOP"], [1e12, "TFLOP"]],
+  count: [[1, ""], [1e3, "thousand"], [1e6, "million"], [1e9, "billion"], [1e12, "trillion"]],
 };
 
 /** The scale [factor, label] of `unit` that suits magnitude `v`. */

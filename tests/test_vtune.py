@@ -84,6 +84,41 @@ def test_amplifier_2018_loop_rows(vt):
     assert any("2016+" in n for n in p.notes)
 
 
+def test_loop_rows_keep_instructions_cpi_and_start_address(vt):
+    """Rows of one name (the same loop inlined twice) are told apart by their start address; CPI and
+    instructions retired come through as numbers, and /cpu_hotspots' table carries them."""
+    from tb_hwprof.analysis.cpu_hotspots import hotspot_table
+    rows = rows_of(vt / "amplxe2018_advanced_hotspots_loops.csv")
+    t = tb_hwprof.read(vt / "amplxe2018_advanced_hotspots_loops.csv").summaries["cpu_hotspots"]
+    number = lambda text: float(text) if text else None  # noqa: E731  (VTune leaves CPI empty for rows of no instructions)
+    for r, got in zip(rows, t.to_dict("records")):
+        assert got["instructions_retired"] == float(r["Instructions Retired"])
+        assert (None if math.isnan(got["cpi_rate"]) else got["cpi_rate"]) == number(r["CPI Rate"])
+        assert got["start_address"] == r["Start Address"]
+    names = [r["Function"] for r in rows]
+    repeated = {n for n in names if names.count(n) > 1}
+    assert repeated, "the sample has loops of one name (why the address matters)"
+    for name in repeated:
+        addresses = [r["Start Address"] for r in rows if r["Function"] == name]
+        assert len(set(addresses)) == len(addresses)
+    shown = hotspot_table(t)
+    by_address = {r["Start Address"]: r for r in rows}
+    for got in shown.to_dict("records"):
+        r = by_address[got["start_address"]]
+        cpi = None if math.isnan(got["cpi_rate"]) else got["cpi_rate"]
+        assert (got["name"], cpi, got["instructions_retired"]) == (
+            r["Function"], number(r["CPI Rate"]), float(r["Instructions Retired"]))
+
+
+def test_reports_without_those_columns_leave_them_empty(vt):
+    from tb_hwprof.analysis.cpu_hotspots import hotspot_table
+    header = rows_of(vt / "amplxe2015_hotspots_openmp.csv")[0].keys()
+    assert not {"CPI Rate", "Instructions Retired", "Start Address"} & set(header)
+    shown = hotspot_table(tb_hwprof.read(vt / "amplxe2015_hotspots_openmp.csv").summaries["cpu_hotspots"])
+    assert shown["cpi_rate"].isna().all() and shown["instructions_retired"].isna().all()
+    assert (shown["start_address"] == "").all()
+
+
 def test_tab_summary_is_sniffed_and_kept_as_a_hierarchy(vt):
     path = vt / "vtune_summary_tab.csv"
     header = path.read_text().splitlines()[0]

@@ -4,7 +4,7 @@
 
 import {h} from "../dom.js";
 import * as fmt from "../format.js";
-import {DataTable} from "./table.js";
+import {DataTable, withValues} from "./table.js";
 import {runView, stat} from "./common.js";
 import {adviceSection} from "./advice.js";
 
@@ -17,8 +17,14 @@ const COLUMNS = [
   {key: "spin_pct", label: "Spin", kind: "pct", title: "Spin Time / CPU Time: busy-waiting on locks or barriers"},
   {key: "overhead_pct", label: "Overhead", kind: "pct", title: "Overhead Time / CPU Time: threading-runtime overhead"},
   {key: "source_file", label: "Source", kind: "text"},
+  {key: "start_address", label: "Start address", kind: "text", title: "where the code starts: tells apart rows of one name (inlined loops)"},
+  {key: "instructions_retired", label: "Instructions", unit: "count", kind: "num", title: "Instructions Retired"},
+  {key: "cpi_rate", label: "CPI", kind: "num", title: "CPI Rate: cycles per retired instruction (high: stalls)"},
   {key: "topdown_label", label: "Top-down", kind: "text", title: "Intel TMA label (hover for the numbers)"},
 ];
+
+// Shown even when empty: the row, its time and its label; the rest only where the report has them.
+const ALWAYS_SHOWN = new Set(["name", "self_time_s", "self_pct", "topdown_label"]);
 
 const TD_COLOURS = {
   "front-end-bound": "#ae3ec9", "bad-speculation": "#e8590c", "back-end-bound": "#1c7ed6",
@@ -38,7 +44,7 @@ function draw(doc, ctx) {
   const n = doc.rows ?? (data.name ? data.name.length : 0);
   const get = (key, i) => (data[key] ? data[key][i] : null);
   const table = new DataTable({
-    columns: COLUMNS.map((c) => (c.key === "topdown_label"
+    columns: withValues(COLUMNS, get, n, ALWAYS_SHOWN).map((c) => (c.key === "topdown_label"
       ? {...c, display: (i) => tdChip(get("topdown_label", i), get("topdown_reason", i))} : c)),
     rows: n, get, noun: "functions", role: "cpu-hotspots",
     state: ctx.state, defaultSort: "self_time_s:desc",

@@ -11,6 +11,15 @@ import * as fmt from "../format.js";
 
 export const PAGE_SIZE = 200;
 
+/** The columns with a value in at least one of the n rows, and those in `keep` whatever they hold. */
+export function withValues(columns, get, n, keep = new Set()) {
+  const has = (key) => {
+    for (let i = 0; i < n; i++) if (!fmt.isMissing(get(key, i))) return true;
+    return false;
+  };
+  return columns.filter((c) => keep.has(c.key) || has(c.key));
+}
+
 export class DataTable {
   constructor(opts) {
     this.opts = opts;

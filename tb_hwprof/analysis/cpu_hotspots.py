@@ -19,7 +19,8 @@ from .topdown import BACK_END, LEVEL1, RETIRING, TOPDOWN_COLUMNS, classify_topdo
 TEXT_COLUMNS = ("name", "function_full", "module", "source_file")
 # Output column order (docs/http_api.md /cpu_hotspots).
 COLUMNS = (*TEXT_COLUMNS, "self_time_s", "total_time_s", "self_pct", "effective_time_s", "spin_time_s",
-           "overhead_time_s", "spin_pct", "overhead_pct", "is_loop", *TOPDOWN_COLUMNS,
+           "overhead_time_s", "spin_pct", "overhead_pct", "is_loop", "instructions_retired", "cpi_rate",
+           "start_address", *TOPDOWN_COLUMNS,
            "topdown_label", "topdown_reason")
 UNITS = {**{c: "s" for c in COLUMNS if c.endswith("_time_s")},
          **{c: "%" for c in COLUMNS if c.endswith("_pct")}}
@@ -63,6 +64,9 @@ def hotspot_table(table: pd.DataFrame) -> pd.DataFrame:
         frame[f"{kind}_time_s"] = _numbers(table, f"{kind}_time_s")
         frame[f"{kind}_pct"] = _share(frame[f"{kind}_time_s"], frame["self_time_s"])
     frame["is_loop"] = table["is_loop"].astype(bool) if "is_loop" in table.columns else False
+    frame["instructions_retired"] = _numbers(table, "instructions_retired")
+    frame["cpi_rate"] = _numbers(table, "cpi_rate")
+    frame["start_address"] = _texts(table, "start_address")  # tells apart rows of one name (inlined loops)
     for column in TOPDOWN_COLUMNS:
         frame[column] = _numbers(table, column)
     _labels(table, frame)

@@ -197,6 +197,11 @@ def hotspots(header: List[str], frame: pd.DataFrame, units: Dict[str, str]) -> T
                      "CPU Time:Effective Time column)")
     else:
         out["effective_time_s"] = math.nan
+    # Per-row counters and where the code starts: CPI tells stalls from work, and the start address
+    # tells apart rows of the same name (one "[Loop at line N in f]" per inlined copy).
+    out["instructions_retired"] = _series(frame, "Instructions Retired" if "Instructions Retired" in header else None)
+    out["cpi_rate"] = _series(frame, "CPI Rate" if "CPI Rate" in header else None)
+    out["start_address"] = frame["Start Address"].astype(str) if "Start Address" in frame.columns else ""
     loops = name.str.match(r"^\[(Loop|Outside any loop)")
     out["is_loop"] = loops
     topdown = {key: find_column(header, path) for key, path in TOPDOWN_PATHS.items()}
@@ -310,7 +315,7 @@ def read_vtune(path) -> Profile:
             notes = [f"VTune {header[0].lower()} table: {len(table)} rows; {header_era(header)}"] + notes
     notes = [f"{delim_name}-delimited CSV"] + notes + [
         "VTune results are CPU functions (or GPU computing-task aggregates), not per-launch GPU kernels: the "
-        "kernels table is empty; see the summary tables"]
+        "kernels table is empty; see the CPU hotspots and Summaries views"]
     prov = Provenance(tool="vtune", tool_version="", source_path=str(path.resolve()),
                       source_sha256=sha256_of(data), source_format="vtune-csv")
     return Profile(prov, devices, normalise_kernels([]), notes=notes, summaries=summaries)
