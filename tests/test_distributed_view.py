@@ -4,10 +4,13 @@ a real browser (one TensorBoard for the module).
 The job is the real 2-rank capture (hta_sampled_2rank_rank0/1), exported in-process: each rank as
 its own run through the normal export (job/rank_N), the job's run from analysis/ranks.py's
 job_profile written by the writer.  Expected values come from the written tables (loaded back with
-tb_hwprof.load_run), never from the backend's document.  One synthetic touch, for escaping only:
-rank 0's digest gets an extra kernel named like markup, which must show as text.
+tb_hwprof.load_run), never from the backend's document.  Synthetic touches: for escaping only,
+rank 0's digest gets an extra kernel named like markup, which must show as text; for a straggler,
+a second job adds a copy of rank 1 with one operator's kernels stretched (tests/test_ranks.py).
 """
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -19,9 +22,10 @@ from tb_hwprof.logdir.writer import write_run
 
 from conftest import sample
 from support_plugin import App
+from test_ranks import load, stretched
 
 PAIR = ["torch/hta_sampled_2rank_rank0.json.gz", "torch/hta_sampled_2rank_rank1.json.gz"]
-EXPECTED_RUNS = {"job", "job/rank_0", "job/rank_1"}
+EXPECTED_RUNS = {"job", "job/rank_0", "job/rank_1", "slowjob"}
 XSS = "<img src=x onerror=alert(1)>kernel"
 PARTS = ("compute_ns", "communication_ns", "overlap_ns", "other_ns")
 
@@ -39,6 +43,13 @@ def logdir(tmp_path_factory, samples_dir):
     digests[0].kernel_ns[XSS] = 10 ** 12  # synthetic, for escaping only: the top kernel
     job = ranks.job_profile(digests, notes=["rank 7 skipped: <b>not a trace</b>"], job="job")
     write_run(job, analyse(job), root, "job", beside=True)  # the folder holds the ranks' runs
+    # A job with a straggler: the real pair plus rank 1 with aten::mm stretched 4x as rank 2
+    # (synthetic, test_ranks.stretched), whose own run is not exported (its name shows as text).
+    slow_path = root.parent / "synthetic_stretched_rank2.json"
+    slow_path.write_text(json.dumps(stretched(load(paths[1]), "aten::mm", 4, rank=2)))
+    slow = ranks.rank_digest(read(slow_path), 2, str(slow_path), run="slowjob/rank_2")
+    job = ranks.job_profile(digests[:2] + [slow], job="slowjob")
+    write_run(job, analyse(job), root, "slowjob")
     return root
 
 
@@ -162,3 +173,19 @@ def test_a_job_without_steps(tmp_path, samples_dir):
     assert [r["run"] for r in doc["ranks"]] == ["nsys_job/rank_0", "nsys_job/rank_1"]
     for got, (_, row) in zip(doc["ranks"], table.iterrows()):
         assert got["bars"] == bar_parts(row) and got["step_time_avg_ns"] is None
+
+
+def test_straggler_findings_with_their_numbers(session, logdir):
+    table = tb_hwprof.load_run(logdir / "slowjob").summaries["ranks"]
+    [reason] = table.loc[table["straggler"], "straggler_reason"]
+    frame = session.open()
+    frame = session.go("#view=distributed&run=slowjob")
+    frame.wait_for_selector("[data-role=stragglers] li[data-rank='2']", timeout=30000)
+    assert frame.locator("[data-role=stragglers] li").count() == 1
+    assert frame.locator("[data-role=stragglers] li [data-role=reason]").text_content() == reason
+    assert int(frame.locator("[data-role=straggler-count]").get_attribute("data-value")) == 1
+    # Ranks 0 and 1 link to their runs; rank 2's run is not in the logdir: plain text saying so.
+    assert frame.locator("[data-role=rank-bars] a.rank-link").count() == 2
+    missing = frame.locator("[data-role=rank-bars] span[data-rank='2']").first
+    assert "not in this logdir" in missing.get_attribute("title")
+    session.shot("distributed_straggler")

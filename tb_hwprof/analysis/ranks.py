@@ -262,7 +262,7 @@ def job_profile(digests: Sequence[RankDigest], notes: Iterable[str] = (), job: s
     world = digests[0].world_size if digests else None
     lines = [f"{len(digests)} ranks" + (f" of world size {world}" if world else "")
              + (f" of job {job}" if job else "") + ": " + ", ".join(f"rank {d.rank} from {d.source}" for d in digests)]
-    lines += [v for v in verdicts.values() if v]
+    lines += [f"straggler rank {rank}: {reason}" for rank, reason in verdicts.items() if reason]
     provenance = Provenance(tool="tb-hwprof-job", tool_version="", source_path="; ".join(d.source for d in digests),
                             source_sha256="", source_format="job")
     return Profile(provenance=provenance, devices=[], kernels=empty_kernels(0), notes=lines + list(notes),
@@ -331,7 +331,7 @@ def stragglers(digests: Sequence[RankDigest]) -> Dict[int, str]:
     for d, value in zip(digests, measure):
         excess = value - median
         if excess > STRAGGLER_SHARE * median and excess > STRAGGLER_MIN_NS:
-            out[d.rank] = (f"rank {d.rank}: {what} {_ms(value)} vs median rank {_ms(median)} "
+            out[d.rank] = (f"{what} {_ms(value)} vs median rank {_ms(median)} "
                            f"(+{100 * excess / median:.1f}%, over the {100 * STRAGGLER_SHARE:.0f}% and "
                            f"{STRAGGLER_MIN_NS / 1e3:.0f} µs thresholds)" + _explain(d, digests, by_steps))
         else:
