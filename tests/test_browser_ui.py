@@ -285,3 +285,45 @@ def test_timeline_click_selects_a_kernel_and_opens_its_launch(session, samples_d
     # A click on empty space clears the selection.
     canvas.click(position={"x": 2, "y": canvas.evaluate("c => c.clientHeight") - 2})
     frame.wait_for_function("() => !document.querySelector('[data-role=selection-name]')")
+
+
+# -- 4. Overview: the busy chart's scale, small shares, the run's own API ---------------------------
+def test_overview_busy_chart_has_a_y_scale_and_small_shares_are_not_zero(session, logdir):
+    activity = tables.read_json_gz(logdir / NSYS / "plugins/tb_hwprof/summary_gpu_activity.json.gz")
+    busy = activity["data"]["busy_pct"][0]
+    assert 0 < busy < 0.05
+    session.open()
+    frame = session.go(f"#view=overview&run={NSYS}")
+    ticks = frame.locator("[data-role=spark-y-ticks] span")
+    ticks.first.wait_for()
+    assert ticks.all_inner_texts() == ["100 %", "75 %", "50 %", "25 %", "0 %"]
+    label = frame.locator(".spark-label").first.inner_text()
+    assert "(0.0 %)" not in label and f"({float(f'{busy:.2g}'):g} %)" in label
+    assert "CUDA API call" in frame.locator("table[data-role=idle-gaps] thead").inner_text()
+
+
+def test_amd_overview_and_timeline_say_hip(session):
+    session.open()
+    frame = session.go(f"#view=overview&run={ROCPROF}")
+    frame.locator("table[data-role=idle-gaps] thead").wait_for()
+    assert "HIP API call" in frame.locator("table[data-role=idle-gaps] thead").inner_text()
+    frame = session.go(f"#view=timeline&run={ROCPROF}")
+    wait_window(frame, "Number(c.dataset.returned) > 0")
+    legend = frame.locator("[data-role=timeline-legend]").inner_text()
+    assert "HIP API call" in legend and "CUDA" not in legend
+
+
+def test_vtune_cpu_view_shows_cpi_and_start_address_from_the_csv(session, samples_dir):
+    with open(samples_dir / SOURCES[VTUNE], newline="") as f:
+        by_address = {r["Start Address"]: r for r in csv.DictReader(f)}
+    session.open()
+    frame = session.go(f"#view=cpu&run={VTUNE}")
+    wait_rows(frame, "cpu-hotspots")
+    addresses = column(frame, "cpu-hotspots", "start_address")
+    cpi = column(frame, "cpu-hotspots", "cpi_rate")
+    names = column(frame, "cpu-hotspots", "name")
+    assert len(addresses) == min(200, len(by_address))
+    for address, c, name in zip(addresses, cpi, names):
+        row = by_address[address]
+        assert name == row["Function"]
+        assert (float(c) if c is not None else None) == (float(row["CPI Rate"]) if row["CPI Rate"] else None)

@@ -17,11 +17,20 @@ export function figureText(figure) {
   return fmt.human(value, unit);  // ns, FLOP/s... scaled; other units as they are
 }
 
+const ACRONYMS = {cpu: "CPU", gpu: "GPU", api: "API", nvtx: "NVTX", cuda: "CUDA", hip: "HIP", sm: "SM", cu: "CU", dram: "DRAM", tma: "TMA"};
+
+/** A figure's name as words ("cpu_time_s" -> "CPU time"): its unit is in the value beside it. */
+export function figureName(name) {
+  const words = String(name).replace(/_(ns|s|ms|pct|bytes)$/, "").split("_").filter(Boolean);
+  const text = words.map((w) => ACRONYMS[w] || w).join(" ");
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
 function figureList(figures) {
   const shown = Object.entries(figures || {}).map(([name, f]) => [name, f || {}, figureText(f)]).filter(([, , t]) => t !== null);
   if (!shown.length) return null;
   return h("dl", {class: "advice-values", "data-role": "figures"}, shown.map(([name, f, t]) =>
-    [h("dt", null, name), h("dd", {"data-key": name, "data-value": f.value, "data-unit": f.unit || ""}, t)]));
+    [h("dt", {title: name}, figureName(name)), h("dd", {"data-key": name, "data-value": f.value, "data-unit": f.unit || ""}, t)]));
 }
 
 function card(finding) {

@@ -5,7 +5,7 @@
 import {routeURL} from "../api.js";
 import {h, s} from "../dom.js";
 import * as fmt from "../format.js";
-import {runView, stat} from "./common.js";
+import {runView, runTerms, stat} from "./common.js";
 import {adviceSection} from "./advice.js";
 
 export const render = runView({draw});
@@ -17,11 +17,17 @@ function draw(doc, ctx) {
     headline(doc.headline || {}, devices),
     adviceSection(doc.advice, "No finding: no rule's evidence is in this run."),
     doc.has_trace ? utilisationSection(doc.utilisation || {}, devices) : h("p", {class: "muted", "data-role": "no-trace"},
-      "No GPU timeline in this run: busy/idle time and idle gaps come from traces (Nsight Systems, rocprof)."),
+      noTraceText(runTerms(ctx))),
     doc.has_trace ? gapsSection(Array.isArray(doc.idle_gaps) ? doc.idle_gaps : [], ctx) : null,
     doc.has_trace ? attributionSection(Array.isArray(doc.idle_attribution) ? doc.idle_attribution : []) : null,
     doc.timeline ? traceSection(doc.timeline, run) : null,
     notesSection(Array.isArray(doc.notes) ? doc.notes : [])];
+}
+
+function noTraceText(t) {
+  const traces = t.amd ? "rocprof traces (`rocprofv3 --kernel-trace --hip-trace`)"
+    : t.vendor === "NVIDIA" ? "Nsight Systems traces (`nsys profile`)" : "GPU traces (Nsight Systems, rocprof, the PyTorch profiler)";
+  return `No GPU timeline in this ${t.toolName} run: busy / idle time and idle gaps come from ${traces}.`;
 }
 
 function headline(hl, devices) {
@@ -59,19 +65,31 @@ function sparkline(util, device) {
     "data-role": "utilisation", "data-device": device, "data-bins": idx.length, role: "img",
     "aria-label": `GPU ${device} busy % over the capture`},
     s("path", {d, class: "spark-fill"}),
-    s("line", {x1: 0, x2: SPARK_W, y1: y(50), y2: y(50), class: "spark-grid"}));
+    [25, 50, 75].map((p) => s("line", {x1: 0, x2: SPARK_W, y1: y(p), y2: y(p), class: "spark-grid"})));
+}
+
+/** The busy % scale beside a sparkline: 100 at the top, 0 at the bottom. */
+function yTicks() {
+  return h("div", {class: "spark-y muted small", "data-role": "spark-y-ticks"},
+    [100, 75, 50, 25, 0].map((p) => h("span", {"data-pct": p}, `${p} %`)));
 }
 
 function utilisationSection(util, devices) {
   return h("section", {"data-role": "utilisation-section"}, h("h3", null, "GPU busy over the capture"),
     devices.map((d) => h("div", {class: "spark-row"},
       h("div", {class: "spark-label"}, `GPU ${d.device}${d.name ? ` · ${d.name}` : ""}: busy ${fmt.duration(d.busy_ns)} of ${fmt.duration(d.span_ns)} (${fmt.pct(d.busy_pct)} %), idle ${fmt.duration(d.idle_ns)}; kernels ${fmt.duration(d.kernel_ns)}, copies ${fmt.duration(d.memcpy_ns)}, sets ${fmt.duration(d.memset_ns)}`),
-      sparkline(util, d.device),
-      h("div", {class: "spark-axis muted small"}, h("span", null, `${fmt.int(d.span_start_ns ?? (util.bin_start_ns || [])[0])} ns`),
-        h("span", null, "busy % per bin (200 bins; line at 50 %)")))));
+      h("div", {class: "spark-plot"}, yTicks(), sparkline(util, d.device)),
+      h("div", {class: "spark-axis muted small", "data-role": "spark-x-axis"}, h("span", null, "0 s"),
+        h("span", null, `busy % per bin (${fmt.int(binsOf(util, d.device))} bins over the capture; lines at 25, 50, 75 %)`),
+        h("span", null, fmt.duration(d.span_ns))))));
+}
+
+function binsOf(util, device) {
+  return (util.device || []).filter((x) => x === device).length;
 }
 
 function gapsSection(gaps, ctx) {
+  const t = runTerms(ctx);
   const rows = gaps.map((g) => h("tr", {"data-rank": g.rank, "data-device": g.device},
     h("td", {class: "numeric"}, fmt.int(g.rank)),
     h("td", {class: "numeric", "data-col": "duration_ns", "data-value": g.duration_ns}, fmt.duration(g.duration_ns)),
@@ -88,7 +106,7 @@ function gapsSection(gaps, ctx) {
       }}, "timeline →"))));
   return h("section", null, h("h3", null, `Longest GPU idle gaps (${gaps.length}) and what the CPU was doing`),
     gaps.length ? h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "idle-gaps"},
-      h("thead", null, h("tr", null, ["#", "Idle", "Start (ns)", "NVTX range", "GPU API call (CUDA / HIP)", "OS runtime call",
+      h("thead", null, h("tr", null, ["#", "Idle", "Start (ns)", "NVTX range", `${t.api} API call`, "OS runtime call",
         "Began in a sync", ""].map((t) => h("th", null, t)))),
       h("tbody", null, rows))) : h("p", {class: "muted"}, "The GPU never idled."));
 }
