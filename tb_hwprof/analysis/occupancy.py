@@ -193,31 +193,60 @@ LIMITER_NAMES = [", ".join(name for bit, name in enumerate(LIMITERS) if code >> 
 def occupancy_curves(limits: CudaLimits, block_size: int, registers_per_thread: int, shared_mem_bytes: int,
                      shared_mem_config: Optional[float] = None) -> dict:
     """Theoretical warps per SM as one input varies and the others stay at the launch's values (the
-    three charts of Nsight Compute's occupancy calculator): {"registers_per_thread" | "shared_mem_bytes"
-    | "block_size": {"x": [...], "warps": [...]}, "current": {...}, "max_warps_per_sm": n}."""
-    config = None if shared_mem_config is None else [shared_mem_config]
+    three charts of Nsight Compute's occupancy calculator), each sweep holding the launch's own value:
+    {"registers_per_thread" | "shared_mem_bytes" | "block_size": {"x": [...], "warps": [...]},
+    "current": {...}, "max_warps_per_sm": n}."""
+    launch = {"block_size": int(block_size), "registers_per_thread": int(registers_per_thread),
+              "shared_mem_bytes": int(shared_mem_bytes)}
+    sweeps = {"registers_per_thread": range(8, limits.max_registers_per_thread + 1, 8),
+              "shared_mem_bytes": range(0, limits.shared_mem_per_block_optin + 1, 1024),
+              "block_size": range(limits.warp_size, limits.max_threads_per_block + 1, limits.warp_size)}
+    out = {}
+    for field, xs in sweeps.items():
+        xs = sorted(set(xs) | {launch[field]})
+        values = {k: [v] * len(xs) for k, v in launch.items()}
+        values[field] = xs
+        config = None if shared_mem_config is None else [shared_mem_config] * len(xs)
+        got = cuda_occupancy(limits, values["block_size"], values["registers_per_thread"], values["shared_mem_bytes"],
+                             config)
+        out[field] = {"x": [int(x) for x in xs], "warps": [int(w) for w in got["theoretical_warps"]]}
+    now = cuda_occupancy(limits, [block_size], [registers_per_thread], [shared_mem_bytes],
+                         None if shared_mem_config is None else [shared_mem_config])
+    out["current"] = {**launch, "warps": int(now["theoretical_warps"][0]),
+                      "occupancy_pct": float(now["occupancy_pct"][0]), "limiter": str(now["limiter"][0])}
+    out["max_warps_per_sm"] = limits.max_warps_per_sm
+    return out
 
-    def sweep(xs: Sequence[int], field: str) -> dict:
-        n = len(xs)
-        values = {"block_size": [block_size] * n, "registers_per_thread": [registers_per_thread] * n,
-                  "shared_mem_bytes": [shared_mem_bytes] * n}
-        values[field] = list(xs)
-        out = cuda_occupancy(limits, values["block_size"], values["registers_per_thread"], values["shared_mem_bytes"],
-                             None if config is None else config * n)
-        return {"x": [int(x) for x in xs], "warps": [int(w) for w in out["theoretical_warps"]]}
 
-    now = cuda_occupancy(limits, [block_size], [registers_per_thread], [shared_mem_bytes], config)
-    smem_max = limits.shared_mem_per_block_optin
-    return {
-        "registers_per_thread": sweep(list(range(8, limits.max_registers_per_thread + 1, 8)), "registers_per_thread"),
-        "shared_mem_bytes": sweep(list(range(0, smem_max + 1, 1024)), "shared_mem_bytes"),
-        "block_size": sweep(list(range(limits.warp_size, limits.max_threads_per_block + 1, limits.warp_size)),
-                            "block_size"),
-        "current": {"block_size": int(block_size), "registers_per_thread": int(registers_per_thread),
-                    "shared_mem_bytes": int(shared_mem_bytes), "warps": int(now["theoretical_warps"][0]),
-                    "occupancy_pct": float(now["occupancy_pct"][0]), "limiter": str(now["limiter"][0])},
-        "max_warps_per_sm": limits.max_warps_per_sm,
-    }
+def kernel_document(devices: List[dict], row: dict, raw_metrics: Optional[dict] = None) -> Optional[dict]:
+    """The drawer's launch statistics and occupancy chart for one launch (a /kernel row), or None
+    when its device's limits or its launch configuration are unknown (AMD, counter-less CSVs).
+    devices: the manifest's devices (Device.to_dict); raw_metrics: the launch's {name: [value, unit]}
+    (Nsight Compute's launch__shared_mem_config_size, the carveout, is used when there)."""
+    from ..model import Device
+    launch = {k: row.get(k) for k in ("grid_size", "block_size", "registers_per_thread", "shared_mem_bytes",
+                                       "waves_per_sm")}
+    if any(not isinstance(launch[k], (int, float)) or math.isnan(launch[k])
+           for k in ("block_size", "registers_per_thread", "shared_mem_bytes")) or not launch["block_size"]:
+        return None
+    device_id = row.get("device")
+    dicts = [d for d in devices if isinstance(d, dict)]
+    chosen = next((d for d in dicts if device_id is not None and d.get("id") == device_id), dicts[0] if dicts else None)
+    limits = cuda_limits(Device.from_dict(chosen)) if chosen else None
+    if limits is None:
+        return None
+    config = ((raw_metrics or {}).get("launch__shared_mem_config_size") or [None])[0]
+    config = float(config) if isinstance(config, (int, float)) and config > 0 else None
+    curves = occupancy_curves(limits, launch["block_size"], launch["registers_per_thread"], launch["shared_mem_bytes"],
+                              config)
+    measured = row.get("occupancy_source") != LABEL and isinstance(row.get("theoretical_occupancy_pct"), (int, float))
+    return {"launch": launch, "limits": limits.to_dict(), "curves": curves,
+            "theoretical_occupancy_pct": row.get("theoretical_occupancy_pct"),
+            "achieved_occupancy_pct": row.get("achieved_occupancy_pct"),
+            "limiter": row.get("occupancy_limiter") or curves["current"]["limiter"],
+            "source": "reported by the tool" if measured else LABEL,
+            "curves_from": "calculator rules (analysis/occupancy.py) on the device's limits"
+                           + (f" (table for {', '.join(limits.from_table)})" if limits.from_table else "")}
 
 
 # ------------------------------------------------------------------ the pipeline step
