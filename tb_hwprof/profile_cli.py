@@ -293,6 +293,9 @@ def place_and_export(files: Captured, o: ProfileOptions, progress) -> Path:
     made = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
+        if not made:  # --overwrite: an earlier profile's traces would sit beside the new one
+            for old in run_dir.glob("*.pt.trace.json*"):
+                old.unlink()
         moved = {p: _move_into(p, run_dir) for p in (files.primary, files.counters, files.logs) if p is not None}
         if files.counters is not None:
             return export_joined(moved[files.primary], moved[files.counters], o.logdir, o.run, files.filters,
@@ -388,12 +391,24 @@ Correctness of the trace+ncu join on a real pair is not validated yet.
 
 
 def add_profile_command(sub) -> None:
+    """`profile TOOL [options] -- PROGRAM`: one sub-command per tool, so that everything after the
+    options (or after --) is the program's, options included."""
     p = sub.add_parser("profile", help="run a Python program under a profiler (and the PyTorch profiler) into one run",
                        description="Run a Python program under Nsight Compute / rocprof-compute (twice: once with "
                                    "the PyTorch profiler, once under the counter profiler, joined into one run) or "
                                    "Nsight Systems / rocprofv3 (once), and export the run.",
                        epilog=PROFILE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("tool", choices=TOOLS)
+    tools = p.add_subparsers(dest="tool", required=True, metavar="TOOL")
+    common = profile_options()
+    for tool in TOOLS:
+        t = tools.add_parser(tool, parents=[common], help=f"profile under {tool}", epilog=PROFILE_EPILOG,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+        t.add_argument("program", nargs=argparse.REMAINDER, help="-- then the program and its arguments")
+        t.set_defaults(func=cmd_profile)
+
+
+def profile_options() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--logdir", default="runs", help="TensorBoard log folder (default: runs)")
     p.add_argument("--run", required=True, help="run name")
     p.add_argument("--steps", type=int, default=3, help="steps to capture (default 3; 0: the whole program)")
@@ -411,5 +426,4 @@ def add_profile_command(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing run of the same name")
     p.add_argument("--quiet", action="store_true", help="no progress lines and no program output on the terminal")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    p.add_argument("program", nargs=argparse.REMAINDER, help="-- then the program and its arguments")
-    p.set_defaults(func=cmd_profile)
+    return p

@@ -57,19 +57,27 @@ class StepWindow:
     def step(self) -> None:
         self.done += 1
         if self.state == "capturing":
-            self._on_step()
             if self.steps and self.done >= self.skip + self.steps:
                 self.end()
+            else:
+                self._on_step()
         elif self.state == "waiting" and self.done >= self.skip:
             self._begin()
 
 
-_window: Optional[StepWindow] = None
+_window = None  # a LazyWindow once the environment asks for a capture
+
+
+LOADED_AS = "_tb_hwprof_profile_env"  # the name profile_boot/sitecustomize.py loads this file under
 
 
 def step() -> None:
-    """Mark the end of one step (for a program without a torch.optim optimizer)."""
-    if _window is not None:
+    """Mark the end of one step (for a program without a torch.optim optimizer).  The capture runs in
+    the copy of this module the bootstrap loaded: a call through tb_hwprof.profile_env goes there."""
+    here = sys.modules.get(LOADED_AS)
+    if here is not None and here.__dict__ is not globals():
+        here.step()
+    elif _window is not None:
         _window.step()
 
 
@@ -92,26 +100,59 @@ def start_from_environment() -> None:
     if not mode or _window is not None:
         return
     claim = os.environ.get(CLAIM)
-    if claim and not _claimed(claim):
-        return
-    steps, skip = int(os.environ.get(STEPS, "0")), int(os.environ.get(SKIP, "0"))
+    steps, skip = max(int(os.environ.get(STEPS, "0")), 0), int(os.environ.get(SKIP, "0"))
     if mode.startswith("torch:"):
-        start, stop, on_step = _torch_profiler(Path(mode[len("torch:"):]))
+        make = lambda: _torch_profiler(Path(mode[len("torch:"):]))
     elif mode == "cuda-range":
-        start, stop, on_step = _cuda_range()
+        make = _cuda_range
     else:
         print(f"tb-hwprof: {MODE}={mode!r} not understood: the program runs unprofiled", file=sys.stderr)
         return
-    _window = StepWindow(skip, steps if steps > 0 else 0, start, stop, on_step)
+    if steps == 0 and claim and not _claimed(claim):  # the whole program: the first process to start
+        return
+    _window = LazyWindow(skip, steps, make, claim if steps else None)
     _hook_optimizer_steps()
     atexit.register(_at_exit, claim)
+
+
+class LazyWindow:
+    """A StepWindow made at the first step, by the process that claims the capture then: a launcher
+    (torchrun, a Python wrapper, a fake profiler in the tests) starts first but never steps."""
+
+    def __init__(self, skip: int, steps: int, make, claim: Optional[str]):
+        self.skip, self.steps, self.make, self.claim = skip, steps, make, claim
+        self.window: Optional[StepWindow] = None
+        self.state = "waiting"
+        self.done = 0
+        if claim is None:
+            self._make()
+
+    def _make(self) -> None:
+        self.window = StepWindow(self.skip, self.steps, *self.make())
+        self.state = self.window.state
+
+    def step(self) -> None:
+        if self.state == "inert":
+            return
+        if self.window is None:
+            if self.claim and not _claimed(self.claim):
+                self.state = "inert"  # another process of the program captures
+                return
+            self._make()
+        self.window.step()
+        self.done, self.state = self.window.done, self.window.state
+
+    def end(self) -> None:
+        if self.window is not None:
+            self.window.end()
+            self.state = self.window.state
 
 
 def _at_exit(claim: Optional[str]) -> None:
     if _window is None:
         return
-    if _window.state == "waiting" and claim:
-        # The program ended before the steps asked for: say so to the profile command.
+    if _window.state == "waiting" and claim and not Path(claim).exists():
+        # No process of the program reached the steps asked for: say so to the profile command.
         Path(claim).with_name(NO_STEP_MARKER).write_text(f"{_window.done}\n")
     _window.end()
 
@@ -130,7 +171,9 @@ def _torch_profiler(folder: Path):
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    profiler = torch.profiler.profile(activities=activities, record_shapes=True)
+    # A schedule that always records: the profiler then marks each step as a ProfilerStep#N range.
+    profiler = torch.profiler.profile(activities=activities, record_shapes=True,
+                                      schedule=lambda step: torch.profiler.ProfilerAction.RECORD)
 
     def stop() -> None:
         profiler.stop()
