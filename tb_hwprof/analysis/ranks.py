@@ -240,13 +240,17 @@ def check_same_job(digests: Sequence[RankDigest]) -> None:
                              "give each rank's file once (the rank comes from distributedInfo, else the file name)")
         seen[d.rank] = d
         if d.world_size != first.world_size:
-            raise InputError(d.source, f"is not of the same job as {first.source}: world size {d.world_size} "
-                             f"there {first.world_size}", FIX_MIXED)
+            raise InputError(d.source, f"is not of the same job as {first.source}: world size "
+                             f"{_known(d.world_size)} here, {_known(first.world_size)} there", FIX_MIXED)
         if d.job_signature != first.job_signature:
             raise InputError(d.source, f"is not of the same job as {first.source}: different process group "
                              f"config ({d.job_signature or 'none'} vs {first.job_signature or 'none'})", FIX_MIXED)
         if d.world_size is not None and not 0 <= d.rank < d.world_size:
             raise InputError(d.source, f"rank {d.rank} is outside the world size {d.world_size}", FIX_MIXED)
+
+
+def _known(value) -> str:
+    return "unknown (no distributedInfo)" if value is None else str(value)
 
 
 def job_profile(digests: Sequence[RankDigest], notes: Iterable[str] = (), job: str = ""):
