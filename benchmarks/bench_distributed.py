@@ -1,0 +1,288 @@
+"""A 16-rank job export on a local Dask cluster vs the ranks exported one by one (issue 14).
+
+A real rank file (default: HTA's hta_sampled_2rank_rank0, 1,154 kernels in 2 steps) is grown into
+RANKS rank files of ~KERNELS kernels each by writing its events again and again, each copy shifted
+in time and ids as benchmarks/bench_torch_export.py does (its helpers), every rank then shifted by
+a little clock skew and by RANK_ID_STEP in ids, its distributedInfo naming its rank of world size
+RANKS.  One rank is made a straggler: every kernel of one name (default: the heaviest compute
+kernel of the source) is stretched by DELTA, and everything after it in the trace moved later by
+as much, as if that kernel ran slower (synthetic for scale only; every event is a real event moved).
+
+Then, each in a child process of its own reporting its wall time and peak RSS:
+  single: `tb-hwprof export rank_i.json` for each rank (--single N: the first N and the straggler,
+          the sum scaled to all ranks),
+  job:    `tb-hwprof export rank_*.json --ranks --run job` on a local cluster of --workers
+          single-threaded worker processes (default: the machine's cores), the cluster's start
+          included; each worker's peak is what its tasks report (ru_maxrss, in the job's notes).
+Targets: job wall <= 1.3 x (sum of the single exports / workers); every worker's peak <= the
+single exports' highest peak; the straggler (and only it) found by the job's ranks table.
+
+    python benchmarks/bench_distributed.py [--ranks 16] [--kernels 250000] [--workers N] [--keep DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import collections
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from bench_torch_export import ID_STEP, SHIFTED_ARGS, _load, _shifted  # noqa: E402  (benchmarks/ is the script's folder)
+from children import run_child  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
+DEFAULT = SAMPLES / "torch" / "hta_sampled_2rank_rank0.json.gz"
+TARGET_TIME_RATIO = 1.3
+RANK_ID_STEP = 10 ** 11  # past every copy's ids (copies x ID_STEP)
+RANK_SKEW_US = 37  # each rank's clock a little off the previous one's
+STRAGGLER_SHARE = 0.10  # the stretched kernels add this share of a step to each step
+
+
+# ------------------------------------------------------------------ growing the ranks
+def heaviest_compute_kernel(events) -> str:
+    """The kernel name with the most GPU time that is not a collective (stretching NCCL would be
+    communication waiting, not a slower rank)."""
+    time_by_name = collections.Counter()
+    for e in events:
+        if e.get("cat") == "kernel" and "nccl" not in str(e.get("name", "")).lower():
+            time_by_name[e["name"]] += e.get("dur", 0)
+    return time_by_name.most_common(1)[0][0]
+
+
+def stretched(events, kernel: str, delta_us: float):
+    """The events as if every `kernel` launch took delta_us longer: it lasts longer and every
+    instant after its start moves later by delta_us per such launch started before it."""
+    starts = sorted(e["ts"] for e in events if e.get("cat") == "kernel" and e.get("name") == kernel)
+
+    def moved(t):
+        return t + delta_us * bisect.bisect_left(starts, t)
+    out = []
+    for e in events:
+        if not isinstance(e.get("ts"), (int, float)):
+            out.append(e)
+            continue
+        e = dict(e)
+        end = e["ts"] + e["dur"] if isinstance(e.get("dur"), (int, float)) else None
+        e["ts"] = moved(e["ts"])
+        if end is not None:
+            e["dur"] = moved(end) - e["ts"]
+        out.append(e)
+    return out
+
+
+def rank_event(event: dict, rank: int) -> dict:
+    """An event of rank `rank`: its clock skewed, its ids past the ranks before it."""
+    if isinstance(event.get("ts"), (int, float)):
+        event["ts"] = event["ts"] + rank * RANK_SKEW_US
+    if isinstance(event.get("id"), int):
+        event["id"] = event["id"] + rank * RANK_ID_STEP
+    if event.get("args"):
+        event["args"] = {k: v + rank * RANK_ID_STEP if k in SHIFTED_ARGS and isinstance(v, int) else v
+                         for k, v in event["args"].items()}
+    return event
+
+
+def span_of(events) -> float:
+    """How far each copy moves on (bench_torch_export's rule): the events' span and a little more."""
+    times = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
+    return (max(times) - min(times)) * 1.01 + 1000
+
+
+def rank_header(doc: dict, rank: int, world: int) -> bytes:
+    top = {**doc, "distributedInfo": {**doc.get("distributedInfo", {}), "rank": rank, "world_size": world}}
+    return orjson.dumps(top)[:-1] + b', "traceEvents": ['
+
+
+# Each event is serialised once with its moving numbers replaced by markers, then each copy joins the
+# constant pieces with the numbers of that copy (what _shifted and rank_event would give): ~10x
+# faster than a dict and an orjson call per event and copy, which made growing 16 ranks take minutes.
+MARK = "@@bench-slot-{}@@"
+STEP_PREFIX = "ProfilerStep#"
+
+
+def event_template(event: dict):
+    """(pieces, slots): the event's JSON cut at its moving numbers; slots[i] = (kind, base value)
+    sits between pieces[i] and pieces[i + 1]."""
+    marked, slots = dict(event), []
+
+    def slot(kind, value):
+        slots.append((kind, value))
+        return MARK.format(len(slots) - 1)
+    if isinstance(marked.get("ts"), (int, float)):
+        marked["ts"] = slot("ts", marked["ts"])
+    if isinstance(marked.get("id"), int):
+        marked["id"] = slot("id", marked["id"])
+    if isinstance(marked.get("name"), str) and marked["name"].startswith(STEP_PREFIX):
+        marked["name"] = STEP_PREFIX + slot("step", int(marked["name"][len(STEP_PREFIX):]))
+    if marked.get("args"):
+        marked["args"] = {k: slot("id", v) if k in SHIFTED_ARGS and isinstance(v, int) else v
+                          for k, v in marked["args"].items()}
+    text = orjson.dumps(marked)
+    cuts = []  # (start, end, slot) in the text's order (orjson's key order, not the marking order)
+    for i, (kind, _) in enumerate(slots):
+        mark = MARK.format(i).encode()
+        cut = mark if kind == "step" else b'"' + mark + b'"'  # a step number sits inside the name's string
+        start = text.index(cut)
+        cuts.append((start, start + len(cut), slots[i]))
+    cuts.sort()
+    pieces, at = [], 0
+    for start, end, _ in cuts:
+        pieces.append(text[at:start])
+        at = end
+    pieces.append(text[at:])
+    return pieces, [c[2] for c in cuts]
+
+
+def filled(template, k: int, span: float, rank: int) -> bytes:
+    pieces, slots = template
+    out = [pieces[0]]
+    for (kind, value), piece in zip(slots, pieces[1:]):
+        if kind == "ts":
+            out.append(repr(value + k * span + rank * RANK_SKEW_US).encode())
+        elif kind == "id":
+            out.append(str(value + k * ID_STEP + rank * RANK_ID_STEP).encode())
+        else:
+            out.append(str(value + k * 1000).encode())
+        out.append(piece)
+    return b"".join(out)
+
+
+def write_rank(doc: dict, events, dst: Path, rank: int, world: int, copies: int) -> None:
+    """One rank file: `copies` copies of the events (metadata once), each shifted in time and ids
+    as bench_torch_export's _shifted does, then by this rank's skew and id step."""
+    span = span_of(events)
+    templates = [event_template(e) for e in events]
+    for t, e in zip(templates[:500], events):  # the templates give what the plain way gives
+        if orjson.loads(filled(t, 1, span, rank)) != rank_event(_shifted(e, 1, span), rank):
+            raise SystemExit(f"bench bug: event template differs from the shifted event: {e}")
+    with open(dst, "wb") as f:
+        f.write(rank_header(doc, rank, world))
+        for k in range(copies):
+            chunk = [filled(t, k, span, rank) for t, e in zip(templates, events) if k == 0 or e.get("ph") != "M"]
+            f.write((b",\n" if k else b"") + b",\n".join(chunk))
+        f.write(b"]}")
+
+
+def grow_ranks(src: Path, folder: Path, ranks: int, kernels_per_rank: int, straggler: int) -> dict:
+    """rank_<i>.json for each rank in `folder` (kept when there); what was grown."""
+    doc = _load(src)
+    events = doc.pop("traceEvents")
+    per_copy = sum(1 for e in events if e.get("cat") == "kernel")
+    copies = max(1, round(kernels_per_rank / per_copy))
+    kernel = heaviest_compute_kernel(events)
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    launches_per_step = sum(1 for e in events if e.get("name") == kernel) / max(len(steps), 1)
+    step_us = sum(e["dur"] for e in steps) / max(len(steps), 1)
+    delta = STRAGGLER_SHARE * step_us / max(launches_per_step, 1)
+    slow = stretched(events, kernel, delta)
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in range(ranks):
+        dst = folder / f"rank_{rank}.json"
+        if not dst.exists():
+            tmp = dst.with_suffix(".tmp")
+            write_rank(doc, slow if rank == straggler else events, tmp, rank, ranks, copies)
+            os.rename(tmp, dst)
+    return {"copies": copies, "kernels": copies * per_copy, "kernel": kernel, "delta_us": delta}
+
+
+# ------------------------------------------------------------------ measuring
+EXPORT = """
+import json, os, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+os.environ["PYTHONPATH"] = sys.argv[1]  # the local cluster's worker processes import tb_hwprof too
+t = time.perf_counter()
+from tb_hwprof.cli import main
+rc = main(["export", *sys.argv[3:], "--logdir", sys.argv[2], "--overwrite", "--quiet"])
+print(json.dumps({"s": time.perf_counter() - t, "rc": rc,
+                  "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+NOTE = re.compile(r"^rank (\d+): .* exported on (\S+) in ([\d.]+) s \(worker's peak memory so far (\d+) MB\)$")
+
+
+def job_figures(job_dir: Path) -> dict:
+    """Per worker: its peak memory and ranks (from the job's notes); the straggler verdicts."""
+    sys.path.insert(0, str(REPO))
+    from tb_hwprof.logdir.reader import load_run, read_manifest
+    workers = collections.defaultdict(lambda: {"mb": 0.0, "ranks": 0, "s": 0.0})
+    for note in read_manifest(job_dir)["notes"]:
+        m = NOTE.match(note)
+        if m:
+            w = workers[m.group(2)]
+            w["mb"], w["ranks"], w["s"] = max(w["mb"], float(m.group(4))), w["ranks"] + 1, w["s"] + float(m.group(3))
+    ranks = load_run(job_dir).summaries["ranks"]
+    found = ranks[ranks["straggler"].astype(bool)]
+    return {"workers": dict(workers), "stragglers": found["rank"].astype(int).tolist(),
+            "reasons": found["straggler_reason"].tolist()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("source", nargs="?", type=Path, default=DEFAULT)
+    parser.add_argument("--ranks", type=int, default=16)
+    parser.add_argument("--kernels", type=int, default=250_000, help="kernels per rank (about)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="local cluster workers (default: the machine's cores, as the export's default)")
+    parser.add_argument("--single", type=int, default=None,
+                        help="single exports measured: the first N ranks and the straggler, the sum scaled to "
+                             "all ranks (default: every rank)")
+    parser.add_argument("--keep", type=Path, help="keep the grown ranks in this folder (and reuse them)")
+    args = parser.parse_args()
+    straggler = args.ranks // 2
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp) / "ranks"
+        started = time.perf_counter()
+        grown = grow_ranks(args.source, folder, args.ranks, args.kernels, straggler)
+        files = [folder / f"rank_{r}.json" for r in range(args.ranks)]
+        print(f"grew {args.source.name} into {args.ranks} ranks of {grown['kernels']:,} kernels "
+              f"({grown['copies']} copies, {files[0].stat().st_size / 1e6:.0f} MB each) in "
+              f"{time.perf_counter() - started:.0f} s; straggler rank {straggler}: {grown['kernel'][:60]}... "
+              f"+{grown['delta_us'] / 1e3:.1f} ms per launch")
+        os.sync()
+        measured = list(range(args.ranks)) if args.single is None else sorted({*range(args.single), straggler})
+        singles = {r: run_child(EXPORT, REPO, Path(tmp) / "single", files[r], "--run", f"r{r}") for r in measured}
+        if any(s["rc"] != 0 for s in singles.values()):
+            raise SystemExit(f"a single export failed: {singles}")
+        normal = [s["s"] for r, s in singles.items() if r != straggler]
+        single_sum = sum(normal) / len(normal) * (args.ranks - 1) + singles[straggler]["s"]
+        single_mb = max(s["mb"] for s in singles.values())
+        job = run_child(EXPORT, REPO, Path(tmp) / "job", *files, "--ranks", "--run", "job",
+                        "--workers", args.workers)
+        if job["rc"] != 0:
+            raise SystemExit(f"the job export failed: {job}")
+        figures = job_figures(Path(tmp) / "job" / "job")
+    budget = TARGET_TIME_RATIO * single_sum / args.workers
+    worker_mb = max(w["mb"] for w in figures["workers"].values())
+    print(f"single exports ({len(singles)} measured{'' if args.single is None else ', sum scaled'}): "
+          f"sum {single_sum:.1f} s, each {min(s['s'] for s in singles.values()):.2f}-"
+          f"{max(s['s'] for s in singles.values()):.2f} s, peak {single_mb:.0f} MB")
+    print(f"job on {args.workers} workers: {job['s']:.1f} s (target <= 1.3 x {single_sum:.1f} / {args.workers} "
+          f"= {budget:.1f} s; ratio {job['s'] / (single_sum / args.workers):.2f}); driver peak {job['mb']:.0f} MB")
+    for address, w in sorted(figures["workers"].items()):
+        print(f"  worker {address}: {w['ranks']} ranks, {w['s']:.1f} s of tasks, peak {w['mb']:.0f} MB")
+    print(f"stragglers found: {figures['stragglers']} (made: [{straggler}])")
+    for reason in figures["reasons"]:
+        print(f"  {reason}")
+    missed = []
+    if job["s"] > budget:
+        missed.append("time")
+    if worker_mb > single_mb:
+        missed.append(f"worker memory ({worker_mb:.0f} > {single_mb:.0f} MB)")
+    if figures["stragglers"] != [straggler]:
+        missed.append("straggler")
+    if missed:
+        print(f"target missed: {', '.join(missed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
