@@ -167,20 +167,31 @@ def test_ncu_name_filters():
         J.JoinFilters(name_base="short")
 
 
-def test_operator_counters_are_time_weighted_over_the_kernels_that_have_them(samples_dir, read_sample):
-    """The real trace's operators and kernel times; counter values borrowed from a real report's
-    launches (cyclically; no real pair exists), so the aggregation is checked against numpy."""
-    sample(samples_dir, HTA_RANK0), sample(samples_dir, SPYINFER)
-    trace, report = read_sample(HTA_RANK0), read_sample(APLAINJANE)
+def borrowed_counters(trace, report):
+    """The real trace with counter values borrowed from a real report's launches (cyclically) on
+    every third kernel: no real pair exists, so the aggregations are checked against numpy on it."""
     kernels = trace.kernels.copy()
     n, m = len(kernels), len(report.kernels)
-    counted = np.arange(n) % 3 == 0  # every third kernel has counters
+    counted = np.arange(n) % 3 == 0
     src = np.arange(n) % m
     for column in J.OP_WEIGHTED:
-        values = report.kernels[column].to_numpy(dtype=float)[src]
-        kernels[column] = np.where(counted, values, np.nan)
+        kernels[column] = np.where(counted, report.kernels[column].to_numpy(dtype=float)[src], np.nan)
     kernels[J.COUNTER_LAUNCH] = np.where(counted, src, -1)
-    profile = dataclasses.replace(trace, kernels=kernels, raw_metrics=[], rules=[])
+    return dataclasses.replace(trace, kernels=kernels, raw_metrics=[], rules=[]), counted
+
+
+def weighted(values, weights):
+    ok = ~np.isnan(values)
+    return (values[ok] * weights[ok]).sum() / weights[ok].sum() if weights[ok].sum() > 0 else math.nan
+
+
+def same(a, b):
+    return (a is None or (isinstance(a, float) and math.isnan(a))) and math.isnan(b) or a == pytest.approx(b)
+
+
+def test_operator_counters_are_time_weighted_over_the_kernels_that_have_them(samples_dir, read_sample):
+    sample(samples_dir, HTA_RANK0), sample(samples_dir, APLAINJANE)
+    profile, counted = borrowed_counters(read_sample(HTA_RANK0), read_sample(APLAINJANE))
     analysis = analyse(profile)
     table = analysis.summaries[J.OP_COUNTERS_TABLE].set_index("op")
     k = profile.kernels[counted]
@@ -189,10 +200,33 @@ def test_operator_counters_are_time_weighted_over_the_kernels_that_have_them(sam
         row = table.loc[op]
         assert row["counted_kernels"] == len(group)
         for column in J.OP_WEIGHTED:
-            v = group[column].to_numpy(dtype=float)
-            ok = ~np.isnan(v)
-            want = (v[ok] * w[ok]).sum() / w[ok].sum() if w[ok].sum() > 0 else math.nan
-            assert (math.isnan(want) and math.isnan(row[column])) or row[column] == pytest.approx(want)
+            assert same(row[column], weighted(group[column].to_numpy(dtype=float), w))
         labels = group["bound"].tolist()
         top = max(set(labels), key=lambda b: w[[lab == b for lab in labels]].sum())
         assert row["bound_mix"].startswith(top)
+
+
+def test_the_operators_view_carries_the_counters_per_operator_and_kernel(samples_dir, read_sample, tmp_path):
+    from tb_hwprof.logdir.writer import write_run
+    from tb_hwprof.plugin import store, torch_views
+    sample(samples_dir, HTA_RANK0), sample(samples_dir, APLAINJANE)
+    profile, counted = borrowed_counters(read_sample(HTA_RANK0), read_sample(APLAINJANE))
+    write_run(profile, analyse(profile), tmp_path, "joined")
+    runs = store.RunStore(str(tmp_path))
+    doc = torch_views.operators(runs.entry("joined", runs.run_dir("joined")))
+    assert doc["has_counters"] is True
+    k = profile.kernels[counted]
+    ops = {r["op"]: r for r in doc["ops"]}
+    for op, group in k.groupby(k["op"]):
+        w = group["duration_ns"].to_numpy(dtype=float)
+        assert ops[op]["counted_kernels"] == len(group)
+        assert same(ops[op]["achieved_occupancy_pct"], weighted(group["achieved_occupancy_pct"].to_numpy(dtype=float), w))
+        by_name = {r["name"]: r for r in doc["kernels"][op]}
+        for name, launches in group.groupby("name"):
+            lw = launches["duration_ns"].to_numpy(dtype=float)
+            row = by_name[name]
+            assert row["counted"] == len(launches)
+            assert same(row["sm_throughput_pct"], weighted(launches["sm_throughput_pct"].to_numpy(dtype=float), lw))
+            # The drill-down opens the longest launch that has counters (its drawer has the sections).
+            assert row["counted_launch"] == int(launches.sort_values("duration_ns", ascending=False,
+                                                                     kind="stable")["launch_id"].iloc[0])

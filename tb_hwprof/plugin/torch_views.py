@@ -16,6 +16,7 @@ from .store import HttpError, RunEntry
 
 OP_TABLE = "op_gpu_time"
 SHAPES_TABLE = "op_shapes"
+COUNTERS_TABLE = "op_counters"  # joined runs (analysis/join.py): counters per operator
 STEPS_TABLE = "step_time_breakdown"
 
 # The shape columns sent per op (those the table has; older exports may lack some).
@@ -55,9 +56,13 @@ def operators(entry: RunEntry) -> dict:
     rows["pct_gpu"] = 100.0 * rows["direct_gpu_ns"] / total if total > 0 else math.nan
     if shapes is not None and len(shapes):
         rows = rows.merge(op_figures(shapes), on="op", how="left")
+    counters = _table(entry, COUNTERS_TABLE)
+    if counters is not None and len(counters):
+        rows = rows.merge(counters, on="op", how="left")
     rows = rows.sort_values(["direct_gpu_ns", "subtree_gpu_ns", "cpu_total_ns"], ascending=False, kind="stable")
-    return {"run": entry.run, "has_shapes": shapes is not None, "total_gpu_ns": total,
-            "ops": _records(rows), "shapes": shapes_by_op(shapes), "kernels": kernels_by_op(entry.kernels())}
+    return {"run": entry.run, "has_shapes": shapes is not None, "has_counters": counters is not None,
+            "total_gpu_ns": total, "ops": _records(rows), "shapes": shapes_by_op(shapes),
+            "kernels": kernels_by_op(entry.kernels())}
 
 
 def op_figures(shapes: pd.DataFrame) -> pd.DataFrame:
@@ -93,11 +98,20 @@ def shapes_by_op(shapes: Optional[pd.DataFrame]) -> dict:
     return {op: _records(group[fields]) for op, group in ordered.groupby("op", sort=False)}
 
 
+# Joined runs: per kernel name, the launches with counters and their time-weighted counters.
+KERNEL_COUNTERS = ("achieved_occupancy_pct", "sm_throughput_pct", "memory_throughput_pct", "l1_hit_rate_pct",
+                   "l2_hit_rate_pct")
+COUNTER_LAUNCH = "counter_launch_id"
+
+
 def kernels_by_op(kernels: pd.DataFrame) -> dict:
     """{op: [{name, demangled_name, count, total_ns, mean_ns, min_ns, max_ns, longest_launch}]}: each
-    op's kernels grouped by name, most time first; longest_launch opens the kernel drawer."""
+    op's kernels grouped by name, most time first; longest_launch opens the kernel drawer.  A joined
+    run adds counted (launches with counters), counted_launch (the longest of them: its drawer has
+    the report's sections) and the time-weighted KERNEL_COUNTERS."""
     if kernels.empty or "op" not in kernels.columns:
         return {}
+    joined = COUNTER_LAUNCH in kernels.columns and bool((kernels[COUNTER_LAUNCH] >= 0).any())
     frame = kernels[["op", "name", "demangled_name", "duration_ns", "launch_id"]].copy()
     frame["op"] = frame["op"].fillna("")
     keys = ["op", "name"]
@@ -107,9 +121,32 @@ def kernels_by_op(kernels: pd.DataFrame) -> dict:
                         "min_ns": g.min(), "max_ns": g.max()})
     longest = frame.sort_values("duration_ns", ascending=False, kind="stable").drop_duplicates(keys)
     out["longest_launch"] = longest.set_index(keys)["launch_id"].astype("int64")
-    out = out.reset_index().sort_values(["op", "total_ns"], ascending=[True, False], kind="stable")
     fields = ["name", "demangled_name", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "longest_launch"]
+    if joined:
+        out = out.join(kernel_counters(kernels, frame, keys))
+        fields += ["counted", "counted_launch", *KERNEL_COUNTERS]
+    out = out.reset_index().sort_values(["op", "total_ns"], ascending=[True, False], kind="stable")
     return {op: _records(group[fields]) for op, group in out.groupby("op", sort=False)}
+
+
+def kernel_counters(kernels: pd.DataFrame, frame: pd.DataFrame, keys) -> pd.DataFrame:
+    """Per (op, name): launches with counters, the longest of them, and each counter's mean weighted
+    by the launches' time in the trace (NaN where none has it)."""
+    has = kernels[COUNTER_LAUNCH].to_numpy() >= 0
+    counted = frame[has].copy()
+    weight = counted["duration_ns"].astype(float)
+    for column in KERNEL_COUNTERS:
+        values = kernels.loc[has, column].astype(float)
+        counted[column + "_w"] = (values * weight).where(values.notna())
+        counted[column + "_t"] = weight.where(values.notna())
+    g = counted.groupby(keys, sort=False)
+    out = pd.DataFrame({"counted": g.size()})
+    for column in KERNEL_COUNTERS:
+        total = g[column + "_t"].sum(min_count=1)
+        out[column] = g[column + "_w"].sum(min_count=1) / total.where(total > 0)
+    longest = counted.sort_values("duration_ns", ascending=False, kind="stable").drop_duplicates(keys)
+    out["counted_launch"] = longest.set_index(keys)["launch_id"].astype("int64")
+    return out
 
 
 # -- /steps -------------------------------------------------------------------------------------
