@@ -108,10 +108,15 @@ def export_job(paths: Sequence, logdir, job: str, *, scheduler: Optional[str] = 
     returns their folders (ranks by rank, then the job).  scheduler: None ($TB_HWPROF_SCHEDULER, else a
     local cluster of `workers` processes, default one per core), a Dask scheduler's address, or
     "none" (this process, no Dask).  Nothing is written when a rank fails, unless skip_bad_ranks."""
+    from .logdir import fs
     from .logdir.writer import check_run_name, lock_run
     if not paths:
         raise HwprofError("a job needs at least one rank file")
     check_run_name(job)
+    options = dict(scheduler=scheduler, skip_bad_ranks=skip_bad_ranks, step=step, trace=trace, window=window,
+                   salvage=salvage, workers=workers, progress=progress)
+    if fs.is_url(logdir):
+        return export_job_remote(paths, logdir, job, overwrite, options)
     logdir = Path(os.path.abspath(logdir))  # the workers' cwd is not ours
     paths = [os.path.abspath(p) for p in paths]
     job_dir = logdir.joinpath(*check_run_name(job).parts)
@@ -130,6 +135,29 @@ def export_job(paths: Sequence, logdir, job: str, *, scheduler: Optional[str] = 
     finally:
         lock.release()
         tidy_job_area(logdir)
+
+
+def export_job_remote(paths, url: str, job: str, overwrite: bool, options: dict) -> List[str]:
+    """A job into a URL logdir (s3://...; logdir/fs.py): exported into a local temporary logdir as
+    above (a bad rank stops it before anything is uploaded), then each rank's run and the job's
+    published as a plain export publishes a run; their URLs.  The workers write that local folder,
+    so the cluster must be a local one (or none)."""
+    from .logdir import fs
+    address = options["scheduler"] if options["scheduler"] is not None else os.environ.get(SCHEDULER_ENV) or None
+    if address not in (None, IN_PROCESS):
+        raise HwprofError(f"{url}: a job's ranks exported on the Dask cluster at {address} are written by its "
+                          f"workers into the logdir, which must then be a path they all see, not a URL -- give "
+                          f"a shared folder as --logdir, or export to the URL without --scheduler (a local cluster)")
+    remote = fs.RemoteDir(url)
+    fs.check_free(remote, job, overwrite, beside=True)  # before reading anything
+    with tempfile.TemporaryDirectory(prefix="tb-hwprof-job-") as local:
+        runs = export_job(paths, local, job, overwrite=False, **options)
+        out = []
+        for run_dir in runs:  # the ranks, then the job's run (beside: its folder holds the ranks)
+            name = run_dir.relative_to(local).as_posix()
+            out.append(fs.publish_run(remote, run_dir, name, overwrite, beside=name == job))
+            options["progress"](f"published {out[-1]}")
+    return out
 
 
 def run_ranks(paths, staging: Path, options: dict, scheduler, workers, skip_bad_ranks: bool, progress):

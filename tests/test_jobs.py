@@ -205,3 +205,28 @@ def test_without_dask_the_export_says_how_to_install_it(rank_files, tmp_path, mo
     with pytest.raises(MissingDependency, match=r"pip install 'tb-hwprof\[distributed\]'.*--scheduler none"):
         jobs.export_job(rank_files, tmp_path / "logs", "job")
     assert not os.path.exists(tmp_path / "logs" / "job")
+
+
+def test_a_job_into_an_s3_logdir_is_published_run_by_run(rank_files, tmp_path, monkeypatch):
+    moto_server = pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+                     "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():
+            monkeypatch.setenv(k, v)
+        boto3.client("s3").create_bucket(Bucket="jobs")
+        urls = jobs.export_job(rank_files, "s3://jobs/runs", "job", scheduler="none")
+        assert urls == ["s3://jobs/runs/job/rank_0", "s3://jobs/runs/job/rank_1", "s3://jobs/runs/job"]
+        for rank, path in enumerate(rank_files):
+            assert len(load_run(urls[rank], with_details=False).kernels) == raw_kernels(path)
+        assert load_run(urls[2], with_details=False).summaries["ranks"]["rank"].tolist() == [0, 1]
+        listed = boto3.client("s3").list_objects_v2(Bucket="jobs")["Contents"]
+        assert not [o["Key"] for o in listed if "/.tb-hwprof/" in o["Key"]]  # no staging left
+        with pytest.raises(jobs.HwprofError, match="must then be a path they all see"):
+            jobs.export_job(rank_files, "s3://jobs/runs", "job2", scheduler="tcp://127.0.0.1:1")
+    finally:
+        server.stop()
