@@ -111,6 +111,7 @@ def test_summaries_nsys_cuda_api_sum_equals_the_sqlite(session, samples_dir):
     assert got == expected
     header = frame.locator("table[data-role=summary-cuda_api_sum] th[data-col=total_ns]").inner_text()
     assert re.search(r"\((ns|µs|ms|s)\)", header), header
+    session.shot("summaries")
     # Sortable: a click on Calls sorts by it.
     frame.click("table[data-role=summary-cuda_api_sum] th[data-col=num_calls]")
     calls = [int(v) for v in summary_cells(frame, "cuda_api_sum", "num_calls")]
@@ -121,7 +122,6 @@ def test_summaries_nsys_cuda_api_sum_equals_the_sqlite(session, samples_dir):
     assert not derived.evaluate("d => d.open")
     derived.locator("summary").click()
     wait_rows(frame, "summary-gpu_activity", 1)
-    session.shot("summaries")
 
 
 def test_summaries_rocprof_hip_api_stats_equal_the_csv(session, samples_dir):
