@@ -131,6 +131,13 @@ def test_the_view_draws_bars_and_heat_map_and_opens_a_rank(session, tables):
         widths = {p: float(bar.locator(f"[data-part={p}]").evaluate("e => e.getBoundingClientRect().width")) for p in PARTS}
         if widths["compute_ns"] > 20 and widths["other_ns"] > 20:
             assert widths["compute_ns"] / widths["other_ns"] == pytest.approx(values["compute_ns"] / values["other_ns"], rel=0.05)
+    # The per-rank numbers, and the overlap as a share of communication.
+    for _, row in table.iterrows():
+        tr = frame.locator(f"table[data-role=ranks-table] tr[data-rank='{int(row['rank'])}']")
+        for col in ("compute_ns", "communication_ns", "overlap_ns", "idle_ns", "steps"):
+            assert float(tr.locator(f"td[data-col={col}]").get_attribute("data-value")) == row[col]
+        share = float(tr.locator("td[data-col=overlap_pct]").get_attribute("data-value"))
+        assert share == pytest.approx(100 * row["overlap_ns"] / row["communication_ns"])
     steps = tables["rank_steps"]
     cells = frame.locator("table[data-role=step-heatmap] td.heat-cell")
     assert cells.count() == len(steps)

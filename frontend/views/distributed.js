@@ -24,7 +24,7 @@ function draw(doc, ctx) {
   const ranks = Array.isArray(doc.ranks) ? doc.ranks : [];
   if (!ranks.length) return h("p", {class: "muted", "data-role": "ranks-empty"}, "The job holds no rank.");
   return [headline(doc, ranks), stragglers(doc, ranks, ctx), bars(ranks, ctx), heatMap(doc.step_times, ctx, ranks),
-    kernels(doc.kernels || []), notes(doc.notes || [])];
+    rankTable(ranks, ctx), kernels(doc.kernels || []), notes(doc.notes || [])];
 }
 
 function headline(doc, ranks) {
@@ -120,6 +120,24 @@ function heatMap(grid, ctx, ranks) {
     h("div", {class: "scroll"}, h("table", {class: "data compact heat", "data-role": "step-heatmap"},
       h("thead", null, h("tr", null, h("th", null, "Rank \\ step"), steps.map((s) => h("th", {class: "numeric", "data-step": s}, String(s))))),
       h("tbody", null, body))), readout);
+}
+
+/** The ranks table's numbers, one row per rank (overlap also as a share of communication, as HTA gives it). */
+function rankTable(ranks, ctx) {
+  const cols = [["steps", "Steps", null], ["step_time_avg_ns", "Avg step", "ns"], ["step_time_max_ns", "Max step", "ns"],
+    ["compute_ns", "Compute", "ns"], ["communication_ns", "Communication", "ns"], ["overlap_ns", "Overlap", "ns"],
+    ["idle_ns", "Idle", "ns"]];
+  const cell = (r, [key, , unit]) => h("td", {class: "numeric", "data-col": key, "data-value": r[key] ?? null},
+    unit ? fmt.duration(r[key]) : fmt.int(r[key]));
+  const share = (r) => (r.communication_ns > 0 ? 100 * r.overlap_ns / r.communication_ns : null);
+  return h("section", {"data-role": "rank-numbers"}, h("h3", null, "Per rank"),
+    h("div", {class: "scroll"}, h("table", {class: "data compact", "data-role": "ranks-table"},
+      h("thead", null, h("tr", null, h("th", null, "Rank"), cols.map(([, t]) => h("th", {class: "numeric"}, t)),
+        h("th", {class: "numeric", title: "overlap / communication"}, "Comm. overlapped (%)"), h("th", null, "Straggler"))),
+      h("tbody", null, ranks.map((r) => h("tr", {"data-rank": r.rank},
+        h("td", null, rankLink(r, ctx)), cols.map((c) => cell(r, c)),
+        h("td", {class: "numeric", "data-col": "overlap_pct", "data-value": share(r)}, fmt.pct(share(r))),
+        h("td", {"data-col": "straggler", "data-value": r.straggler ? 1 : 0}, r.straggler ? "yes" : "no")))))));
 }
 
 function kernels(rows) {

@@ -68,8 +68,9 @@ def rank_of(profile, path, position: int) -> int:
     """The rank a file holds: its trace's distributedInfo.rank, else `rank_N` / `rank-N` / `rankN`
     in the file name, else `position` (the order the files were given in)."""
     info = _distributed_info(profile)
-    if isinstance(info.get("rank"), int):
-        return int(info["rank"])
+    rank = info.get("rank")
+    if isinstance(rank, int) and not isinstance(rank, bool) or isinstance(rank, str) and rank.isdigit():
+        return int(rank)
     found = RANK_IN_NAME.search(Path(str(path)).name)
     if found:
         return int(found.group(1))
