@@ -200,3 +200,57 @@ def test_rule_markup_edge_cases():
     [part] = ncu_sections.parse_markup("@section:Occupancy:Occupancy@")
     assert part == {"kind": "section", "id": "Occupancy", "text": "Occupancy"}
     assert ncu_sections.parse_markup("a @ b @ c")[0]["text"] == "a @ b @ c"
+
+
+# -- the drawer's sentences: occupancy note and the latency-bound reason ---------------------------------
+NCU_REPORTS = FULL_SETS + OTHERS + ["ncu/esmm_a10g_metrics_all_2023.1.1.ncu-rep", "ncu/gene_v100_cli_flops_2020.ncu-rep",
+                                    "ncu/raytracer_gtx1660s_2021.1.0.ncu-rep"]
+
+
+@pytest.fixture(scope="module")
+def labelled(samples_dir, ncu_report_module):
+    """relative path -> [(ncu_report action, analysed kernels row)] of its first launches."""
+    import tb_hwprof
+    from tb_hwprof.analysis.pipeline import label_kernels
+
+    def get(relative):
+        if not (samples_dir / relative).is_file():
+            pytest.skip(f"{relative} not in the samples")
+        kernels = label_kernels(tb_hwprof.read(samples_dir / relative)).kernels
+        actions = list(ncu_actions(ncu_report_module, samples_dir / relative))[:MAX_LAUNCHES]
+        return [(a, kernels.iloc[i]) for i, a in enumerate(actions)]
+    return get
+
+
+def ncu_number(action, name):
+    metric = action.metric_by_name(name)
+    return None if metric is None else metric.as_double()
+
+
+@pytest.mark.parametrize("relative", NCU_REPORTS)
+def test_occupancy_note_agrees_with_nsight_compute(labelled, relative):
+    for action, k in labelled(relative):
+        theoretical = ncu_number(action, "sm__maximum_warps_per_active_cycle_pct")
+        achieved = ncu_number(action, "sm__warps_active.avg.pct_of_peak_sustained_active")
+        note = k["occupancy_note"]
+        assert "n/a" not in note
+        if theoretical is not None and theoretical >= 99.95:  # Nsight Compute: no block limit impacts it
+            assert "not limited by any block limit" in note and "limit set by" not in note
+        if theoretical is not None and achieved is None:
+            assert f"{theoretical:.0f}% theoretical, achieved not measured" in note
+        if theoretical is not None and achieved is not None:
+            assert f"occupancy {achieved:.0f}% achieved of {theoretical:.0f}% theoretical" in note
+
+
+@pytest.mark.parametrize("relative", NCU_REPORTS)
+def test_a_latency_bound_reason_names_the_top_warp_stall(labelled, relative):
+    pattern = re.compile(r"smsp__average_warps?_(?:latency_)?issue_stalled_(\w+?)_per_issue_active\.ratio")
+    for action, k in labelled(relative):
+        stalls = {m.group(1): action.metric_by_name(n).as_double() for n in action.metric_names()
+                  for m in [pattern.fullmatch(n)] if m and m.group(1) != "selected" and "_not_issued" not in n}
+        if k["bound"] != "latency" or not stalls:
+            assert "top warp stall" not in k["bound_reason"]
+            continue
+        top = max(stalls, key=stalls.get)
+        assert k["bound_reason"].endswith(
+            f"; top warp stall: {ncu_sections.stall_label(top)} ({stalls[top]:.1f} cycles per issued instruction)")

@@ -126,16 +126,36 @@ def _count(n: float, noun: str, verb_one: str, verb_many: str) -> str:
     return f"{n:.0f} {noun} {verb_one}" if n == 1 else f"{n:.0f} {noun}s {verb_many}"
 
 
+# Theoretical occupancy at (or within rounding of) the device's warp slots: no block limit lowers it.
+FULL_OCCUPANCY = 99.95
+
+
+def occupancy_figures(achieved: float, theoretical: float) -> str:
+    """'occupancy 79% achieved of 100% theoretical', saying which figure the capture lacks."""
+    if math.isnan(achieved) and math.isnan(theoretical):
+        return ""
+    if math.isnan(achieved):
+        return f"occupancy {_pct(theoretical)} theoretical, achieved not measured"
+    if math.isnan(theoretical):
+        return f"occupancy {_pct(achieved)} achieved, theoretical not reported"
+    return f"occupancy {_pct(achieved)} achieved of {_pct(theoretical)} theoretical"
+
+
+def limit_phrase(theoretical: float, limiter: str) -> str:
+    """What caps theoretical occupancy; at 100% nothing does (Nsight Compute's Occupancy rule:
+    'not impacted by any block limit'), whichever limits tie at the device's maximum."""
+    if not math.isnan(theoretical) and theoretical >= FULL_OCCUPANCY:
+        reach = f" ({limiter} allow every warp slot)" if limiter else ""
+        return f"theoretical occupancy not limited by any block limit{reach}"
+    return f"theoretical limit set by {limiter}" if limiter else ""
+
+
 def occupancy_note(row, label: str, capture: Capture = NCU) -> str:
     achieved, theoretical = row["achieved_occupancy_pct"], row["theoretical_occupancy_pct"]
     limiter = row["occupancy_limiter"]
     if math.isnan(achieved) and math.isnan(theoretical) and not grid_limited(row):
         return ""
-    parts = []
-    if not (math.isnan(achieved) and math.isnan(theoretical)):
-        parts.append(f"occupancy {_pct(achieved)} achieved of {_pct(theoretical)} theoretical")
-    if limiter:
-        parts.append(f"theoretical limit set by {limiter}")
+    parts = [part for part in (occupancy_figures(achieved, theoretical), limit_phrase(theoretical, limiter)) if part]
     low = not math.isnan(achieved) and achieved < GOOD_OCCUPANCY
     if grid_limited(row):
         parts.append(grid_note(row, capture))
@@ -193,8 +213,27 @@ def bound_labels(kernels: pd.DataFrame) -> np.ndarray:
 
 
 def classify_profile(profile) -> pd.DataFrame:
-    """classify_kernels on the profile's kernels, the sentences phrased for its capture."""
-    return classify_kernels(profile.kernels, capture_of(profile))
+    """classify_kernels on the profile's kernels, the sentences phrased for its capture; a
+    latency-bound launch's reason names its top warp stall where the report measured stalls."""
+    kernels = classify_kernels(profile.kernels, capture_of(profile))
+    name_top_stalls(kernels, profile.raw_metrics)
+    return kernels
+
+
+def name_top_stalls(kernels: pd.DataFrame, raw_metrics) -> None:
+    """Append Nsight Compute's largest warp stall reason (WarpStateStats, cycles per issued
+    instruction) to the reason of each latency-bound launch: what the warps wait on is what
+    explains the latency.  Only where raw metrics come one per launch (Nsight Compute reports)."""
+    from .ncu_sections import top_stall_clause
+    if kernels.empty or len(raw_metrics) != len(kernels):
+        return
+    latency = np.flatnonzero(kernels["bound"].to_numpy(dtype=object) == "latency")
+    if not latency.size:
+        return
+    reasons = kernels["bound_reason"].to_numpy(dtype=object).copy()
+    for i in latency:
+        reasons[i] = f"{reasons[i]}{top_stall_clause(raw_metrics[i] or {})}"
+    kernels["bound_reason"] = pd.Series(reasons, index=kernels.index, dtype=object)
 
 
 def classify_kernels(kernels: pd.DataFrame, capture: Capture = NCU) -> pd.DataFrame:
