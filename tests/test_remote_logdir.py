@@ -29,7 +29,7 @@ boto3 = pytest.importorskip("boto3")
 REPO = Path(__file__).resolve().parent.parent
 BUCKET, OTHER_BUCKET = "hwprof-runs", "hwprof-secret"
 LOGDIR = f"s3://{BUCKET}/runs"
-NCU = "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep"
+NCU = "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep"
 NSYS = "nsys/annikola_gtx1050_2024.5.1.sqlite"
 TORCH = "torch/kineto_h100_cuda129_small.json"
 RUNS = {"ncu": NCU, "nsys": NSYS, "torch": TORCH}
@@ -172,7 +172,7 @@ def test_plugin_fetches_only_what_the_view_needs(exported):
     mirror = app.store.mirror
     fetched = sorted(p.relative_to(mirror).parts[-1] for p in mirror.rglob("*") if p.is_file())
     assert fetched == sorted([metadata.MANIFEST] * len(RUNS) + [metadata.KERNELS])
-    app.json("/kernel", run="ncu", launch="3")
+    app.json("/kernel", run="ncu", launch="1")
     assert sorted(p.name for p in mirror.rglob("*.json.gz")) == [metadata.details_file(0).split("/")[-1],
                                                                  metadata.KERNELS]
 
@@ -272,13 +272,15 @@ def test_tensorboard_on_s3_lists_runs_and_opens_the_views(s3, exported, tmp_path
                 frame.wait_for_selector("table[data-role=runs] tbody tr[data-run]")
                 listed = frame.eval_on_selector_all("table[data-role=runs] tbody tr[data-run]",
                                                     "rs => rs.map(r => r.dataset.run)")
-                assert set(listed) == set(RUNS)
+                assert set(RUNS) <= set(listed)
                 n = len(tb_hwprof.load_run(exported["ncu"]).kernels)
                 frame = session.go("#view=kernels&run=ncu")
                 browser_support.wait_rows(frame, "kernels")
                 assert frame.locator("table[data-role=kernels] tbody tr[data-row-id]").count() >= min(n, 20)
-                frame = session.go("#view=roofline&run=ncu")
-                frame.locator("svg circle").first.wait_for(timeout=30000)
+                kernels = tb_hwprof.load_run(exported["ncu"]).kernels
+                points = int(((kernels["ai_dram"] > 0) & (kernels["flop_per_s"] > 0)).sum())
+                assert points > 0
+                browser_support.open_roofline(session, "ncu", points)
                 frame = session.go("#view=timeline&run=nsys")
                 frame.locator("[data-role=timeline-lanes] .lane-label").first.wait_for(timeout=30000)
                 session.shot("remote-s3-timeline")
