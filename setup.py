@@ -48,8 +48,11 @@ setup(
         # torch-tb-profiler 0.4.3: the oracle of the step breakdown tests.
         # Multi-rank job exports (tb_hwprof/jobs.py) run on Dask: a local cluster or an existing one.
         "distributed": ["dask[distributed]>=2023.1"],
+        # Logdirs on object storage (s3://, gs://; any other fsspec URL with its fsspec filesystem).
+        "s3": ["s3fs"],
+        "gcs": ["gcsfs"],
         "test": ["pytest>=7", "ncu-report", "playwright>=1.40", "hypothesis>=6", "torch-tb-profiler==0.4.3",
-                 "dask[distributed]>=2023.1"],
+                 "dask[distributed]>=2023.1", "s3fs", "boto3", "moto[server]>=5"],
     },
     entry_points={
         "console_scripts": ["tb-hwprof=tb_hwprof.cli:main"],
