@@ -456,3 +456,13 @@ def test_a_rocprof_rank_from_the_kernel_trace_csv(samples_dir):
     span = sum(max(e for _, e in v) - min(s for s, _ in v) for v in by_agent.values())
     assert d.rank == 4 and d.steps == []
     assert (d.compute_ns, d.communication_ns, d.idle_ns, d.span_ns) == (busy, 0, span - busy, span)
+
+
+def test_a_rank_with_no_kernel_against_ranks_with_some(digests):
+    """A median of 0 (most ranks ran no kernel) still gives a reason, not a division by zero."""
+    idle = [ranks.RankDigest(rank=r, source=f"/x/idle_rank{r}.json") for r in (0, 1)]
+    busy = pickle.loads(pickle.dumps(digests["torch/tracelens_b200_eager_8rank_rank0.json.gz"]))
+    busy.rank, busy.world_size, busy.job_signature = 2, None, ""
+    table = ranks.job_profile(idle + [busy]).summaries["ranks"]
+    assert list(table["straggler"]) == [False, False, True]
+    assert "the median is 0" in table["straggler_reason"].iloc[2]

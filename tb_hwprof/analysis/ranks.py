@@ -337,7 +337,7 @@ def stragglers(digests: Sequence[RankDigest]) -> Dict[int, str]:
         excess = value - median
         if excess > STRAGGLER_SHARE * median and excess > STRAGGLER_MIN_NS:
             out[d.rank] = (f"{what} {_ms(value)} vs median rank {_ms(median)} "
-                           f"(+{100 * excess / median:.1f}%, over the {100 * STRAGGLER_SHARE:.0f}% and "
+                           f"(+{_share(excess, median)}, over the {100 * STRAGGLER_SHARE:.0f}% and "
                            f"{STRAGGLER_MIN_NS / 1e3:.0f} µs thresholds)" + _explain(d, digests, by_steps))
         else:
             out[d.rank] = ""
@@ -394,6 +394,10 @@ def _average_work(d: RankDigest) -> Dict[str, float]:
             total[name] = total.get(name, 0.0) + ns
     n = max(len(d.steps), 1)
     return {name: ns / n for name, ns in total.items()}
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole > 0 else f"{_ms(part)}; the median is 0"
 
 
 def _ms(ns: float) -> str:
