@@ -71,11 +71,12 @@ VIEWS = (
     # About the series the picked run is a step of (its group's runs): in the nav whatever run is picked.
     View("series", "Series", "/series", _always, per_run=False),
     View("cpu", "CPU hotspots", "/cpu_hotspots", _has_summary("cpu_hotspots")),
+    # Before Overview: a job's cross-rank run (no kernels) opens on it.
+    View("distributed", "Distributed", "/distributed", _has_summary("ranks")),
     View("overview", "Overview", "/overview", _has_overview),
     View("timeline", "Timeline", "/timeline", _has_file("timeline_index")),
     View("phases", "Phases", "/phases", _has_summary(*PHASE_TABLES)),
     View("summaries", "Summaries", "/summaries", _has_any_summary),
-    View("distributed", "Distributed", "/distributed", _has_summary("ranks")),
 )
 
 # Routes that serve one run's JSON document, built by views.<name>(entry) and kept until the
