@@ -122,19 +122,27 @@ def export_job(paths: Sequence, logdir, job: str, *, scheduler: Optional[str] = 
     job_dir = logdir.joinpath(*check_run_name(job).parts)
     if job_dir.exists() and not overwrite:
         raise RunExists(f"{job_dir}: run already exists -- pass --overwrite to replace the job, or choose another --run")
+    created = [p for p in [job_dir.parent, *job_dir.parent.parents] if not p.exists()]
     job_dir.parent.mkdir(parents=True, exist_ok=True)
-    lock = lock_run(job_dir, job)  # one export of this job at a time (plain exports of the name included)
+    placed = False
     try:
-        staging = make_staging(logdir, job)
+        lock = lock_run(job_dir, job)  # one export of this job at a time (plain exports of the name included)
         try:
-            results = run_ranks(paths, staging, dict(job=job, step=step, trace=trace, window=window, salvage=salvage),
-                                scheduler, workers, skip_bad_ranks, progress)
-            return place_job(results, staging, logdir, job, overwrite, step, trace, progress)
+            staging = make_staging(logdir, job)
+            try:
+                results = run_ranks(paths, staging, dict(job=job, step=step, trace=trace, window=window,
+                                                         salvage=salvage), scheduler, workers, skip_bad_ranks, progress)
+                runs = place_job(results, staging, logdir, job, overwrite, step, trace, progress)
+                placed = True
+                return runs
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            lock.release()
+            tidy_job_area(logdir)
     finally:
-        lock.release()
-        tidy_job_area(logdir)
+        if not placed:
+            remove_empty(created)  # a failed job leaves no folder it made (the logdir included)
 
 
 def export_job_remote(paths, url: str, job: str, overwrite: bool, options: dict) -> List[str]:
@@ -221,7 +229,7 @@ def _run_on_dask(paths, staging: Path, options: dict, address, workers, skip_bad
         for future in as_completed(list(futures)):
             i, path = futures[future]
             if future.status == "error":
-                failures.append(RankFailure(i, path, future.exception()))
+                failures.append(RankFailure(i, path, worker_death(future.exception(), path)))
                 _tell_failed(progress, len(results) + len(failures), len(paths), failures[-1])
                 if not (skip_bad_ranks and skippable(failures[-1].error)):
                     client.cancel([f for f in futures if not f.done()])
@@ -233,6 +241,15 @@ def _run_on_dask(paths, staging: Path, options: dict, address, workers, skip_bad
         return results, failures
     finally:
         close()
+
+
+def worker_death(error: BaseException, path: str) -> BaseException:
+    """Dask's KilledWorker (the workers running this rank's task died, each time it was retried:
+    out of memory, most often) as the rank's one-line error; other errors as they are."""
+    if type(error).__name__ != "KilledWorker":
+        return error
+    return InputError(path, "the Dask workers exporting this rank died (out of memory?)",
+                      "give the workers more memory, or export this rank alone to see why")
 
 
 def default_workers(ranks: int) -> int:
@@ -303,6 +320,15 @@ def make_staging(logdir: Path, job: str) -> Path:
         jobs.mkdir(parents=True, exist_ok=True)
         return tempfile.mkdtemp(prefix=f"{key_of(job.replace('/', '_'))}@{owner_tag()}@", dir=jobs)
     return Path(retrying(make))
+
+
+def remove_empty(folders: List[Path]) -> None:
+    """The folders, innermost first, as far as they are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            break
 
 
 def tidy_job_area(logdir: Path) -> None:

@@ -130,7 +130,7 @@ def test_a_missing_rank_is_named(rank_files, tmp_path):
     missing = tmp_path / "rank_5.json.gz"
     with pytest.raises(InputError, match=f"^{missing}: "):
         jobs.export_job([rank_files[0], missing], tmp_path / "logs", "job", scheduler="none")
-    assert not (tmp_path / "logs").exists() or tree(tmp_path / "logs") == {}
+    assert not (tmp_path / "logs").exists()  # not even the logdir the export would have made
 
 
 def test_ranks_of_another_job_are_refused_with_the_reason(rank_files, samples_dir, tmp_path):
