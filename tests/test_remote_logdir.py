@@ -195,13 +195,14 @@ def local_file_count(local_run: Path) -> int:
     return sum(1 for p in local_run.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("writes, phase", [(2, "staging"), (None, "copy")])
-def test_killed_export_is_never_listed_and_is_cleaned(s3, exported, samples_dir, writes, phase):
+@pytest.mark.parametrize("phase", ["staging", "copy"])
+def test_killed_export_is_never_listed_and_is_cleaned(s3, exported, samples_dir, phase, ncu_report_module):
     """An export killed (SIGKILL) while uploading to staging, or while copying into place, leaves no
-    event file under the run (TensorBoard lists none, load_run refuses it); the next export of the
-    run succeeds without --overwrite and deletes the dead export's staging prefix."""
+    event file under the run (TensorBoard lists none, load_run refuses it).  The next export (of any
+    run) deletes the dead export's staging prefix; one killed while copying is first rolled forward
+    (its copies finished: the run complete), one killed while staging leaves the name free."""
     files = local_file_count(exported["ncu"])
-    writes = writes or files + 2  # every object staged, then two copied into place
+    writes = 2 if phase == "staging" else files + 1 + 2  # every object staged, the COPYING mark, two copies
     run = f"killed-{phase}"
     done = export_cli(samples_dir / NCU, "--logdir", LOGDIR, "--run", run, env={fs.KILL_AFTER_WRITES_ENV: str(writes)})
     assert done.returncode == -9, done.stderr
@@ -213,10 +214,14 @@ def test_killed_export_is_never_listed_and_is_cleaned(s3, exported, samples_dir,
     assert run not in {r["run"] for r in App(LOGDIR).json("/runs")["runs"]}
     with pytest.raises(InputError, match="not a tb-hwprof run"):
         tb_hwprof.load_run(f"{LOGDIR}/{run}")
-    tb_hwprof.export(samples_dir / NCU, LOGDIR, run)
+    tb_hwprof.export(samples_dir / NSYS, LOGDIR, f"after-{phase}")  # any later export tidies up
     assert keys(s3, f"runs/{metadata.WORK_AREA}/") == []
+    if phase == "staging":
+        assert keys(s3, f"runs/{run}/") == []
+        tb_hwprof.export(samples_dir / NCU, LOGDIR, run)  # the name is free
     assert len(event_keys(s3, run)) == 1
     assert len(keys(s3, f"runs/{run}/plugins/")) == files - 1
+    assert len(tb_hwprof.load_run(f"{LOGDIR}/{run}").kernels) == ncu_launches(ncu_report_module, samples_dir / NCU)
 
 
 def test_overwrite_replaces_the_run_and_its_old_files(s3, exported, samples_dir):

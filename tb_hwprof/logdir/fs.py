@@ -34,6 +34,9 @@ from . import metadata
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 ASSET_PREFIX = "/".join(metadata.ASSET_DIR)
 STAGING = f"{metadata.WORK_AREA}/staging"
+# Written into a staging prefix once every object is uploaded, before the first copy into the run:
+# a dead export's staging prefix holding it is rolled forward (its copies finished), not deleted.
+COPYING = "COPYING"
 # A staging prefix whose export is neither on this host nor finished after this long is abandoned.
 STALE_AFTER_S = 6 * 3600
 # Tests only: the export kills itself (SIGKILL) after this many object writes, to leave what a
@@ -66,8 +69,8 @@ class RemoteDir:
     """A logdir (or a run) at a URL: the fsspec filesystem and the root key every path stays under."""
 
     def __init__(self, url: str):
-        import fsspec
         try:
+            import fsspec
             self.fs, root = fsspec.core.url_to_fs(url)
         except ImportError as e:
             raise missing_library(url, e) from None
@@ -129,6 +132,10 @@ class Publisher:
         self.remote.fs.put_file(str(local), key)
         self._wrote()
 
+    def mark(self, key: str) -> None:
+        self.remote.fs.pipe_file(key, b"")
+        self._wrote()
+
     def copy(self, source: str, key: str) -> None:
         self.remote.fs.copy(source, key)
         self._wrote()
@@ -184,6 +191,7 @@ def publish_run(remote: RemoteDir, local_run: Path, run: str, overwrite: bool, b
         for local, relative in files:
             publisher.put(local, f"{staging}/{staged_name(relative)}")
         check_free(remote, run, overwrite, beside)  # another export may have published it meanwhile
+        publisher.mark(f"{staging}/{COPYING}")
         copy_into_place(publisher, staging, run_key, [relative for _, relative in files])
     except BaseException:
         delete(remote, [staging], recursive=True)
@@ -228,11 +236,38 @@ def staging_stale(name: str, now: float) -> bool:
 
 
 def clean_staging(remote: RemoteDir) -> List[str]:
-    """Delete the staging prefixes killed or abandoned exports left; the keys deleted."""
+    """Delete the staging prefixes killed or abandoned exports left, after finishing the copies of
+    those that had begun copying into their run (COPYING: every object was uploaded); the keys."""
     now = time.time()
     stale = [key for key in remote.listing(f"{remote.root}/{STAGING}") if staging_stale(posixpath.basename(key), now)]
+    for key in stale:
+        if remote.fs.exists(f"{key}/{COPYING}"):
+            roll_forward(remote, key)
     delete(remote, stale, recursive=True)
     return stale
+
+
+def roll_forward(remote: RemoteDir, staging: str) -> None:
+    """Finish the copies of a dead export's staging prefix into its run (named by the prefix's key;
+    a hashed key names none: then it is only deleted)."""
+    from .writer import name_of_key
+    run = name_of_key(posixpath.basename(staging).split("@", 1)[0])
+    if run is None or relative_problem(run):
+        return
+    staged = [k[len(staging) + 1:] for k, info in remote.listing(staging, recursive=True).items()
+              if info.get("type") != "directory" and k != f"{staging}/{COPYING}"]
+    relatives = [published_name(r) for r in staged]
+    manifest = f"{ASSET_PREFIX}/{metadata.MANIFEST}"
+    ordered = sorted(r for r in relatives if r != manifest and not is_our_events(r)) + [manifest] + sorted(
+        r for r in relatives if is_our_events(r))
+    copy_into_place(Publisher(remote), staging, remote.key(run), ordered)
+
+
+def published_name(staged: str) -> str:
+    """staged_name undone: a pending event file's name in the run."""
+    if "/" not in staged and staged.startswith(metadata.PENDING_EVENTS_PREFIX) and staged.endswith(metadata.EVENTS_SUFFIX):
+        return "events.out.tfevents." + staged[len(metadata.PENDING_EVENTS_PREFIX):]
+    return staged
 
 
 def publish_series_events(remote: RemoteDir, local_logdir: Path, group: str) -> None:
