@@ -114,7 +114,7 @@ def test_a_rank_run_is_not_a_job(logdir):
     app = App(logdir)
     app.json("/distributed", expect=404, run="job/rank_0")
     runs = {r["run"]: r for r in app.json("/runs")["runs"]}
-    assert "distributed" in runs["job"]["views"] and "distributed" not in runs["job/rank_0"]["views"]
+    assert runs["job"]["views"][0] == "distributed" and "distributed" not in runs["job/rank_0"]["views"]
 
 
 # ---------------------------------------------------------------- browser
