@@ -230,3 +230,53 @@ def test_the_operators_view_carries_the_counters_per_operator_and_kernel(samples
             # The drill-down opens the longest launch that has counters (its drawer has the sections).
             assert row["counted_launch"] == int(launches.sort_values("duration_ns", ascending=False,
                                                                      kind="stable")["launch_id"].iloc[0])
+
+
+# -- the Operators view in a real browser (conftest's tensorboard / browser / session fixtures) ----
+EXPECTED_RUNS = {"joined"}
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory, samples_dir):
+    """One run: the real trace with borrowed real counters (see borrowed_counters), as written."""
+    from tb_hwprof.logdir.writer import write_run
+    sample(samples_dir, HTA_RANK0), sample(samples_dir, APLAINJANE)
+    profile, _ = borrowed_counters(tb_hwprof.read(samples_dir / HTA_RANK0), tb_hwprof.read(samples_dir / APLAINJANE))
+    root = tmp_path_factory.mktemp("join_browser") / "logs"
+    write_run(profile, analyse(profile), root, "joined")
+    return root
+
+
+def test_operators_show_counters_and_a_kernel_opens_its_counted_launch(session, logdir):
+    from tb_hwprof.logdir.reader import read_kernels
+    kernels = read_kernels(logdir / "joined")
+    counted = kernels[kernels[J.COUNTER_LAUNCH] >= 0]
+    session.open()
+    frame = session.go("#view=operators&run=joined")
+    rows = frame.locator("table[data-role=operators] tbody tr[data-row-id]")
+    rows.first.wait_for()
+    op = rows.first.get_attribute("data-op")
+    mine = counted[counted["op"] == op]
+    assert len(mine), "the top operator must have counted kernels for the test to mean anything"
+    w = mine["duration_ns"].to_numpy(dtype=float)
+    cell = rows.first.locator("td[data-col=achieved_occupancy_pct]").get_attribute("data-value")
+    assert float(cell) == pytest.approx(weighted(mine["achieved_occupancy_pct"].to_numpy(dtype=float), w))
+    assert frame.locator("[data-role=counters-note]").count() == 1
+    rows.first.click()
+    kernel_rows = frame.locator("table[data-role=op-kernels] tbody tr[data-row-id]")
+    kernel_rows.first.wait_for()
+    name = kernel_rows.first.get_attribute("data-name")
+    launches = mine[mine["name"] == name]
+    if len(launches):  # the op's most-time kernel has counted launches: it opens the longest of them
+        want = int(launches.sort_values("duration_ns", ascending=False, kind="stable")["launch_id"].iloc[0])
+        assert int(kernel_rows.first.get_attribute("data-launch-id")) == want
+    kernel_rows.first.click()
+    drawer = frame.locator("#detail")
+    drawer.locator("[data-role=detail-name]").wait_for()
+    launch = int(drawer.get_attribute("data-launch-id"))
+    assert launch == int(kernel_rows.first.get_attribute("data-launch-id"))
+    value = kernels.loc[kernels["launch_id"] == launch, "achieved_occupancy_pct"].iloc[0]
+    shown = drawer.locator("tr[data-col=achieved_occupancy_pct] td[data-value]")
+    if not math.isnan(value):
+        assert float(shown.get_attribute("data-value")) == pytest.approx(value)
+    session.shot("join-operators-counters")

@@ -1,6 +1,9 @@
 // Operators (PyTorch runs): one row per operator from /operators, by GPU time, with its FLOPs,
 // FLOP/s, byte/s and bound where the run has op shapes.  A row opens the operator: its input
 // shapes, and its kernels grouped by name; a kernel opens the kernel drawer on its longest launch.
+// A run joined with a counter report (tb-hwprof profile ncu, export --join) adds hardware counters
+// per operator and per kernel, time-weighted over the launches that have them; a kernel then opens
+// the drawer on its longest launch with counters (the report's sections).
 
 import {h, replace} from "../dom.js";
 import * as fmt from "../format.js";
@@ -24,6 +27,14 @@ const OP_COLUMNS = [
   {key: "bytes_per_s", label: "Bytes/s", unit: "byte/s", kind: "num", shapes: true, title: "bytes its inputs and outputs move, over GPU time"},
   {key: "intensity", label: "FLOP/byte", kind: "num", shapes: true, display: (v) => fmt.num(v)},
   {key: "bound", label: "Bound", kind: "bound", shapes: true, title: "bound of its longest-running shape (hover for the reason)"},
+  {key: "achieved_occupancy_pct", label: "Occupancy", kind: "pct", counters: true,
+    title: "achieved occupancy of its kernels, weighted by their time (joined counter report)"},
+  {key: "sm_throughput_pct", label: "SM", kind: "pct", counters: true, title: "SM throughput, % of peak, time-weighted"},
+  {key: "memory_throughput_pct", label: "Memory", kind: "pct", counters: true, title: "memory throughput, % of peak, time-weighted"},
+  {key: "l1_hit_rate_pct", label: "L1 hit", kind: "pct", counters: true, title: "L1/TEX hit rate, time-weighted"},
+  {key: "l2_hit_rate_pct", label: "L2 hit", kind: "pct", counters: true, title: "L2 hit rate, time-weighted"},
+  {key: "bound_mix", label: "Bound mix", kind: "text", counters: true, title: "bound labels of its counted kernels, by share of their time"},
+  {key: "counted_kernels", label: "Counted", kind: "int", counters: true, title: "its kernel launches that have counters (matched in the report)"},
 ];
 
 const SHAPE_COLUMNS = [
@@ -50,7 +61,23 @@ const KERNEL_COLUMNS = [
   {key: "mean_ns", label: "Mean", unit: "ns", kind: "num"},
   {key: "min_ns", label: "Min", unit: "ns", kind: "num"},
   {key: "max_ns", label: "Max", unit: "ns", kind: "num"},
+  {key: "achieved_occupancy_pct", label: "Occupancy", kind: "pct", counters: true, title: "time-weighted over its counted launches"},
+  {key: "sm_throughput_pct", label: "SM", kind: "pct", counters: true},
+  {key: "memory_throughput_pct", label: "Memory", kind: "pct", counters: true},
+  {key: "l1_hit_rate_pct", label: "L1 hit", kind: "pct", counters: true},
+  {key: "l2_hit_rate_pct", label: "L2 hit", kind: "pct", counters: true},
+  {key: "counted", label: "Counted", kind: "int", counters: true, title: "launches with counters (matched in the report)"},
 ];
+
+/** Columns with values somewhere in `rows`: the shape and counter figures only where some row has them. */
+function present(columns, rows) {
+  return columns.filter((c) => !(c.shapes || c.counters) || rows.some((r) => !fmt.isMissing(r[c.key])));
+}
+
+/** The launch a kernel row opens: its longest launch with counters in a joined run, else its longest. */
+function launchOf(row) {
+  return fmt.isMissing(row.counted_launch) ? row.longest_launch : row.counted_launch;
+}
 
 // Its kernels open the kernel-detail drawer.
 export const opensLaunches = true;
@@ -78,7 +105,7 @@ function draw(doc, ctx, view) {
   const shapes = doc.shapes && typeof doc.shapes === "object" ? doc.shapes : {};
   const kernels = doc.kernels && typeof doc.kernels === "object" ? doc.kernels : {};
   // The shape figures only where some operator has them (a trace recorded without shapes has none).
-  const columns = OP_COLUMNS.filter((c) => !c.shapes || ops.some((r) => !fmt.isMissing(r[c.key])));
+  const columns = present(OP_COLUMNS, ops);
   const detail = h("section", {class: "op-detail", "data-role": "op-detail"});
   const known = (op) => ops.some((r) => r.op === op);
   const show = (op) => {
@@ -101,6 +128,9 @@ function draw(doc, ctx, view) {
     "with --overwrite for FLOPs, FLOP/s, bytes/s and the bound of each operator."),
   h("p", {class: "legend muted"}, "GPU self: kernels, copies and sets the operator launched itself; GPU total adds the " +
     "operators it called. Click an operator for its shapes and kernels, a kernel for its longest launch."),
+  doc.has_counters ? h("p", {class: "legend muted", "data-role": "counters-note"}, "Hardware counters from the " +
+    "joined counter report (see the run's notes and its counter_join table): averaged over the kernels matched " +
+    "by name and launch order, weighted by their time in the trace; kernels not matched have none.") : null,
   view.opTable.element, detail];
 }
 
@@ -130,14 +160,14 @@ function drawDetail(slot, op, shapes, kernels, hasShapes, ctx) {
   const shapeRows = Array.isArray(shapes) ? shapes : [];
   const kernelRows = (Array.isArray(kernels) ? kernels : []).map((k) => ({
     ...k, share: op.direct_gpu_ns > 0 && k.total_ns !== null ? 100 * k.total_ns / op.direct_gpu_ns : null}));
-  const kernelTable = kernelRows.length ? rowsTable(kernelRows, KERNEL_COLUMNS, {
+  const kernelTable = kernelRows.length ? rowsTable(kernelRows, present(KERNEL_COLUMNS, kernelRows), {
     noun: "kernels", role: "op-kernels", filterPlaceholder: "Filter kernels…",
     selected: ctx.state.launch ?? null,
     filterText: (i) => `${kernelRows[i].name || ""}\n${kernelRows[i].demangled_name || ""}`,
     fullName: (i) => kernelRows[i].demangled_name || kernelRows[i].name,
-    rowId: (i) => kernelRows[i].longest_launch,
-    rowAttrs: (i) => ({"data-name": kernelRows[i].name, "data-launch-id": kernelRows[i].longest_launch}),
-    onRowClick: (i) => ctx.openLaunch(kernelRows[i].longest_launch),
+    rowId: (i) => launchOf(kernelRows[i]),
+    rowAttrs: (i) => ({"data-name": kernelRows[i].name, "data-launch-id": launchOf(kernelRows[i])}),
+    onRowClick: (i) => ctx.openLaunch(launchOf(kernelRows[i])),
   }) : null;
   const copies = (op.kernels || 0) - kernelRows.reduce((n, k) => n + (k.count || 0), 0);
   replace(slot,
