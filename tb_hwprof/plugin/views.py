@@ -135,9 +135,10 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
     launch = _launch_index(launch_param, len(kernels))
     row = {col: _plain(v) for col, v in kernels.iloc[launch].items()}
     raw, rules = entry.raw_metrics(launch), entry.rules(launch)
-    # sections: Nsight Compute's grouping of the raw metrics; rules' messages parsed for their links
-    return {"run": entry.run, "launch": launch, "row": row, "raw_metrics": raw,
-            "rules": ncu_sections.with_message_parts(rules), "sections": ncu_sections.sections(raw, rules)}
+    # sections: Nsight Compute's grouping of the raw metrics; rule_messages: each rule's message
+    # parsed for its links (the rules themselves as the details file holds them)
+    return {"run": entry.run, "launch": launch, "row": row, "raw_metrics": raw, "rules": rules,
+            "rule_messages": ncu_sections.message_parts(rules), "sections": ncu_sections.sections(raw, rules)}
 
 
 # -- compare (docs/http_api.md /compare, /compare_pair) -------------------------------------------
