@@ -276,12 +276,12 @@ def theoretical_occupancy(profile, analysis=None) -> None:
         limits = cuda_limits(device) if device is not None else None
         if limits is None:
             continue
-        configs, which = np.unique(inputs[:, rows].T, axis=0, return_inverse=True)
-        out = cuda_occupancy(limits, *configs.T)
-        theoretical[rows] = out["occupancy_pct"][which.ravel()]
-        limiter[rows] = out["limiter"][which.ravel()]
+        which, firsts = group_codes(list(inputs[:, rows]))
+        out = cuda_occupancy(limits, *inputs[:, rows][:, firsts])
+        theoretical[rows] = out["occupancy_pct"][which]
+        limiter[rows] = out["limiter"][which]
         grid = _floats(kernels["grid_size"])[rows]
-        per_wave = out["active_blocks"][which.ravel()] * float(device.sm_count or math.nan)
+        per_wave = out["active_blocks"][which] * float(device.sm_count or math.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             waves[rows] = np.where(np.isnan(waves[rows]) & (per_wave > 0), grid / per_wave, waves[rows])
         filled |= rows
@@ -297,6 +297,17 @@ def theoretical_occupancy(profile, analysis=None) -> None:
     _rewrite_notes(profile, filled)
 
 
+def group_codes(columns: List[np.ndarray]):
+    """(code per row, first row of each code) of the distinct combinations of equal-length columns,
+    by hashing (pd.factorize, NaN a value of its own) rather than sorting rows: O(n) on 1M launches."""
+    codes = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        one, uniques = pd.factorize(column, use_na_sentinel=False)
+        codes, _ = pd.factorize(codes * max(len(uniques), 1) + one)
+    distinct, firsts = np.unique(codes, return_index=True)  # codes are 0..k-1 in order of first sight
+    return codes, firsts
+
+
 def _floats(column) -> np.ndarray:
     """A float column as a writable dense array (sparse all-NaN columns included)."""
     return np.array(column.to_numpy(dtype=float, na_value=np.nan), dtype=float)
@@ -309,12 +320,11 @@ def _rewrite_notes(profile, rows: np.ndarray) -> None:
     capture = capture_of(profile)
     fields = ["achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter", "waves_per_sm", "grid_size",
               "bound"]
-    part = pd.DataFrame({f: kernels[f].to_numpy()[rows] for f in fields})
+    columns = [kernels[f].to_numpy()[rows] for f in fields]
+    codes, firsts = group_codes(columns)
+    part = pd.DataFrame({f: column[firsts] for f, column in zip(fields, columns)})
     part["achieved_occupancy_pct"] = part["achieved_occupancy_pct"].astype(float)
-    codes, _ = pd.factorize(pd.MultiIndex.from_frame(part.astype(str)))
-    firsts = np.unique(codes, return_index=True)[1]  # codes are 0..k-1: firsts[i] is code i's first row
-    phrased = np.array([occupancy_note(row, row["bound"], capture)
-                        for row in part.iloc[firsts].to_dict("records")], dtype=object)
+    phrased = np.array([occupancy_note(row, row["bound"], capture) for row in part.to_dict("records")], dtype=object)
     notes = kernels["occupancy_note"].to_numpy(dtype=object).copy()
     notes[rows] = phrased[codes]
     kernels["occupancy_note"] = pd.Series(notes, index=kernels.index, dtype=object)
