@@ -3,9 +3,10 @@
 // (without our hash) when the tab is re-opened or the page reloads.
 
 const STORAGE_KEY = "tb_hwprof.state.v1";
-const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level", "start", "end", "op", "pairs"];
+const KEYS = ["view", "run", "launch", "base", "group", "q", "sort", "page", "level", "start", "end", "op", "pairs", "overlay"];
 // pairs: the Compare view's kernels paired by hand, a JSON list of [baseline key, run key] for the
 // state's base and run (cleared when either changes), so a reload or a shared link keeps them.
+// overlay: the Roofline's second run, whose points are drawn hollow on the picked run's axes.
 
 export function parse(hash) {
   const params = new URLSearchParams(String(hash || "").replace(/^#/, ""));

@@ -8,12 +8,16 @@
 //   cx = left + (log10(ai) - xMin) / (xMax - xMin) * (right - left)
 //   cy = bottom - (log10(flops) - yMin) / (yMax - yMin) * (bottom - top)
 
+import {getJSON} from "../api.js";
 import {h, s, replace} from "../dom.js";
 import * as fmt from "../format.js";
-import {runView} from "./common.js";
+import {runView, ownDocument} from "./common.js";
 
-const W = 880, H = 520;
-const BOX = {left: 84, right: W - 24, top: 20, bottom: H - 52};
+// The plot takes the page's width (880 user units at least); the left margin leaves the y-axis
+// title clear of the widest tick label ("100 TFLOP/s").
+const H = 540;
+const plotWidth = () => Math.max(880, Math.min(1800, Math.floor((window.innerWidth || 880) - 64)));
+const plotBox = (W) => ({left: 108, right: W - 24, top: 20, bottom: H - 56});
 const LEVELS = ["dram", "l2", "l1"];
 const LEVEL_LABEL = {dram: "DRAM", l2: "L2", l1: "L1"};
 const PREC_LABEL = {fp64: "FP64", fp32: "FP32", fp16: "FP16", tensor: "Tensor"};
@@ -29,7 +33,20 @@ const log10 = Math.log10;
 // Its points open the kernel-detail drawer.
 export const opensLaunches = true;
 
-export const render = runView({draw, select: (view, launch) => highlight(view.slot, launch)});
+export const render = runView({draw, fetch: withOverlay, select: (view, launch) => highlight(view.slot, launch)});
+
+/** The run's /roofline, and the overlay run's (state `overlay`) when one is picked: its points are
+ * drawn hollow on the same axes (its roofs are not: the roofs are the picked run's). */
+async function withOverlay(ctx) {
+  const doc = await ownDocument(ctx);
+  const other = ctx.state.overlay;
+  if (!other || other === ctx.state.run || !ctx.runs.some((r) => r.run === other)) return doc;
+  try {
+    return {...doc, overlay: {run: other, doc: await getJSON(ctx.view.route, {run: other})}};
+  } catch (e) {
+    return {...doc, overlay: {run: other, error: e.message}};
+  }
+}
 
 function highlight(root, launch) {
   for (const c of root.querySelectorAll("circle[data-launch-id]")) {
@@ -68,12 +85,16 @@ function draw(doc, ctx) {
   const {compute, memory} = roofsOf(devices);
 
   const drawable = points.filter((p) => p[`ai_${level}`] > 0 && p.flop_per_s > 0);
+  const overlay = doc.overlay || null;
+  const overlayPoints = (overlay && overlay.doc && Array.isArray(overlay.doc.points) ? overlay.doc.points : [])
+    .filter((p) => p[`ai_${level}`] > 0 && p.flop_per_s > 0);
   const skipped = points.length - drawable.length;
   const opPoints = (Array.isArray(doc.op_points) ? doc.op_points : []).filter((p) => p.intensity > 0 && p.flop_per_s > 0);
 
-  const picker = levels.length > 1 ? h("label", null, "Intensity against ",
+  const picker = [levels.length > 1 ? h("label", null, "Intensity against ",
     h("select", {"data-role": "level", onchange: (e) => ctx.navigate({level: e.target.value})},
-      levels.map((l) => h("option", {value: l, selected: l === level}, LEVEL_LABEL[l] || l)))) : null;
+      levels.map((l) => h("option", {value: l, selected: l === level}, LEVEL_LABEL[l] || l)))) : null,
+  overlayPicker(ctx, overlay)];
 
   if (!drawable.length && !opPoints.length && !compute.length) {
     return h("p", {class: "muted", "data-role": "roofline-empty"},
@@ -85,11 +106,12 @@ function draw(doc, ctx) {
   // Log domain from the points, ridge points and roofs.
   const ridgeXs = [];
   for (const dev of devices) for (const byLevel of Object.values(dev.ridge_points || {})) for (const x of Object.values(byLevel || {})) ridgeXs.push(x);
-  const xs = drawable.map((p) => p[`ai_${level}`]).concat(opPoints.map((p) => p.intensity), ridgeXs);
+  const xs = drawable.concat(overlayPoints).map((p) => p[`ai_${level}`]).concat(opPoints.map((p) => p.intensity), ridgeXs);
   const xd = domain(xs.length ? xs : [0.1, 100], 0.3);
-  const ys = drawable.map((p) => p.flop_per_s).concat(opPoints.map((p) => p.flop_per_s), compute.map((c) => c.value));
+  const ys = drawable.concat(overlayPoints).map((p) => p.flop_per_s).concat(opPoints.map((p) => p.flop_per_s), compute.map((c) => c.value));
   const yd = domain(ys, 0.3);
   const [xMin, xMax] = xd, [yMin, yMax] = yd;
+  const W = plotWidth(), BOX = plotBox(W);
   const X = (v) => BOX.left + (log10(v) - xMin) / (xMax - xMin) * (BOX.right - BOX.left);
   const Y = (v) => BOX.bottom - (log10(v) - yMin) / (yMax - yMin) * (BOX.bottom - BOX.top);
 
@@ -121,8 +143,8 @@ function draw(doc, ctx) {
     s("text", {class: "axis-label", x: (BOX.left + BOX.right) / 2, y: H - 10, "text-anchor": "middle"},
       opPoints.length && !drawable.length ? "Arithmetic intensity (FLOP/byte: an operator's FLOPs over the bytes of its inputs and outputs)"
         : `Arithmetic intensity (FLOP/byte, ${LEVEL_LABEL[level] || level})`),
-    s("text", {class: "axis-label", x: 14, y: (BOX.top + BOX.bottom) / 2, "text-anchor": "middle",
-      transform: `rotate(-90 14 ${(BOX.top + BOX.bottom) / 2})`}, "Performance (FLOP/s)"));
+    s("text", {class: "axis-label", "data-role": "y-title", x: 16, y: (BOX.top + BOX.bottom) / 2, "text-anchor": "middle",
+      transform: `rotate(-90 16 ${(BOX.top + BOX.bottom) / 2})`}, "Performance (FLOP/s)"));
 
   // Roofs: memory roofs rise until the top compute roof, compute roofs start at the top memory roof.
   const roofs = s("g", {class: "roofs", "clip-path": `url(#${clipId})`});
@@ -135,14 +157,17 @@ function draw(doc, ctx) {
     roofs.appendChild(s("line", {class: `roof memory-roof level-${m.level}`, "data-roof": m.key, "data-source": m.source,
       x1: X(xLo), y1: Y(xLo * m.value), x2: X(xEnd), y2: Y(xEnd * m.value),
       "stroke-dasharray": LEVEL_DASH[m.level] || null}));
-    // Label along the slope, near the left end, when it lies in the plot.
-    const lx = 10 ** (xMin + 0.15 * (xMax - xMin));
-    const ly = lx * m.value;
-    if (ly > 10 ** yMin && ly < 10 ** yMax && lx < xEnd) {
-      // On log-log axes the line rises one decade per decade: rotate the label to match.
-      const angle = Math.atan2(Y(ly * 10) - Y(ly), X(lx * 10) - X(lx)) * 180 / Math.PI;
-      labels.appendChild(s("text", {class: "roof-label", x: X(lx), y: Y(ly) - 5, transform: `rotate(${angle} ${X(lx)} ${Y(ly)})`},
-        `${devPrefix(m.device)}${LEVEL_LABEL[m.level] || m.level} ${fmt.human(m.value, "byte/s")}${sourceTag(m)}`));
+    // Along the slope (on log-log axes a bandwidth roof rises one decade per decade: the label turns
+    // to match), near the left end of the part of the roof inside the plot; the other places along
+    // it are for placeLabels, should this one cover another label or a point.
+    const angle = Math.atan2(Y(10) - Y(1), X(10) - X(1)) * 180 / Math.PI;
+    const places = memoryLabelPlaces(m, xd, yd, xEnd, X, Y, angle);
+    if (places.length) {
+      const label = s("text", {class: "roof-label", "data-roof": m.key},
+        `${devPrefix(m.device)}${LEVEL_LABEL[m.level] || m.level} ${fmt.human(m.value, "byte/s")}${sourceTag(m)}`);
+      label.candidates = places;
+      putLabel(label, places[0]);
+      labels.appendChild(label);
     }
   }
   for (const c of compute) {
@@ -150,8 +175,10 @@ function draw(doc, ctx) {
     const xStart = mMax ? Math.max(xLo, c.value / mMax) : xLo;
     roofs.appendChild(s("line", {class: `roof compute-roof prec-${c.prec}`, "data-roof": c.key, "data-source": c.source,
       x1: X(xStart), y1: Y(c.value), x2: X(xHi), y2: Y(c.value), "stroke-dasharray": PREC_DASH[c.prec] || null}));
-    labels.appendChild(s("text", {class: "roof-label", x: BOX.right - 4, y: Y(c.value) - 5, "text-anchor": "end"},
-      `${devPrefix(c.device)}${PREC_LABEL[c.prec] || c.prec} ${fmt.flops(c.value)}${sourceTag(c)}`));
+    const label = s("text", {class: "roof-label", "data-roof": c.key, x: BOX.right - 4, y: Y(c.value) - 5, "text-anchor": "end"},
+      `${devPrefix(c.device)}${PREC_LABEL[c.prec] || c.prec} ${fmt.flops(c.value)}${sourceTag(c)}`);
+    label.candidates = computeLabelPlaces(X(xStart), BOX.right - 4, Y(c.value));
+    labels.appendChild(label);
   }
   // Ridge points: where a memory roof meets a compute roof.
   for (const dev of devices) {
@@ -168,7 +195,7 @@ function draw(doc, ctx) {
       }
     }
   }
-  svg.append(roofs, labels);
+  svg.append(roofs);
 
   // Points: colour by bound label, area by duration (radius ∝ sqrt(time)).
   const maxDur = Math.max(...drawable.map((p) => p.duration_ns || 0), 0);
@@ -196,9 +223,14 @@ function draw(doc, ctx) {
   }
   svg.appendChild(pointsG);
   if (opPoints.length) svg.appendChild(opPointsGroup(opPoints, X, Y, {tooltip, wrap, ctx}));
+  if (overlayPoints.length) svg.appendChild(overlayGroup(overlayPoints, level, X, Y, {tooltip, wrap}));
+  svg.appendChild(labels);  // above the points (and clear of them where a place along the roof allows)
   wrap.append(svg, tooltip);
+  placeLabelsWhenShown(svg);
 
   const notes = [];
+  if (overlay && overlay.error) notes.push(`The overlay run ${overlay.run} could not be drawn: ${overlay.error}`);
+  else if (overlay) notes.push(`Hollow circles: ${overlayPoints.length} kernel point(s) of ${overlay.run} (its roofs are not drawn).`);
   if (skipped) notes.push(`${skipped} launch(es) without a positive ${LEVEL_LABEL[level] || level} intensity or FLOP/s are not drawn (log axes).`);
   const unplacedShapes = (doc.op_shapes ?? 0) - opPoints.length;
   if (opPoints.length && unplacedShapes > 0) notes.push(`${unplacedShapes} operator shape(s) without a FLOP count or intensity are not drawn.`);
@@ -209,6 +241,100 @@ function draw(doc, ctx) {
   return [h("div", {class: "toolbar"}, picker, h("span", {class: "muted", "data-role": "point-counts"},
     `${counts}; circle area ∝ GPU time; click a point for details.`)),
     wrap, notes.map((n) => h("p", {class: "muted note"}, n)), legend(compute, memory, drawable, devices.length > 1, opPoints)];
+}
+
+// -- roof labels: each on its roof, clear of the others and of the points where it can be --------
+// A label carries `candidates`: places along its roof ({x, y, transform, anchor}), the first where it
+// was drawn.  Once the plot is on the page (text needs layout to be measured) each label takes its
+// first place inside the plot that overlaps no label placed before it and no point, else the first
+// that overlaps no label; a label with no such place is hidden (the legend still lists its roof).
+function computeLabelPlaces(xStart, xEnd, y) {
+  const places = [];
+  for (let right = xEnd; right > xStart + 40; right -= 36) {
+    places.push({x: right, y: y - 5, anchor: "end"}, {x: right, y: y + 14, anchor: "end"});
+  }
+  return places;
+}
+
+function memoryLabelPlaces(m, [xMin, xMax], [yMin, yMax], xEnd, X, Y, angle) {
+  const places = [];
+  for (let f = 0.03; f < 0.9; f += 0.04) {
+    const lx = 10 ** (xMin + f * (xMax - xMin)), ly = lx * m.value;
+    if (!(ly > 10 ** yMin && ly < 10 ** yMax && lx < xEnd)) continue;
+    for (const dy of [-5, 13]) {
+      places.push({x: X(lx), y: Y(ly) + dy, transform: `rotate(${angle} ${X(lx)} ${Y(ly)})`});
+    }
+  }
+  return places;
+}
+
+function placeLabelsWhenShown(svg, tries = 0) {
+  if (svg.isConnected && svg.getBoundingClientRect().width > 0) {
+    placeLabels(svg);
+  } else if (tries < 600) {
+    requestAnimationFrame(() => placeLabelsWhenShown(svg, tries + 1));
+  }
+}
+
+function putLabel(label, place) {
+  label.setAttribute("x", place.x);
+  label.setAttribute("y", place.y);
+  if (place.transform) label.setAttribute("transform", place.transform); else label.removeAttribute("transform");
+  if (place.anchor) label.setAttribute("text-anchor", place.anchor); else label.removeAttribute("text-anchor");
+}
+
+const GAP = 2;  // px kept between two labels
+const overlaps = (a, b) => a.left < b.right + GAP && b.left < a.right + GAP && a.top < b.bottom + GAP && b.top < a.bottom + GAP;
+
+function placeLabels(svg) {
+  const frame = svg.querySelector("rect.frame").getBoundingClientRect();
+  const points = [...svg.querySelectorAll("circle.point")].map((c) => c.getBoundingClientRect());
+  const placed = [];
+  for (const label of svg.querySelectorAll("g.roof-labels text.roof-label")) {
+    let clear = null, free = null;
+    for (const place of label.candidates || []) {
+      putLabel(label, place);
+      const r = label.getBoundingClientRect();
+      const inside = r.left >= frame.left && r.right <= frame.right && r.top >= frame.top && r.bottom <= frame.bottom;
+      if (!inside || placed.some((q) => overlaps(r, q))) continue;
+      if (!free) free = place;
+      if (!points.some((q) => overlaps(r, q))) { clear = place; break; }
+    }
+    const place = clear || free;
+    label.hidden = !place;
+    label.style.display = place ? "" : "none";
+    if (place) {
+      putLabel(label, place);
+      placed.push(label.getBoundingClientRect());
+    }
+  }
+  svg.dataset.labelsPlaced = "1";
+}
+
+// -- the overlay of a second run --------------------------------------------------------------
+function overlayPicker(ctx, overlay) {
+  const others = ctx.runs.filter((r) => !r.error && r.run !== ctx.state.run && Array.isArray(r.views) && r.views.includes("roofline"));
+  if (!others.length) return null;
+  const picked = overlay ? overlay.run : "";
+  return h("label", null, " Overlay ", h("select", {"data-role": "overlay-picker", onchange: (e) => ctx.navigate({overlay: e.target.value || null})},
+    h("option", {value: "", selected: !picked}, "none"),
+    others.map((r) => h("option", {value: r.run, selected: r.run === picked}, r.run))));
+}
+
+/** The overlay run's kernels as hollow circles (ringed in their bound colour); not clickable: the
+ * drawer shows the picked run's launches. */
+function overlayGroup(points, level, X, Y, {tooltip, wrap}) {
+  const g = s("g", {class: "overlay-points"});
+  for (const p of points) {
+    const ai = p[`ai_${level}`];
+    g.appendChild(s("circle", {cx: X(ai), cy: Y(p.flop_per_s), r: 5, class: "overlay-point", fill: "none",
+      stroke: fmt.boundColour(p.bound), "stroke-width": 2, "data-overlay-launch": p.launch_id, "data-ai": ai,
+      "data-flops": p.flop_per_s, tabindex: 0,
+      onmouseenter: (e) => showTip(tooltip, wrap, e, p, ai),
+      onmousemove: (e) => placeTip(tooltip, wrap, e),
+      onmouseleave: () => { tooltip.hidden = true; }}));
+  }
+  return g;
 }
 
 function sourceTag(roof) {
