@@ -52,7 +52,8 @@ export async function renderDetail(drawer, ctx) {
   if (!ctx.isCurrent()) return;
   const row = doc.row || {};
   const raw = doc.raw_metrics && typeof doc.raw_metrics === "object" ? doc.raw_metrics : {};
-  const rules = Array.isArray(doc.rules) ? doc.rules : [];
+  const parsed = Array.isArray(doc.rule_messages) ? doc.rule_messages : [];
+  const rules = (Array.isArray(doc.rules) ? doc.rules : []).map((r, i) => ({...r, message_parts: parsed[i]}));
   const sections = Array.isArray(doc.sections) ? doc.sections : [];
   const shown = new Set(sections.map((sec) => sec.id));
 

@@ -408,9 +408,9 @@ def parse_markup(message: str) -> List[dict]:
     return parts
 
 
-def with_message_parts(rules: Sequence[Mapping]) -> List[dict]:
-    """The rules, each with its message parsed (message_parts) beside the message as read."""
-    return [{**rule, "message_parts": parse_markup(str(rule.get("message") or ""))} for rule in rules]
+def message_parts(rules: Sequence[Mapping]) -> List[List[dict]]:
+    """Each rule's message parsed (parse_markup), in the rules' order."""
+    return [parse_markup(str(rule.get("message") or "")) for rule in rules]
 
 
 def top_stall_clause(raw: Mapping[str, list]) -> str:
