@@ -178,7 +178,11 @@ def test_rule_markup_is_rendered_as_links(drawer_page):
         const s = document.querySelector('section[data-section=MemoryWorkloadAnalysis]').getBoundingClientRect();
         const b = document.querySelector('aside#detail .drawer-body').getBoundingClientRect();
         return s.top >= b.top - 2 && s.top < b.top + 40; }""", timeout=10000)
-    drawer.locator("section[data-section=SpeedOfLight]").scroll_into_view_if_needed()
+    for section_id in ("MemoryWorkloadAnalysis", "WarpStateStats", "Occupancy"):  # for people to look at
+        frame.evaluate(f"document.querySelector('section[data-section={section_id}]').scrollIntoView({{block: 'start'}})")
+        session.shot(f"drawer-{section_id}")
+    frame.evaluate("document.querySelector('table[data-role=rules]').scrollIntoView({block: 'start'})")
+    session.shot("drawer-rules")
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     frame.evaluate("document.querySelector('section[data-section=SpeedOfLight]').scrollIntoView({block: 'start'})")
     session.page.screenshot(path=str(SCREENSHOT))

@@ -194,6 +194,11 @@ function metricRowsTable(rows, role) {
       h("td", {class: typeof r.value === "number" ? "numeric" : "str", "data-value": r.value ?? null}, sectionValue(r.value, r.unit))))));
 }
 
+/** Nsight Compute gives the stall ratios the unit "inst"; what they count is cycles per issued instruction. */
+function barUnit(fig, r) {
+  return fig.quantity === "cycles per issued instruction" ? "cycles" : r.unit;
+}
+
 function barChart(fig) {
   const max = Math.max(...fig.rows.map((r) => r.value), 0);
   const percent = fig.quantity === "% of peak";
@@ -204,7 +209,7 @@ function barChart(fig) {
       return h("div", {class: "ncu-bar-row", "data-metric": r.metric, title: r.metric},
         h("span", {class: "bar-label"}, r.label),
         h("span", {class: "bar-track"}, h("span", {class: "bar", style: {width: `${width.toFixed(1)}%`}})),
-        h("span", {class: "bar-value numeric", "data-value": r.value}, sectionValue(r.value, r.unit)));
+        h("span", {class: "bar-value numeric", "data-value": r.value}, sectionValue(r.value, barUnit(fig, r))));
     }));
 }
 
