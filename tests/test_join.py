@@ -49,8 +49,8 @@ def subset(profile, keep):
     those rows, renumbered from 0 as the report's own launch ids are."""
     kernels = profile.kernels.iloc[list(keep)].reset_index(drop=True)
     kernels["launch_id"] = np.arange(len(kernels), dtype=np.int64)
-    return dataclasses.replace(profile, kernels=kernels, raw_metrics=[profile.raw_metrics[i] for i in keep],
-                               rules=[profile.rules[i] for i in keep])
+    pick = lambda per_launch: [per_launch[i] for i in keep] if per_launch else []  # tracers have none
+    return dataclasses.replace(profile, kernels=kernels, raw_metrics=pick(profile.raw_metrics), rules=pick(profile.rules))
 
 
 @pytest.mark.parametrize("relative", [SPYINFER, APLAINJANE, KPRATTIS])
@@ -155,6 +155,77 @@ def test_a_real_trace_and_an_unrelated_report_pair_by_name_and_order_and_join_no
     assert result.count("matched") == 0
     assert (result.profile.kernels[J.COUNTER_LAUNCH] == -1).all()
     assert any("not joined" in note for note in result.profile.notes)
+
+
+NSYS_BITONIC = "nsys/annikola_gtx1050_2024.5.1.sqlite"  # 153 kernels of 3 names, with correlation ids
+
+
+def nsys_launches(path):
+    """[(correlationId, shortName, grid, block, registers)] in launch (correlation) order, by sqlite3."""
+    import sqlite3
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT k.correlationId, s.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, "
+                          "k.registersPerThread FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+                          "ORDER BY k.correlationId").fetchall()
+    return [(r[0], r[1], r[2:5], r[5:8], r[8]) for r in rows]
+
+
+@pytest.mark.parametrize("regex, skip, count", [("^internal", 2, 9), ("exchanges$", 40, 30), ("pre|int", 0, 100)])
+def test_an_nsys_trace_is_filtered_and_ordered_as_ncu_would_see_it(samples_dir, read_sample, regex, skip, count):
+    """A real Nsight Systems capture as the trace, and as the report the launches ncu's filters would
+    keep (worked out from sqlite3 in launch order): each report launch finds its own trace launch."""
+    path = sample(samples_dir, NSYS_BITONIC)
+    launches = nsys_launches(path)
+    keep = [c for c, name, *_ in launches if re.search(regex, name)][skip:skip + count]
+    trace = read_sample(NSYS_BITONIC)
+    corr = trace.kernels["correlation_id"].to_numpy()
+    rows = [int(np.flatnonzero(corr == c)[0]) for c in keep]
+    report = subset(trace, rows)
+    result = J.join(trace, report, J.JoinFilters(kernel_name=f"regex:{regex}", launch_skip=skip, launch_count=count))
+    assert set(result.table["status"]) == {"matched"} and len(result.table) == len(keep)
+    by_report = result.table.sort_values("counter_launch")
+    joined_corr = [corr[trace.kernels["launch_id"].to_numpy() == t][0] for t in by_report["trace_launch"]]
+    assert joined_corr == keep
+    assert result.filtered_out == len(launches) - len(keep)
+
+
+def test_a_launch_configuration_that_differs_is_listed_not_joined(samples_dir, read_sample):
+    """The nsys capture against itself with one launch's block changed in the 'report': that pair is
+    listed with the difference (as sqlite3 gives the block), the others join."""
+    path = sample(samples_dir, NSYS_BITONIC)
+    launches = nsys_launches(path)
+    trace = read_sample(NSYS_BITONIC)
+    report = subset(trace, range(len(trace.kernels)))
+    report.kernels.loc[5, "block"] = "(1, 1, 1)"
+    result = J.join(trace, report)
+    bad = result.table[result.table["status"] == "config-differs"]
+    assert bad["counter_launch"].tolist() == [5] and result.count("matched") == len(launches) - 1
+    block = launches[[c for c, *_ in launches].index(trace.kernels["correlation_id"].iloc[5])][3]
+    assert f"block ({block[0]}, {block[1]}, {block[2]}) in the trace vs (1, 1, 1) in the report" in bad["reason"].iloc[0]
+
+
+ROCPROF_COMPUTE_BMM = "rocprof/rocprof-compute_bmm1_mi300x"  # a real workload: 301 dispatches, 2 names
+
+
+def test_a_rocprof_compute_workload_filtered_joins_each_dispatch_to_its_own(samples_dir, read_sample):
+    """AMD's counter profile on both sides (no ROCm trace + rocprof-compute pair exists): the workload
+    as the 'trace', and as the report the dispatches a name filter with skip/count keeps, worked out
+    from pmc_perf.csv read with csv in Dispatch_ID order."""
+    import csv
+    folder = samples_dir / ROCPROF_COMPUTE_BMM
+    if not folder.is_dir():
+        pytest.skip(f"{ROCPROF_COMPUTE_BMM} not in the samples")
+    with open(folder / "pmc_perf.csv", newline="") as f:
+        dispatches = sorted(csv.DictReader(f), key=lambda r: int(r["Dispatch_ID"]))
+    keep = [i for i, r in enumerate(dispatches) if "matrix_core" in r["Kernel_Name"]][10:10 + 25]
+    whole = read_sample(ROCPROF_COMPUTE_BMM)
+    assert len(whole.kernels) == len(dispatches)
+    result = J.join(whole, subset(whole, keep), J.JoinFilters(kernel_name="regex:matrix_core", launch_skip=10,
+                                                              launch_count=25))
+    assert set(result.table["status"]) == {"matched"} and len(result.table) == 25
+    assert dict(zip(result.table["counter_launch"], result.table["trace_launch"])) == dict(enumerate(keep))
+    occupancy = result.profile.kernels["achieved_occupancy_pct"].iloc[keep]
+    pd.testing.assert_series_equal(occupancy, whole.kernels["achieved_occupancy_pct"].iloc[keep])
 
 
 def test_ncu_name_filters():

@@ -119,10 +119,11 @@ def key_stage(trace: pd.DataFrame, counters: pd.DataFrame) -> str:
 
 def launch_order(kernels: pd.DataFrame) -> np.ndarray:
     """Row positions in launch order: by correlation id (the host's launch order) where every launch
-    has one, else by GPU start, else as the table lists them."""
+    has its own, else by GPU start, else as the table lists them (rocpd exports hold correlation id
+    0 for every launch: not an order)."""
     for column in ("correlation_id", "start_ns"):
         values = kernels[column].to_numpy(dtype=float)
-        if len(values) and not np.isnan(values).any():
+        if len(values) and not np.isnan(values).any() and (column != "correlation_id" or np.unique(values).size == len(values)):
             return np.argsort(values, kind="stable")
     return np.arange(len(kernels))
 
