@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..analysis import compare, groups, ncu_sections
+from ..analysis import compare, groups, ncu_sections, occupancy
 from ..analysis.findings import Finding
 from ..logdir import metadata
 from . import distributed_views, routes, summary_views, torch_views
@@ -137,8 +137,11 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
     raw, rules = entry.raw_metrics(launch), entry.rules(launch)
     # sections: Nsight Compute's grouping of the raw metrics; rule_messages: each rule's message
     # parsed for its links (the rules themselves as the details file holds them)
+    # occupancy: the occupancy calculator's document for the launch (analysis/occupancy.py; None
+    # where the device's limits or the launch configuration are unknown)
     return {"run": entry.run, "launch": launch, "row": row, "raw_metrics": raw, "rules": rules,
-            "rule_messages": ncu_sections.message_parts(rules), "sections": ncu_sections.sections(raw, rules)}
+            "rule_messages": ncu_sections.message_parts(rules), "sections": ncu_sections.sections(raw, rules),
+            "occupancy": occupancy.kernel_document(entry.manifest.get("devices") or [], row, raw)}
 
 
 # -- compare (docs/http_api.md /compare, /compare_pair) -------------------------------------------
