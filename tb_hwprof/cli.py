@@ -127,7 +127,8 @@ def cmd_export(args) -> int:
     for folder in folders:
         run = args.run if len(folders) == 1 and not files else None
         count += len(export_folder(folder, args.logdir, run, overwrite=args.overwrite, **options))
-    print(f"exported {count} run(s) to {Path(args.logdir)}: tensorboard --logdir {Path(args.logdir)}")
+    logdir = args.logdir if "://" in str(args.logdir) else Path(args.logdir)  # a URL stays one (s3://...)
+    print(f"exported {count} run(s) to {logdir}: tensorboard --logdir {logdir}")
     return 0
 
 
