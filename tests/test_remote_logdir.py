@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import tb_hwprof
+import tb_hwprof.logdir.reader
 from tb_hwprof.errors import HwprofError, InputError, RunExists
 from tb_hwprof.logdir import fs, metadata
 
@@ -132,6 +133,15 @@ def test_load_run_of_no_run_names_the_url(exported):
     with pytest.raises(InputError) as e:
         tb_hwprof.load_run(f"{LOGDIR}/nothing-here")
     assert str(e.value).startswith(f"{LOGDIR}/nothing-here: not a tb-hwprof run")
+
+
+def test_cli_export_to_s3(s3, exported, samples_dir):
+    done = export_cli(samples_dir / NSYS, "--logdir", LOGDIR, "--run", "cli")
+    assert done.returncode == 0, done.stderr
+    assert f"{LOGDIR}/cli: timeline kept" in done.stdout
+    assert f"to {LOGDIR}: tensorboard --logdir {LOGDIR}" in done.stdout
+    assert len(event_keys(s3, "cli")) == 1
+    assert tb_hwprof.logdir.reader.read_manifest(f"{LOGDIR}/cli")["kernel_count"] == nsys_kernels(samples_dir / NSYS)
 
 
 def test_export_refuses_an_existing_run_before_reading(s3, exported, samples_dir):

@@ -341,9 +341,10 @@ class RemoteRun:
 
 
 @contextlib.contextmanager
-def fetched_run(url: str) -> Iterator[Path]:
-    """A local copy of the run at `url` (its tables, not its timeline), removed on exit; errors name
-    the URL.  A run with no event file of ours is not one (an export killed before its end)."""
+def fetched_run(url: str, manifest_only: bool = False) -> Iterator[Path]:
+    """A local copy of the run at `url` (its tables, not its timeline; or its manifest only), removed
+    on exit; errors name the URL.  A run with no event file of ours is not one (an export killed
+    before its end)."""
     remote = RemoteDir(url)
     run = RemoteRun(remote, ".")
     if not run.visible():
@@ -352,7 +353,10 @@ def fetched_run(url: str) -> Iterator[Path]:
                          "export one with `tb-hwprof export REPORT --logdir URL --run NAME`")
     local = Path(tempfile.mkdtemp(prefix="tb-hwprof-run-"))
     try:
-        run.fetch_tables(local)
+        if manifest_only:
+            run.fetch(metadata.MANIFEST, local.joinpath(*metadata.ASSET_DIR))
+        else:
+            run.fetch_tables(local)
         try:
             yield local
         except InputError as e:

@@ -18,7 +18,12 @@ def asset_dir(run_dir) -> Path:
 
 def read_manifest(run_dir) -> dict:
     """The run's manifest, checked (run_checks.check_manifest).  A run that an interrupted
-    --overwrite left renamed aside is put back first (writer.recover_interrupted), once."""
+    --overwrite left renamed aside is put back first (writer.recover_interrupted), once.  run_dir
+    may be a URL (only the manifest is fetched)."""
+    from . import fs
+    if fs.is_url(run_dir):
+        with fs.fetched_run(run_dir, manifest_only=True) as local:
+            return read_manifest(local)
     try:
         return _read_manifest(run_dir)
     except FileNotFoundError:
