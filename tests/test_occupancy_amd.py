@@ -101,3 +101,83 @@ def test_grids_of_several_waves_are_not_grid_limited(roc, analysed, name):
         assert waves > 1
         assert "grid-limited" not in k["occupancy_note"] and "grid-limited" not in k["bound_reason"]
         assert k["bound"] != "small-grid"
+
+
+# ------------------------------------------------------------------ theoretical waves per SIMD
+# The rules of analysis/occupancy.py amd_occupancy written out again as a loop over the raw files:
+# CDNA2/3 (gfx90a, gfx942): 4 SIMDs x 8 wave slots; 512 VGPRs per lane shared by arch and
+# accumulation VGPRs (these start at the arch count rounded up to 4), allocated by 8; 800 SGPRs per
+# SIMD allocated by 16; 64 KB LDS per CU allocated by 512 bytes; at most 16 multi-wave work-groups per CU.
+CDNA = {"gfx90a", "gfx942"}
+
+
+def plain_waves_per_simd(workgroup, arch, accum, sgpr, lds, wave=64):
+    waves_per_wg = math.ceil(workgroup / wave)
+    vgprs = (math.ceil(arch / 4) * 4 + accum) if accum else arch
+    limits = {"waves": 32 // waves_per_wg,
+              "work-group slots": 32 if waves_per_wg == 1 else min(32 // waves_per_wg, 16)}
+    if vgprs:
+        limits["VGPRs"] = (512 // (math.ceil(vgprs / 8) * 8)) * 4 // waves_per_wg
+    if sgpr:
+        limits["SGPRs"] = (800 // (math.ceil(sgpr / 16) * 16)) * 4 // waves_per_wg
+    if lds:
+        limits["LDS"] = 65536 // (math.ceil(lds / 512) * 512)
+    active = min(limits.values())
+    order = ("VGPRs", "SGPRs", "LDS", "work-group slots", "waves")
+    return active * waves_per_wg / 4, ", ".join(n for n in order if limits.get(n) == active)
+
+
+def raw_dispatches(roc, name):
+    """[(workgroup size, arch VGPRs, accum VGPRs, SGPRs, LDS bytes)] in dispatch order, and the gfx target."""
+    folder = roc / name
+    if name == "v1_mi250x_laplacian":
+        gfx = "gfx90a" if "gfx90a" in (folder / "results.sysinfo.txt").read_text() else "?"
+        return gfx, [(int(r["wgr"]), int(r["arch_vgpr"]), int(r["accum_vgpr"]), int(r["sgpr"]), int(r["lds"]))
+                     for r in rows(folder / "results.csv")]
+    gfx = rows(folder / "sysinfo.csv")[0]["gpu_arch"]
+    return gfx, [(int(r["Workgroup_Size"]), int(r["Arch_VGPR"]), int(r["Accum_VGPR"]), int(r["SGPR"]),
+                  int(r["LDS_Per_Workgroup"])) for r in rows(folder / "pmc_perf.csv")]
+
+
+def read_target(roc, name):
+    return roc / name / "results.csv" if name == "v1_mi250x_laplacian" else roc / name
+
+
+@pytest.mark.parametrize("name", ("v1_mi250x_laplacian", *WORKLOADS))
+def test_theoretical_waves_per_simd_from_vgprs_sgprs_lds(roc, analysed, name):
+    """Every dispatch: theoretical occupancy = waves per SIMD / 8 from its work-group size, VGPRs
+    (arch + accumulation), SGPRs and LDS as the raw file states them, with the same limiter, and
+    labelled as computed from the launch configuration."""
+    from tb_hwprof.analysis.occupancy import LABEL
+    gfx, dispatches = raw_dispatches(roc, name)
+    assert gfx in CDNA
+    kernels = analysed(read_target(roc, name) if name == "v1_mi250x_laplacian" else name).kernels
+    assert len(kernels) == len(dispatches)
+    for (workgroup, arch, accum, sgpr, lds), (_, k) in zip(dispatches, kernels.iterrows()):
+        waves, limiter = plain_waves_per_simd(workgroup, arch, accum, sgpr, lds)
+        assert k["theoretical_occupancy_pct"] == pytest.approx(100 * waves / 8, rel=1e-12)
+        assert k["occupancy_limiter"] == limiter
+        assert k["occupancy_source"] == LABEL
+
+
+def test_rocpd_ck_gemm_is_limited_by_vgprs_and_lds(samples_dir):
+    """rocprofv3's rocpd database (sqlite3 over the kernels view): CK's batched GEMM holds 256 arch
+    + 256 accumulation VGPRs and 64 KB of LDS: one work-group per CU, one wave per SIMD (12.5%)."""
+    import sqlite3
+    from conftest import sample
+    from tb_hwprof.analysis.occupancy import LABEL
+    path = sample(samples_dir, "rocprof/v3_rocpd_mi300x_ck_bmm_results.db")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    raw = conn.execute("SELECT workgroup_x * workgroup_y * workgroup_z, vgpr_count, accum_vgpr_count, sgpr_count, "
+                       "lds_size FROM kernels ORDER BY start, id").fetchall()
+    profile = tb_hwprof.read(path)
+    tb_hwprof.analyse(profile)
+    kernels = profile.kernels
+    assert len(kernels) == len(raw)
+    gemms = 0
+    for (workgroup, arch, accum, sgpr, lds), (_, k) in zip(raw, kernels.iterrows()):
+        waves, limiter = plain_waves_per_simd(workgroup, arch, accum, sgpr, lds)
+        assert k["theoretical_occupancy_pct"] == pytest.approx(100 * waves / 8, rel=1e-12)
+        assert k["occupancy_limiter"] == limiter and k["occupancy_source"] == LABEL
+        gemms += limiter == "VGPRs, LDS"
+    assert gemms == 150

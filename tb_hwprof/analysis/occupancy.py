@@ -249,6 +249,69 @@ def kernel_document(devices: List[dict], row: dict, raw_metrics: Optional[dict] 
                            + (f" (table for {', '.join(limits.from_table)})" if limits.from_table else "")}
 
 
+# ------------------------------------------------------------------ AMD
+# Per gfx target: SIMDs per CU, max waves per SIMD, VGPRs per SIMD lane (arch + accumulation VGPRs share
+# one file of 512 on CDNA2/3) and their allocation granule, SGPRs per SIMD and granule, LDS per CU and
+# its allocation granule (bytes), wave size.  AMD Instinct MI200 (CDNA2) and MI300 (CDNA3) ISA guides;
+# the rules are those of LLVM's AMDGPU backend occupancy (AMDGPUBaseInfo: getNumWavesPerEUWithNumVGPRs,
+# getMaxWorkGroupsPerCU, SIInstrInfo SGPR occupancy), i.e. the compiler's "Occupancy [waves/SIMD]".
+AMD_ARCH: Dict[str, dict] = {
+    **{gfx: dict(simds=4, max_waves=8, vgprs=512, vgpr_granule=8, unified_agprs=True, sgprs=800, sgpr_granule=16,
+                 lds=64 * 1024, lds_granule=512, wave=64) for gfx in ("gfx90a", "gfx940", "gfx941", "gfx942")},
+    "gfx950": dict(simds=4, max_waves=8, vgprs=512, vgpr_granule=8, unified_agprs=True, sgprs=800, sgpr_granule=16,
+                   lds=160 * 1024, lds_granule=512, wave=64),
+}
+AMD_LIMITERS = ("VGPRs", "SGPRs", "LDS", "work-group slots", "waves")
+AMD_LIMITER_NAMES = [", ".join(n for bit, n in enumerate(AMD_LIMITERS) if code >> bit & 1) for code in range(32)]
+
+
+def amd_limits(device) -> Optional[dict]:
+    """The AMD_ARCH entry of a device's gfx target (its LDS per CU as the export states it, if it does)."""
+    arch = (getattr(device, "architecture", "") or "").split(":")[0].strip().lower()
+    if getattr(device, "vendor", "") != "AMD" or arch not in AMD_ARCH:
+        return None
+    out = dict(AMD_ARCH[arch], gfx=arch)
+    if getattr(device, "shared_mem_per_sm", None):
+        out["lds"] = int(device.shared_mem_per_sm)
+    return out
+
+
+def amd_occupancy(limits: dict, workgroup_size, vgprs, lds_bytes, sgprs=None, arch_vgprs=None,
+                  accum_vgprs=None) -> Dict[str, np.ndarray]:
+    """Per dispatch: waves per SIMD (theoretical), occupancy % of the SIMD's wave slots, the limiter.
+    vgprs: arch + accumulation VGPRs per lane; where arch_vgprs and accum_vgprs are both known the
+    accumulation registers start at the arch count rounded up to 4 (accum_offset).  sgprs: per
+    wave (NaN: not limiting)."""
+    wg = np.asarray(workgroup_size, dtype=np.int64)
+    lds = np.asarray(lds_bytes, dtype=np.int64)
+    total = np.asarray(vgprs, dtype=float)
+    if arch_vgprs is not None and accum_vgprs is not None:
+        arch, accum = np.asarray(arch_vgprs, dtype=float), np.asarray(accum_vgprs, dtype=float)
+        split = ~np.isnan(arch) & ~np.isnan(accum) & (accum > 0)
+        total = np.where(split, -(-arch // 4) * 4 + accum, total)
+    total = total.astype(np.int64)
+    simds, max_waves = limits["simds"], limits["max_waves"]
+    waves_per_wg = np.maximum(-(-wg // limits["wave"]), 1)
+    per_simd_vgpr = limits["vgprs"] // np.maximum(_round_up(total, limits["vgpr_granule"]), 1)
+    sgpr = np.full(len(wg), np.nan) if sgprs is None else np.asarray(sgprs, dtype=float)
+    sgpr_alloc = _round_up(np.nan_to_num(sgpr).astype(np.int64), limits["sgpr_granule"])
+    per_simd_sgpr = limits["sgprs"] // np.maximum(sgpr_alloc, 1)
+    # Waves a CU holds by each resource, as work-groups (a work-group's waves spread over the SIMDs).
+    by_vgpr = np.where(total > 0, per_simd_vgpr * simds // waves_per_wg, BIG)
+    by_sgpr = np.where(sgpr_alloc > 0, per_simd_sgpr * simds // waves_per_wg, BIG)
+    lds_alloc = _round_up(lds, limits["lds_granule"])
+    by_lds = np.where(lds_alloc > 0, limits["lds"] // np.maximum(lds_alloc, 1), BIG)
+    by_slots = np.where(waves_per_wg == 1, max_waves * simds, np.minimum(max_waves * simds // waves_per_wg, 16))
+    by_waves = max_waves * simds // waves_per_wg
+    stacked = np.stack([by_vgpr, by_sgpr, by_lds, by_slots, by_waves])
+    active = stacked.min(axis=0)
+    waves_per_simd = active * waves_per_wg / simds
+    code = ((stacked == active) * (1 << np.arange(5))[:, None]).sum(axis=0)
+    return {"active_workgroups": active, "waves_per_simd": waves_per_simd,
+            "occupancy_pct": 100.0 * waves_per_simd / max_waves,
+            "limiter": np.asarray(AMD_LIMITER_NAMES, dtype=object)[code]}
+
+
 # ------------------------------------------------------------------ the pipeline step
 LAUNCH_INPUTS = ("block_size", "registers_per_thread", "shared_mem_bytes")
 
@@ -273,15 +336,12 @@ def theoretical_occupancy(profile, analysis=None) -> None:
     for device_id in np.unique(devices[todo]):
         rows = todo & ((devices == device_id) | (np.isnan(devices) & np.isnan(device_id)))
         device = profile.device(None if np.isnan(device_id) else int(device_id))
-        limits = cuda_limits(device) if device is not None else None
-        if limits is None:
+        got = _device_occupancy(profile, device, inputs, rows) if device is not None else None
+        if got is None:
             continue
-        which, firsts = group_codes(list(inputs[:, rows]))
-        out = cuda_occupancy(limits, *inputs[:, rows][:, firsts])
-        theoretical[rows] = out["occupancy_pct"][which]
-        limiter[rows] = out["limiter"][which]
+        theoretical[rows], limiter[rows], active = got
         grid = _floats(kernels["grid_size"])[rows]
-        per_wave = out["active_blocks"][which] * float(device.sm_count or math.nan)
+        per_wave = active * float(device.sm_count or math.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             waves[rows] = np.where(np.isnan(waves[rows]) & (per_wave > 0), grid / per_wave, waves[rows])
         filled |= rows
@@ -295,6 +355,47 @@ def theoretical_occupancy(profile, analysis=None) -> None:
     source[filled] = LABEL
     kernels["occupancy_source"] = pd.Series(source, index=kernels.index, dtype=object)
     _rewrite_notes(profile, filled)
+
+
+# Raw metric names (rocprof v1 / rocprof-compute) of the AMD inputs the kernels table does not hold.
+AMD_RAW = {"arch_vgpr": ("arch_vgpr", "Arch_VGPR"), "accum_vgpr": ("accum_vgpr", "Accum_VGPR"), "sgpr": ("sgpr", "SGPR")}
+
+
+def _device_occupancy(profile, device, inputs: np.ndarray, rows: np.ndarray):
+    """(occupancy %, limiter, active blocks / work-groups per SM / CU) of the launches `rows` of one
+    device, computed once per distinct configuration; None when its limits are unknown."""
+    limits = cuda_limits(device)
+    if limits is not None:
+        which, firsts = group_codes(list(inputs[:, rows]))
+        out = cuda_occupancy(limits, *inputs[:, rows][:, firsts])
+        return out["occupancy_pct"][which], out["limiter"][which], out["active_blocks"][which]
+    amd = amd_limits(device)
+    if amd is None:
+        return None
+    index = np.flatnonzero(rows)
+    extra = [_raw_column(profile, index, names) for names in AMD_RAW.values()]
+    columns = list(inputs[:, rows]) + extra
+    which, firsts = group_codes(columns)
+    block, vgprs, lds, arch, accum, sgpr = (c[firsts] for c in columns)
+    out = amd_occupancy(amd, block, vgprs, lds, sgpr, arch, accum)
+    return out["occupancy_pct"][which], out["limiter"][which], out["active_workgroups"][which]
+
+
+def _raw_column(profile, index: np.ndarray, names) -> np.ndarray:
+    """The first of `names` among each launch's raw metrics (NaN where absent)."""
+    raw = profile.raw_metrics
+    out = np.full(len(index), np.nan)
+    if not raw or len(raw) != len(profile.kernels):
+        return out
+    for j, i in enumerate(index):
+        metrics = raw[i]
+        for name in names:
+            value = metrics.get(name)
+            value = value[0] if isinstance(value, (list, tuple)) and value else value
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[j] = value
+                break
+    return out
 
 
 def group_codes(columns: List[np.ndarray]):
