@@ -186,3 +186,17 @@ def test_rule_markup_is_rendered_as_links(drawer_page):
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     frame.evaluate("document.querySelector('section[data-section=SpeedOfLight]').scrollIntoView({block: 'start'})")
     session.page.screenshot(path=str(SCREENSHOT))
+
+
+def test_occupancy_section_has_the_calculator_chart(drawer_page, oracle):
+    """The occupancy calculator's chart sits in Nsight Compute's Occupancy section, this launch
+    marked at Nsight Compute's theoretical warps per SM."""
+    _, frame, drawer = drawer_page
+    action, _ = oracle
+    section = drawer.locator("section[data-section=Occupancy]")
+    marks = section.locator("[data-role=occupancy-slot] svg.occupancy-chart circle.occ-now")
+    assert marks.count() == 3  # registers, shared memory, block size
+    theoretical = action.metric_by_name("sm__maximum_warps_avg_per_active_cycle").as_double()
+    for i in range(3):
+        assert float(marks.nth(i).get_attribute("data-warps")) == pytest.approx(theoretical)
+    assert drawer.locator("[data-role=occupancy]").count() == 0  # not twice: the section shows the figures

@@ -6,6 +6,7 @@ import {getJSON} from "../api.js";
 import {h, s as svg, replace, errorBox, loading, debounce} from "../dom.js";
 import * as fmt from "../format.js";
 import {boundChip} from "./table.js";
+import {occupancyChart, occupancySection} from "./occupancy.js";
 
 // Nsight Compute's MsgType (docs/FORMAT.md, details files).
 const RULE_TYPES = {0: "info", 1: "ok", 2: "optimisation", 3: "warning", 4: "error"};
@@ -121,8 +122,11 @@ export async function renderDetail(drawer, ctx) {
       h("thead", null, h("tr", null, h("th", null, "Metric"), h("th", null, "Value"), h("th", null, "Unit"))),
       h("tbody", null, metricRows)) : h("p", {class: "muted"}, "No raw metrics for this launch."));
 
-  replace(body, nav, summary, sectionsPart(sections, rules, shown, body, {run, launch, row, raw}), rulesSection,
-    colsSection, metricsSection);
+  // Nsight Compute runs show their own Launch Statistics and Occupancy sections (the calculator's
+  // chart inside); other tools' launches get the calculator's section alone.
+  const occupancyPart = sections.length ? null : occupancySection(doc.occupancy);
+  replace(body, nav, summary, sectionsPart(sections, rules, shown, body, {occupancy: doc.occupancy}), occupancyPart,
+    rulesSection, colsSection, metricsSection);
 }
 
 function fact(label, value, role) {
@@ -280,15 +284,13 @@ function figure(fig) {
   return null;
 }
 
-/** OCCUPANCY SLOT: the occupancy calculator's chart (frontend/views/occupancy.js, the OCCUPANCY
- * engineer's module) goes here when that module exports `renderOccupancyChart(slot, ctx)`; without
- * it the slot stays empty and the Occupancy section shows Nsight Compute's figures alone. */
+/** The occupancy calculator's chart (frontend/views/occupancy.js, from /kernel's `occupancy`) in
+ * Nsight Compute's Occupancy section, as Nsight Compute draws its own there. */
 function occupancySlot(ctx) {
-  const slot = h("div", {class: "occupancy-slot", "data-role": "occupancy-slot"});
-  import("./occupancy.js")
-    .then((mod) => { if (typeof mod.renderOccupancyChart === "function") mod.renderOccupancyChart(slot, ctx); })
-    .catch(() => { /* no occupancy module yet: nothing to draw */ });
-  return slot;
+  const chart = occupancyChart(ctx.occupancy);
+  return chart ? h("div", {class: "occupancy-slot", "data-role": "occupancy-slot"},
+    h("div", {class: "figure-title"}, "Theoretical warps per SM as one input changes, the others as launched (● this launch)"),
+    chart) : null;
 }
 
 function sectionRules(sec, rules, shown, body) {
