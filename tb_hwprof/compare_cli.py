@@ -76,6 +76,20 @@ class Side:
     kernels: pd.DataFrame
     info: object  # compare.RunInfo
     phases: Optional[pd.DataFrame]
+    operators: Optional[pd.DataFrame] = None  # op_shapes of a PyTorch run: its operators by input shapes
+
+
+def _summary_table(run_dir: Path, manifest: dict, name: str) -> Optional[pd.DataFrame]:
+    """One summary table of an exported run, None where it has none."""
+    from .logdir import metadata, reader, tables
+    files = dict(metadata.summary_names(manifest.get("files")))
+    if name not in files:
+        return None
+    path = reader.asset_dir(run_dir) / Path(files[name]).name
+    try:
+        return tables.frame_from_json(tables.read_json_gz(path, metadata.declared_size(manifest, path.name)))
+    except metadata.DAMAGED_FILE_ERRORS as e:
+        raise InputError(path, f"unreadable summary table ({e})", "re-export the run with --overwrite") from None
 
 
 def _phase_table(run_dir: Path, manifest: dict) -> Optional[pd.DataFrame]:
@@ -141,7 +155,7 @@ def load_side(path: str, metric: str = "duration_ns") -> Side:
         kernels = read_compared_kernels(where, manifest, metric)
         info = RunInfo((manifest.get("provenance") or {}).get("tool", ""),
                        devices_that_ran(manifest.get("devices") or [], kernels))
-        return Side(path, kernels, info, _phase_table(where, manifest))
+        return Side(path, kernels, info, _phase_table(where, manifest), _summary_table(where, manifest, "op_shapes"))
     if not where.exists():
         raise InputError(where, "no such file or folder",
                          "give an exported run folder (<logdir>/<run>) or a profiler report")
@@ -149,7 +163,15 @@ def load_side(path: str, metric: str = "duration_ns") -> Side:
     profile = tb_hwprof.read(where)
     info = RunInfo(profile.provenance.tool, devices_that_ran([d.to_dict() for d in profile.devices], profile.kernels))
     source = phase_source(profile.summaries)
-    return Side(path, profile.kernels, info, profile.summaries[source] if source else None)
+    return Side(path, profile.kernels, info, profile.summaries[source] if source else None, _op_shapes(profile))
+
+
+def _op_shapes(profile) -> Optional[pd.DataFrame]:
+    """A PyTorch trace's operators by input shapes (the export's op_shapes table), None for other reports."""
+    if getattr(profile, "torch", None) is None:
+        return None
+    from .analysis.torch_shapes import op_shapes
+    return op_shapes(profile.torch, profile.devices, profile.provenance.source_path)
 
 
 # -- the gate -------------------------------------------------------------------------------------
@@ -275,6 +297,7 @@ def render_text(doc: dict, base: Side, run: Side, gate_result: Optional[dict], l
     if more:
         out.append(f"... {more} more (--limit 0 shows all)")
     out += _phases_text(doc.get("phases"), limit, markdown)
+    out += _operators_text(doc.get("operators"), limit, markdown)
     out += _cross_tool_text(doc.get("cross_tool"), doc["matched"], markdown)
     labels = doc.get("labels") or {}
     for title, key, side in (("vanished: only in the baseline", "only_in_base", "base"),
@@ -300,6 +323,24 @@ def _phases_text(phases: Optional[dict], limit: int, markdown: bool) -> List[str
     out += _table(["range", "baseline", "run", "speed-up", "GPU baseline", "GPU run", "GPU speed-up"], rows, markdown) \
         if rows else ["none"]
     return out + ([f"... {more} more"] if more else [])
+
+
+def _operators_text(ops: Optional[dict], limit: int, markdown: bool) -> List[str]:
+    """Operators paired by name and input shapes (PyTorch runs: across vendors where kernels are not)."""
+    if not ops:
+        return []
+    items, more = _limited(ops["matched"], limit)
+    t = ops["totals"]
+    out = [_section(f"operators paired by name and input shapes ({len(ops['matched'])}; "
+                    f"{len(ops['only_in_base'])} only in the baseline, {len(ops['only_in_run'])} only in the run)", markdown)]
+    rows = [[o["op"], o["input_dims"], _duration(o["base_ns"]), _duration(o["run_ns"]), _times(o["speedup"])] for o in items]
+    out += _table(["operator", "input dims", "baseline GPU", "run GPU", "speed-up"], rows, markdown) if rows else ["none"]
+    if more:
+        out.append(f"... {more} more (--limit 0 shows all)")
+    if rows:
+        out.append(f"paired operators: baseline {_duration(t['base_ns'])}, run {_duration(t['run_ns'])}, "
+                   f"speed-up {_times(t['speedup'])}")
+    return out
 
 
 def _cross_tool_text(check: Optional[dict], matched: List[dict], markdown: bool) -> List[str]:
@@ -341,6 +382,8 @@ def compare_sides(base: Side, run: Side, pairs: List[str]):
         raise HwprofError(f"--pair: {e}") from None
     doc = compare.compare_sets(b_set, r_set, chosen, base.info, run.info)
     doc["phases"] = compare_phases(base.phases, run.phases) if base.phases is not None and run.phases is not None else None
+    doc["operators"] = (compare.pair_operators(base.operators, run.operators)
+                        if base.operators is not None and run.operators is not None else None)
     return doc, b_set, r_set
 
 

@@ -295,8 +295,11 @@ class Pairing:
     configs: Dict[str, Dict[str, Optional[str]]]  # "base"/"run" -> key -> launch configuration looked at
 
 
-def pair_kernels(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, str]] = ()) -> Pairing:
-    """Pair the two runs' kernels (see the module docstring); `chosen` are the user's (base key, run key)."""
+def pair_kernels(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, str]] = (),
+                 automatic: bool = True) -> Pairing:
+    """Pair the two runs' kernels (see the module docstring); `chosen` are the user's (base key, run key).
+    automatic=False: the user's pairs only (two vendors' kernels: a name or launch configuration in
+    common would be chance)."""
     left_b, left_r = list(base.keys), list(run.keys)
     pairs: List[Tuple[str, str, str]] = []
 
@@ -307,6 +310,8 @@ def pair_kernels(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, st
             left_r.remove(r)
 
     take([(b, r) for b, r in chosen if b in left_b and r in left_r], "user")
+    if not automatic:
+        return Pairing(pairs, left_b, left_r, {"base": {}, "run": {}})
     for stage in NAME_STAGES:
         take(_pair_by_value(left_b, left_r, {k: base.groups[k][stage] for k in left_b},
                             {k: run.groups[k][stage] for k in left_r}), stage)
@@ -401,6 +406,21 @@ def _share(paired: List[dict], field: str, total: Optional[float]) -> Optional[f
     return part / total if total else None
 
 
+_VENDORS = (("NVIDIA", re.compile(r"nvidia|geforce|quadro|tesla|titan|\b[ahbvtpkl]\d{2,3}\b|rtx|gtx", re.I)),
+            ("AMD", re.compile(r"\bamd\b|instinct|radeon|\bmi\d{2,3}|gfx\d", re.I)),
+            ("Intel", re.compile(r"intel|\barc\b|data center gpu max|ponte vecchio", re.I)))
+
+
+def gpu_vendors(names) -> set:
+    """The GPU vendors device names belong to ("NVIDIA", "AMD", "Intel"); names it cannot tell add none."""
+    return {vendor for n in names for vendor, pattern in _VENDORS if pattern.search(str(n))}
+
+
+def different_vendors(base: "RunInfo", run: "RunInfo") -> bool:
+    b, r = gpu_vendors(base.devices), gpu_vendors(run.devices)
+    return bool(b and r and b.isdisjoint(r))
+
+
 def _gpu_models(names) -> set:
     """GPU names as models: drivers renamed 'GeForce GTX 1660 SUPER' to 'NVIDIA GeForce GTX 1660 SUPER'."""
     return {re.sub(r"^(nvidia|amd)\s+", "", n.strip(), flags=re.IGNORECASE).lower() for n in names}
@@ -417,6 +437,12 @@ def comparison_warnings(paired: List[dict], totals: dict, base: RunInfo, run: Ru
         out.append({"id": "no-kernels", "decisive": True,
                     "text": f"the {' and the '.join(empty)} hold{'s' if len(empty) == 1 else ''} no GPU kernels "
                             f"(a CPU profile?): there is nothing to compare"})
+    elif different_vendors(base, run):
+        out.append({"id": "different-vendors", "decisive": True,
+                    "text": f"GPUs of different vendors ({' vs '.join('/'.join(sorted(gpu_vendors(i.devices))) for i in (base, run))}): "
+                            f"kernels are not paired across vendors (their kernels, names and launch configurations "
+                            f"differ by design; pair one by hand if you know it does the same work); PyTorch runs "
+                            f"pair their operators by name and input shapes instead"})
     elif not paired:
         out.append({"id": "no-common-kernel", "decisive": True,
                     "text": "no kernel in common: the totals compare different programs"})
@@ -464,7 +490,7 @@ def cross_tool_check(paired: List[dict], base: RunInfo, run: RunInfo) -> Optiona
 def compare_sets(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, str]] = (),
                  base_info: RunInfo = RunInfo(), run_info: RunInfo = RunInfo()) -> dict:
     """compare_kernels over kernel sets already built (the plugin keeps them per run)."""
-    pairing = pair_kernels(base, run, chosen)
+    pairing = pair_kernels(base, run, chosen, automatic=not different_vendors(base_info, run_info))
     paired = [_paired(b, r, how, base.groups[b], run.groups[r]) for b, r, how in pairing.pairs]
     base_ns, run_ns = _total(base.kernels), _total(run.kernels)
     totals = {"base_ns": base_ns, "run_ns": run_ns, "speedup": _ratio(base_ns, run_ns)}
@@ -614,3 +640,48 @@ def series_chains(sets: Sequence[KernelSet]) -> List[dict]:
         chain["labels"] = list(dict.fromkeys(p["label"] for p in present))  # every name it had, in order
         chain["total_ns"] = sum(p["duration_ns"] or 0.0 for p in present)
     return sorted(chains, key=lambda c: -c["total_ns"])
+
+
+# -- operators of two PyTorch runs (issue 12 item 5: the same model on two vendors) -------------------
+OPERATOR_KEY = ("op", "input_dims", "input_types")
+
+
+def _operator_rows(shapes: pd.DataFrame) -> Dict[Tuple[str, str, str], dict]:
+    """{(op, input dims, input types): {category, calls, gpu_ns}} of an op_shapes table, summed over
+    its concrete inputs (scalars passed by value split a shape there, not across vendors)."""
+    rows: Dict[Tuple[str, str, str], dict] = {}
+    columns = [shapes[c].tolist() if c in shapes.columns else [""] * len(shapes) for c in OPERATOR_KEY]
+    categories = shapes["category"].tolist() if "category" in shapes.columns else [""] * len(shapes)
+    calls = pd.to_numeric(shapes.get("calls", pd.Series(np.nan, index=shapes.index)), errors="coerce").tolist()
+    gpu = pd.to_numeric(shapes.get("gpu_ns", pd.Series(np.nan, index=shapes.index)), errors="coerce").tolist()
+    for op, dims, types, category, n, ns in zip(*columns, categories, calls, gpu):
+        row = rows.setdefault((_text(op), _text(dims), _text(types)), {"category": _text(category), "calls": 0, "gpu_ns": 0.0})
+        row["calls"] += 0 if n != n else int(n)
+        row["gpu_ns"] += 0.0 if ns != ns else float(ns)
+    return rows
+
+
+def _operator(key: Tuple[str, str, str], **fields) -> dict:
+    return {"op": key[0], "input_dims": key[1], "input_types": key[2], **fields}
+
+
+def pair_operators(base_shapes: pd.DataFrame, run_shapes: pd.DataFrame) -> dict:
+    """Two PyTorch runs' operators paired by (name, input dims, input types) from their op_shapes
+    tables: where kernels cannot be paired (another vendor's libraries launch other kernels) the
+    operator that launched them still can.  Per pair both GPU times and their ratio (baseline / run)."""
+    b, r = _operator_rows(base_shapes), _operator_rows(run_shapes)
+    matched = [_operator(k, category=b[k]["category"] or r[k]["category"], base_calls=b[k]["calls"],
+                         run_calls=r[k]["calls"], base_ns=b[k]["gpu_ns"], run_ns=r[k]["gpu_ns"],
+                         speedup=_ratio(b[k]["gpu_ns"], r[k]["gpu_ns"])) for k in b if k in r]
+    only = lambda side, other: [_operator(k, calls=v["calls"], total_ns=v["gpu_ns"])  # noqa: E731
+                                for k, v in side.items() if k not in other]
+    base_ns, run_ns = sum(m["base_ns"] for m in matched), sum(m["run_ns"] for m in matched)
+    return {
+        "key": list(OPERATOR_KEY),
+        "matched": sorted(matched, key=lambda m: _by_time(m, "base_ns", "run_ns")),
+        "only_in_base": sorted(only(b, r), key=lambda o: _by_time(o, "total_ns")),
+        "only_in_run": sorted(only(r, b), key=lambda o: _by_time(o, "total_ns")),
+        "totals": {"base_ns": base_ns, "run_ns": run_ns, "speedup": _ratio(base_ns, run_ns),
+                   "base_share": _ratio(base_ns, sum(v["gpu_ns"] for v in b.values()) or None),
+                   "run_share": _ratio(run_ns, sum(v["gpu_ns"] for v in r.values()) or None)},
+    }

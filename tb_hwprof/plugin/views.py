@@ -177,7 +177,16 @@ def pair_choices(base: RunEntry, run: RunEntry, values) -> list:
 def compare_runs(base: RunEntry, run: RunEntry, choices=()) -> dict:
     """/compare: totals and their warnings, paired kernels (how each was paired), the rest, NVTX phases."""
     doc = compare.compare_sets(kernel_set(base), kernel_set(run), choices, compare_info(base), compare_info(run))
-    return {"base": base.run, "run": run.run, **doc, "phases": _compare_phases(base, run)}
+    return {"base": base.run, "run": run.run, **doc, "phases": _compare_phases(base, run),
+            "operators": _compare_operators(base, run)}
+
+
+def _compare_operators(base: RunEntry, run: RunEntry) -> Optional[dict]:
+    """Operators paired by name and input shapes (compare.pair_operators) when both runs are PyTorch
+    traces with an op_shapes table; None otherwise."""
+    if not all("op_shapes" in entry.summary_names() for entry in (base, run)):
+        return None
+    return compare.pair_operators(base.summary("op_shapes"), run.summary("op_shapes"))
 
 
 def _known_key(entry: RunEntry, key: Optional[str], role: str) -> str:
