@@ -198,9 +198,10 @@ function metricRowsTable(rows, role) {
       h("td", {class: typeof r.value === "number" ? "numeric" : "str", "data-value": r.value ?? null}, sectionValue(r.value, r.unit))))));
 }
 
-/** Nsight Compute gives the stall ratios the unit "inst"; what they count is cycles per issued instruction. */
+/** Nsight Compute gives the stall ratios the unit "inst" and the sampled stalls mixed units (warp,
+ * inst, branches); what they count is cycles per issued instruction and samples. */
 function barUnit(fig, r) {
-  return fig.quantity === "cycles per issued instruction" ? "cycles" : r.unit;
+  return {"cycles per issued instruction": "cycles", samples: "samples"}[fig.quantity] || r.unit;
 }
 
 function barChart(fig) {
