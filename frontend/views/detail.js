@@ -141,7 +141,7 @@ function ruleMessage(rule, shown, body) {
   const parts = Array.isArray(rule.message_parts) ? rule.message_parts : [{kind: "text", text: rule.message || ""}];
   return parts.map((p) => {
     if (p.kind === "url") {
-      return p.href ? h("a", {href: p.href, target: "_blank", rel: "noopener noreferrer", class: "rule-link"}, p.text || "")
+      return p.href && /^https?:\/\//i.test(p.href) ? h("a", {href: p.href, target: "_blank", rel: "noopener noreferrer", class: "rule-link"}, p.text || "")
         : String(p.text || "");
     }
     if (p.kind === "section") {
