@@ -6,7 +6,8 @@ from browser_support import export_run
 from conftest import sample
 from test_compare import V1, V2, V8, ncu_launches
 
-EXPECTED_RUNS = {"v1", "v2", "v8", "lakshya", "raytracer"}
+EXPECTED_RUNS = {"v1", "v2", "v8", "lakshya", "raytracer", "h100", "mi300x"}
+BERT = {"h100": "torch/tracelens_h100_bert_small.json.gz", "mi300x": "torch/tracelens_mi300x_bert_small.json.gz"}
 RAYTRACER = "ncu/raytracer_gtx1660s_2021.1.0.ncu-rep"  # build_meshes, build_lights, trace
 
 
@@ -15,6 +16,8 @@ def logdir(tmp_path_factory, samples_dir, ncu_report_module):
     root = tmp_path_factory.mktemp("compare_browser") / "logs"
     for run, relative in (("v1", V1), ("v2", V2), ("v8", V8), ("lakshya", "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep"),
                           ("raytracer", RAYTRACER)):
+        export_run([sample(samples_dir, relative)], root, run)
+    for run, relative in BERT.items():
         export_run([sample(samples_dir, relative)], root, run)
     return root
 
@@ -80,3 +83,27 @@ def test_pairing_by_hand(session, samples_dir, ncu_report_module):
     frame.click("[data-role=pair-clear]")
     frame.wait_for_function("() => !document.querySelector('table[data-role=matched]') && !!document.querySelector('[data-role=pair-picker]')")
     assert "pairs=" not in frame.evaluate("() => location.hash")
+
+
+def test_operators_paired_across_vendors(session, samples_dir):
+    """BERT on an H100 and an MI300X: no kernel pairs (the warning says why), operators paired by
+    shape with TraceLens's own per-op times on each side."""
+    from test_compare_vendors import tracelens_ops
+    base = tracelens_ops(samples_dir, "tracelens_h100_bert_small")
+    run = tracelens_ops(samples_dir, "tracelens_mi300x_bert_small")
+    session.open()
+    frame = session.go("#view=compare&base=h100&run=mi300x")
+    rows = frame.locator("table[data-role=operators] tbody tr")
+    rows.first.wait_for()
+    assert frame.locator("table[data-role=matched]").count() == 0
+    assert "not paired across vendors" in frame.locator("[data-role=warnings] [data-id=different-vendors]").inner_text()
+    checked = 0
+    for i in range(rows.count()):
+        cells = rows.nth(i).locator("td")
+        key = (cells.nth(0).inner_text(), cells.nth(1).inner_text(), cells.nth(2).inner_text())
+        if key in base and key in run:
+            assert float(cells.nth(4).get_attribute("data-value")) == pytest.approx(base[key], rel=1e-4, abs=2.0)
+            assert float(cells.nth(5).get_attribute("data-value")) == pytest.approx(run[key], rel=1e-4, abs=2.0)
+            checked += 1
+    assert checked >= len(set(base) & set(run)) - 1
+    session.shot("compare-operators-across-vendors")

@@ -98,6 +98,7 @@ async function load(slot, ctx, base, other, held) {
   replace(slot, warningsBox(doc), totalsBox(doc, base, other),
     matchedSection(doc, (m) => showPair(detail, ctx, base, other, m)), detail,
     doc.phases ? phasesSection(doc.phases) : null,
+    doc.operators ? operatorsSection(doc.operators) : null,
     h("div", {class: "two-col"},
       onlyList("Only in baseline", doc.only_in_base, "only-in-base", labels.base || {}),
       onlyList("Only in run", doc.only_in_run, "only-in-run", labels.run || {})),
@@ -165,6 +166,27 @@ function matchedSection(doc, onPick) {
         DELTAS.map(([key, label]) => h("th", {title: `${key}: run minus baseline, percentage points`}, `Δ ${label} (pp)`)))),
       h("tbody", null, rows))), crossNote, h("p", {class: "muted small"}, "Click a pair for every metric the two launches share.")]
       : h("p", {class: "muted"}, "No kernel was paired (pair a renamed kernel below); the totals compare different work."));
+}
+
+// PyTorch runs: operators paired by name, input dims and input types (across vendors, where kernels are not).
+function operatorsSection(ops) {
+  const matched = Array.isArray(ops.matched) ? ops.matched : [];
+  const t = ops.totals || {};
+  const onlyB = Array.isArray(ops.only_in_base) ? ops.only_in_base.length : 0;
+  const onlyR = Array.isArray(ops.only_in_run) ? ops.only_in_run.length : 0;
+  return h("section", {"data-role": "operators-section"},
+    h("h3", null, `Operators paired by name and input shapes (${matched.length})`),
+    h("p", {class: "muted small"}, `GPU time of each operator shape on each side (PyTorch traces); ${onlyB} only in the baseline, ${onlyR} only in the run. ` +
+      `Paired operators: baseline ${fmt.duration(t.base_ns)}, run ${fmt.duration(t.run_ns)}, speed-up ${fmt.ratio(t.speedup)}.`),
+    matched.length ? h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "operators"},
+      h("thead", null, h("tr", null, ["Operator", "Input dims", "Input types", "Calls", "Baseline GPU", "Run GPU", "Speedup"].map((x) => h("th", null, x)))),
+      h("tbody", null, matched.map((o) => h("tr", {"data-op": o.op},
+        h("td", {class: "mono"}, o.op), h("td", {class: "mono small"}, o.input_dims), h("td", {class: "mono small"}, o.input_types),
+        h("td", {class: "numeric"}, `${fmt.int(o.base_calls)} / ${fmt.int(o.run_calls)}`),
+        h("td", {class: "numeric", "data-col": "base_ns", "data-value": o.base_ns ?? null}, fmt.duration(o.base_ns)),
+        h("td", {class: "numeric", "data-col": "run_ns", "data-value": o.run_ns ?? null}, fmt.duration(o.run_ns)),
+        h("td", {class: ["numeric", speedupClass(o.speedup)], "data-col": "speedup", "data-value": o.speedup ?? null}, fmt.ratio(o.speedup)))))))
+      : h("p", {class: "muted"}, "No operator shape is found on both sides."));
 }
 
 function onlyList(title, items, role, labels) {
