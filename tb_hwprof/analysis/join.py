@@ -98,15 +98,21 @@ def _texts(kernels: pd.DataFrame, column: str) -> List[str]:
     return ["" if not isinstance(v, str) else v for v in kernels[column].tolist()]
 
 
+def _per_distinct(values: List[str], make) -> List[str]:
+    """make(value) once per distinct value (a trace repeats a few names a million times)."""
+    done: Dict[str, str] = {}
+    return [done[v] if v in done else done.setdefault(v, make(v)) for v in values]
+
+
 def name_keys(kernels: pd.DataFrame, stage: str) -> List[str]:
     """Per launch its key at `stage`: the mangled name, the normalised demangled name, or the bare
     function name (from the demangled name, else `name`)."""
     if stage == "mangled":
-        return [n.strip() for n in _texts(kernels, "mangled_name")]
+        return _per_distinct(_texts(kernels, "mangled_name"), str.strip)
     if stage == "demangled":
-        return [normalise_kernel_name(n) for n in _texts(kernels, "demangled_name")]
+        return _per_distinct(_texts(kernels, "demangled_name"), normalise_kernel_name)
     full = [d or n for d, n in zip(_texts(kernels, "demangled_name"), _texts(kernels, "name"))]
-    return [short_name(n) for n in full]
+    return _per_distinct(full, short_name)
 
 
 def key_stage(trace: pd.DataFrame, counters: pd.DataFrame) -> str:
@@ -133,7 +139,7 @@ def filter_names(kernels: pd.DataFrame, base: str) -> List[str]:
     if base == "mangled":
         return _texts(kernels, "mangled_name")
     if base == "demangled":
-        return [normalise_kernel_name(n) for n in _texts(kernels, "demangled_name")]
+        return _per_distinct(_texts(kernels, "demangled_name"), normalise_kernel_name)
     return name_keys(kernels, "short")
 
 
@@ -153,8 +159,8 @@ def expected_launches(kernels: pd.DataFrame, filters: JoinFilters) -> np.ndarray
     order = launch_order(kernels)
     if filters.kernel_name:
         names = filter_names(kernels, filters.name_base)
-        keep = name_matcher(filters.kernel_name)
-        order = np.array([i for i in order if keep(names[i])], dtype=np.int64)
+        kept = _per_distinct(names, lambda name, match=name_matcher(filters.kernel_name): "1" if match(name) else "")
+        order = np.array([i for i in order.tolist() if kept[i]], dtype=np.int64)
     end = None if filters.launch_count is None else filters.launch_skip + filters.launch_count
     return np.asarray(order[filters.launch_skip:end], dtype=np.int64)
 
@@ -197,23 +203,24 @@ def join(trace, counters, filters: JoinFilters = JoinFilters()) -> JoinResult:
     trace_by_key = _by_key(expected, t_keys)
     counter_by_key = _by_key(np.argsort(c["launch_id"].to_numpy(), kind="stable"), c_keys)
     t_checked, c_checked = checked_values(t), checked_values(c)
-    rows, pairs = [], []
+    rows: List[Tuple[str, str, int, int, str]] = []  # (status, key, trace row, counter row, reason); -1: none
+    pairs = []
     for key in list(dict.fromkeys([*trace_by_key, *counter_by_key])):
         mine, theirs = trace_by_key.get(key, []), counter_by_key.get(key, [])
         for ti, ci in zip(mine, theirs):
             differs = config_differences(t_checked, ti, c_checked, ci)
-            rows.append(_row("config-differs" if differs else "matched", key, t, c, ti, ci, "; ".join(differs)))
+            rows.append(("config-differs" if differs else "matched", key, ti, ci, "; ".join(differs)))
             if not differs:
                 pairs.append((ti, ci))
-        for ti in mine[len(theirs):]:
-            rows.append(_row("trace-only", key, t, c, ti, None,
-                             f"the report has {len(theirs)} launch(es) of this kernel, the trace's filtered "
-                             f"launches {len(mine)}: this one is not in the report"))
-        for ci in theirs[len(mine):]:
-            rows.append(_row("report-only", key, t, c, None, ci,
-                             f"the trace's filtered launches hold {len(mine)} of this kernel, the report "
-                             f"{len(theirs)}: no trace launch left for this one"))
-    table = pd.DataFrame(rows, columns=JOIN_COLUMNS)
+        if len(mine) > len(theirs):
+            reason = (f"the report has {len(theirs)} launch(es) of this kernel, the trace's filtered launches "
+                      f"{len(mine)}: this one is not in the report")
+            rows.extend(("trace-only", key, ti, -1, reason) for ti in mine[len(theirs):])
+        if len(theirs) > len(mine):
+            reason = (f"the trace's filtered launches hold {len(mine)} of this kernel, the report {len(theirs)}: "
+                      f"no trace launch left for this one")
+            rows.extend(("report-only", key, -1, ci, reason) for ci in theirs[len(mine):])
+    table = join_table(rows, t, c)
     cross = cross_tool_summary(table, counters.provenance.tool, trace.provenance.tool)
     joined = joined_profile(trace, counters, pairs)
     result = JoinResult(joined, table, stage, len(expected), len(t) - len(expected), cross)
@@ -222,24 +229,30 @@ def join(trace, counters, filters: JoinFilters = JoinFilters()) -> JoinResult:
     return result
 
 
-def _duration(kernels: pd.DataFrame, row: Optional[int]) -> float:
-    return math.nan if row is None else float(kernels["duration_ns"].iloc[row])
+def join_table(rows: List[Tuple[str, str, int, int, str]], t: pd.DataFrame, c: pd.DataFrame) -> pd.DataFrame:
+    """JOIN_COLUMNS from (status, key, trace row, counter row, reason) tuples, looked up in bulk."""
+    status, key, ti, ci, reason = (list(x) for x in zip(*rows)) if rows else ([], [], [], [], [])
+    ti, ci = np.array(ti, dtype=np.int64), np.array(ci, dtype=np.int64)
 
-
-def _row(status: str, key: str, t: pd.DataFrame, c: pd.DataFrame, ti: Optional[int], ci: Optional[int],
-         reason: str) -> dict:
-    trace_ns, counter_ns = _duration(t, ti), _duration(c, ci)
-    ratio = counter_ns / trace_ns if trace_ns > 0 and not math.isnan(counter_ns) else math.nan
-    return {"status": status, "key": key,
-            "trace_launch": -1 if ti is None else int(t["launch_id"].iloc[ti]),
-            "counter_launch": -1 if ci is None else int(c["launch_id"].iloc[ci]),
-            "trace_ns": trace_ns, "counter_ns": counter_ns, "ratio": ratio, "reason": reason}
+    def lookup(frame: pd.DataFrame, column: str, at: np.ndarray, missing):
+        values = frame[column].to_numpy()
+        out = np.full(len(at), missing, dtype=values.dtype if values.size else np.float64)
+        out[at >= 0] = values[at[at >= 0]]
+        return out
+    trace_ns, counter_ns = lookup(t, "duration_ns", ti, np.nan), lookup(c, "duration_ns", ci, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(trace_ns > 0, counter_ns / trace_ns, np.nan)
+    return pd.DataFrame({"status": pd.Series(status, dtype=object), "key": pd.Series(key, dtype=object),
+                         "trace_launch": lookup(t, "launch_id", ti, -1).astype(np.int64),
+                         "counter_launch": lookup(c, "launch_id", ci, -1).astype(np.int64),
+                         "trace_ns": trace_ns.astype(float), "counter_ns": counter_ns.astype(float), "ratio": ratio,
+                         "reason": pd.Series(reason, dtype=object)}, columns=JOIN_COLUMNS)
 
 
 def joined_profile(trace, counters, pairs: List[Tuple[int, int]]):
     """A copy of the trace Profile whose paired kernel rows carry the counter launch's columns, raw
     metrics and rule results (the kernel drawer's sections), and devices with the report's peaks."""
-    kernels = trace.kernels.copy()
+    kernels = trace.kernels.copy(deep=False)  # columns are replaced, never written into (copy on write)
     t_rows = np.array([p[0] for p in pairs], dtype=np.int64)
     c_rows = np.array([p[1] for p in pairs], dtype=np.int64)
     for column in COPIED_COLUMNS + (("launch_id", COUNTER_LAUNCH), ("duration_ns", COUNTER_DURATION)):
@@ -249,8 +262,12 @@ def joined_profile(trace, counters, pairs: List[Tuple[int, int]]):
     flops = kernels["flops"].to_numpy(dtype=float)
     kernels["flop_per_s"] = flops / kernels["duration_ns"].to_numpy(dtype=float) * 1e9
     n = len(kernels)
-    raw = [dict(r) for r in trace.raw_metrics] if len(trace.raw_metrics) == n else [{} for _ in range(n)]
-    rules = [list(r) for r in trace.rules] if len(trace.rules) == n else [[] for _ in range(n)]
+    if not pairs:
+        return dataclasses.replace(trace, kernels=kernels, devices=joined_devices(trace.devices, counters.devices),
+                                   summaries=dict(trace.summaries), notes=list(trace.notes))
+    # Per launch; the unpaired share one empty entry (read only: the writer serialises them).
+    raw = list(trace.raw_metrics) if len(trace.raw_metrics) == n else [{}] * n
+    rules = list(trace.rules) if len(trace.rules) == n else [[]] * n
     for ti, ci in pairs:
         if ci < len(counters.raw_metrics):
             raw[ti] = counters.raw_metrics[ci]
