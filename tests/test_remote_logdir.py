@@ -21,7 +21,7 @@ from tb_hwprof.errors import HwprofError, InputError, RunExists
 from tb_hwprof.logdir import fs, metadata
 
 from conftest import ncu_actions, sample
-from support_plugin import App
+from support_plugin import App, P
 
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install 'tb-hwprof[test]')")
 pytest.importorskip("s3fs", reason="s3fs is not installed (pip install 'tb-hwprof[s3]')")
@@ -171,6 +171,9 @@ def test_plugin_lists_and_serves_runs_from_s3(app, exported, samples_dir, ncu_re
     for route, run in (("/roofline", "ncu"), ("/timeline", "nsys"), ("/overview", "torch")):
         assert app.json(route, run=run) == local.json(route, run=run), route
     assert app.json("/timeline", run="nsys")["returned"] > 0
+    # The trace download: the run's timeline.json.gz, as the local plugin sends it.
+    remote_trace, local_trace = app.get(P + "/trace", run="nsys"), local.get(P + "/trace", run="nsys")
+    assert remote_trace.status_code == 200 and remote_trace.data == local_trace.data
 
 
 def test_plugin_fetches_only_what_the_view_needs(exported):
@@ -185,6 +188,9 @@ def test_plugin_fetches_only_what_the_view_needs(exported):
     app.json("/kernel", run="ncu", launch="1")
     assert sorted(p.name for p in mirror.rglob("*.json.gz")) == [metadata.details_file(0).split("/")[-1],
                                                                  metadata.KERNELS]
+    # The timeline index is read by ranges where it lies: nothing of it lands in the mirror.
+    assert app.json("/timeline", run="nsys")["returned"] > 0
+    assert not [p for p in mirror.rglob("*") if p.is_file() and metadata.TIMELINE_INDEX in p.name]
 
 
 def test_plugin_rereads_a_run_replaced_in_the_bucket(s3, samples_dir, exported):

@@ -313,6 +313,9 @@ class RemoteRun:
         """Whether TensorBoard would list it: our event file is there (written last by an export)."""
         return bool(our_event_keys(self.remote.listing(self.key)))
 
+    def ranged(self, relative: str) -> RemoteFile:
+        return RemoteFile(self.remote, f"{self.assets}/{relative}")
+
     def fetch(self, relative: str, local_assets: Path) -> Path:
         """local_assets/relative, downloaded once (a missing object leaves it missing: the caller's
         read then fails as for a missing local file)."""
@@ -338,6 +341,35 @@ class RemoteRun:
             relative = key[len(self.assets) + 1:]
             if info.get("type") != "directory" and relative not in (metadata.TIMELINE, metadata.TIMELINE_INDEX):
                 self.fetch(relative, local_assets)
+
+
+class RemoteFile:
+    """An object read by ranges where it lies, never downloaded whole (the timeline index: a view
+    reads some of its columns).  str() is its URL, for messages."""
+
+    BLOCK = 1 << 20  # bytes a range request reads at least (zip headers are read a few bytes at a time)
+
+    def __init__(self, remote: RemoteDir, key: str):
+        self.remote, self.key = remote, key
+
+    def __str__(self) -> str:
+        return self.remote.url_of(self.key)
+
+    def is_file(self) -> bool:
+        return self.remote.fs.isfile(self.key)
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.key)
+
+    def size(self) -> int:
+        try:
+            return int(self.remote.fs.size(self.key))
+        except FileNotFoundError:
+            raise OSError(f"{self} is missing") from None
+
+    def open(self):
+        return self.remote.fs.open(self.key, "rb", block_size=self.BLOCK, cache_type="readahead")
 
 
 @contextlib.contextmanager

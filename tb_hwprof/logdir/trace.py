@@ -8,6 +8,7 @@ once per distinct name, gzip level 1, written as it goes.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zipfile
@@ -231,9 +232,9 @@ def read_index(path: Path, columns=INDEX_COLUMNS, expected_events: Optional[int]
     is wrong): plain 1-D integer members no larger than the file (a header declaring a huge array is
     refused, never allocated), no pickles, `expected_events` slices (the manifest's kept_events)
     in start order, and track / name / category ids within the lists the index holds."""
-    limit = os.path.getsize(path)
+    limit = path.size() if hasattr(path, "open") and not isinstance(path, Path) else os.path.getsize(path)
     try:
-        with zipfile.ZipFile(path) as z:
+        with _index_file(path) as source, zipfile.ZipFile(source) as z:
             members = {info.filename[:-len(".npy")]: info for info in z.infolist() if info.filename.endswith(".npy")}
             if "meta" not in members or "start" not in members:
                 raise ValueError(f"not a timeline index (members: {sorted(members)[:10]})")
@@ -244,6 +245,14 @@ def read_index(path: Path, columns=INDEX_COLUMNS, expected_events: Optional[int]
     out["meta"] = _index_meta(meta)
     check_index(out, expected_events)
     return out
+
+
+def _index_file(path):
+    """The index opened for zipfile: a local path as it is, a remote one (logdir.fs.RemoteFile) as
+    a file read by ranges (only the members asked for travel)."""
+    if hasattr(path, "open") and not isinstance(path, Path):
+        return path.open()
+    return contextlib.nullcontext(path)
 
 
 NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}

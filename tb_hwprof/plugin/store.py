@@ -22,6 +22,8 @@ from . import encode
 LOGDIR_RUN = "."
 # A re-export swaps the whole run folder in, so these change whenever any file of the run does.
 RUN_FILES = (metadata.MANIFEST, metadata.KERNELS, metadata.DETAILS_DIR)
+# Remote objects read by ranges, not fetched whole: a view reads part of them.
+RANGED = (metadata.TIMELINE_INDEX,)
 MAX_LOADED = 8  # runs whose tables stay in memory (a 100k-launch run holds ~100 MB)
 
 
@@ -97,10 +99,14 @@ class RunEntry:
 
     def asset(self, relative: str) -> Path:
         """The real path of the run's asset file `relative` (metadata's names); 404 when it resolves
-        outside the run's asset folder.  A remote run's object is fetched first (once)."""
+        outside the run's asset folder.  A remote run's object is fetched first (once), but for
+        the timeline index, read by ranges where it lies (logdir.fs.RemoteFile)."""
         path = confined(self.asset_dir, relative)
         if self.remote is not None:
-            self.remote.fetch(path.relative_to(os.path.realpath(self.asset_dir)).as_posix(), self.asset_dir)
+            inside = path.relative_to(os.path.realpath(self.asset_dir)).as_posix()
+            if inside in RANGED:
+                return self.remote.ranged(inside)
+            self.remote.fetch(inside, self.asset_dir)
         return path
 
     def has_asset(self, name: str) -> bool:
