@@ -181,3 +181,15 @@ def test_rocpd_ck_gemm_is_limited_by_vgprs_and_lds(samples_dir):
         assert k["occupancy_limiter"] == limiter and k["occupancy_source"] == LABEL
         gemms += limiter == "VGPRs, LDS"
     assert gemms == 150
+
+
+def test_rocminfo_launch_limits(roc):
+    """The GPU agent's wavefront size, work-group max size and max waves per CU as rocminfo printed them."""
+    import re
+    text = (roc / "v1_mi250x_laplacian" / "results.sysinfo.txt").read_text()
+    gpu_agents = [a for a in re.split(r"\*+\s*\nAgent \d+", text) if re.search(r"Device Type:\s+GPU", a)]
+    field = lambda agent, name: int(re.search(rf"^  {name}:\s+(\d+)", agent, re.M).group(1))
+    expected = {(field(a, "Wavefront Size"), field(a, "Workgroup Max Size"), field(a, "Max Waves Per CU"))
+                for a in gpu_agents}
+    device = tb_hwprof.read(roc / "v1_mi250x_laplacian" / "results.csv").devices[0]
+    assert expected == {(device.warp_size, device.max_threads_per_block, device.max_warps_per_sm)}

@@ -118,7 +118,9 @@ def gpu_devices_from_rocminfo(agents: List[Dict[str, str]]) -> Dict[int, Device]
         cus = _int(agent.get("Compute Unit"))
         out[node] = Device(id=node, name=name, vendor="AMD", architecture=agent.get("Name", "").strip(),
                            sm_count=cus, clock_mhz=_float(agent.get("Max Clock Freq. (MHz)")),
-                           peaks=datasheet_peaks(name, cus))
+                           peaks=datasheet_peaks(name, cus), warp_size=_int(agent.get("Wavefront Size")),
+                           max_threads_per_block=_int(agent.get("Workgroup Max Size")),
+                           max_warps_per_sm=_int(agent.get("Max Waves Per CU")))
     return out
 
 
