@@ -271,6 +271,14 @@ def test_hostile_run_names_stay_in_the_logdir(app, run):
     assert response.status_code in (400, 404)
 
 
+def test_a_run_missing_its_kernels_table_names_its_url(s3, exported, samples_dir):
+    tb_hwprof.export(samples_dir / NCU, LOGDIR, "damaged")
+    s3.delete_object(Bucket=BUCKET, Key="runs/damaged/plugins/tb_hwprof/kernels.json.gz")
+    [row] = [r for r in App(LOGDIR).json("/runs")["runs"] if r["run"] == "damaged"]
+    assert row["error"] == (f"{LOGDIR}/damaged: missing {metadata.KERNELS} -- re-export the run with --overwrite")
+    s3.delete_object(Bucket=BUCKET, Key=event_keys(s3, "damaged")[0])  # not a run any more: not listed
+
+
 def test_an_asset_name_cannot_leave_the_run(app):
     from tb_hwprof.plugin.store import HttpError
     entry = app.store.entry("ncu", app.store.run_dir("ncu"))

@@ -88,7 +88,7 @@ class Service:
         except HttpError as e:
             return views.run_info(run, None, e.message)
         missing = missing_files(sig, manifest)
-        error = (f"{run_dir}: missing {', '.join(missing)} -- re-export the run with --overwrite" if missing
+        error = (f"{self.store.where(run, run_dir)}: missing {', '.join(missing)} -- re-export the run with --overwrite" if missing
                  else self.store.known_error(run, sig))
         return views.run_info(run, manifest, error)
 

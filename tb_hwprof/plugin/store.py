@@ -314,6 +314,10 @@ class RunStore:
             raise HttpError(404, f"run {run!r} resolves outside the logdir ({e})") from None
         return self.mirror / key_of(run)
 
+    def where(self, run: str, run_dir: Path) -> str:
+        """The run's folder, or its URL on a remote logdir (not the local mirror), for messages."""
+        return str(run_dir) if self.remote is None else self.remote.url_of(self.remote.key(run))
+
     def _remote_run(self, run: str):
         from ..logdir import fs
         return fs.RemoteRun(self.remote, run)
