@@ -237,6 +237,10 @@ class Captured:
     counters: Optional[Path]
     logs: Path
     filters: object = None  # analysis.join.JoinFilters
+    keep: Optional[Path] = None  # the folder holding `counters`, moved whole (a rocprof-compute workload)
+
+    def moves(self) -> List[Path]:
+        return [p for p in (self.primary, self.keep or self.counters, self.logs) if p is not None]
 
 
 def torch_pass(capture: Capture) -> Path:
@@ -265,7 +269,7 @@ def capture_rocprof_compute(capture: Capture) -> Captured:
     capture.run_pass("rocprof-compute", rocprof_compute_argv(o, workload), None)
     perf = one_file(workload, "pmc_perf.csv", "rocprof-compute workloads", capture.folder / LOGS / "rocprof-compute.log")
     # rocprof-compute's --kernel matches a substring of the name.
-    return Captured(trace, perf.parent, capture.folder / LOGS, JoinFilters())
+    return Captured(trace, perf.parent, capture.folder / LOGS, JoinFilters(), keep=workload)
 
 
 def capture_nsys(capture: Capture) -> Captured:
@@ -296,17 +300,27 @@ def place_and_export(files: Captured, o: ProfileOptions, progress) -> Path:
         if not made:  # --overwrite: an earlier profile's traces would sit beside the new one
             for old in run_dir.glob("*.pt.trace.json*"):
                 old.unlink()
-        moved = {p: _move_into(p, run_dir) for p in (files.primary, files.counters, files.logs) if p is not None}
+        roots = files.moves()
+        for path in roots:
+            _move_into(path, run_dir)
+        primary = _relocated(files.primary, roots, run_dir)
         if files.counters is not None:
-            return export_joined(moved[files.primary], moved[files.counters], o.logdir, o.run, files.filters,
+            return export_joined(primary, _relocated(files.counters, roots, run_dir), o.logdir, o.run, files.filters,
                                  overwrite=True, beside=True, progress=progress)
         from .analysis.pipeline import export_reports
-        return export_reports([moved[files.primary]], o.logdir, [o.run], overwrite=True, beside=True,
-                              progress=progress)[0]
+        return export_reports([primary], o.logdir, [o.run], overwrite=True, beside=True, progress=progress)[0]
     except BaseException:
         if made:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
+
+
+def _relocated(path: Path, roots: List[Path], run_dir: Path) -> Path:
+    """Where `path` is once the roots (it or a folder above it) have been moved into run_dir."""
+    for root in roots:
+        if path == root or root in path.parents:
+            return run_dir / root.name / path.relative_to(root)
+    raise ValueError(f"{path} was not moved")
 
 
 def _move_into(path: Path, folder: Path) -> Path:

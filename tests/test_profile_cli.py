@@ -229,3 +229,42 @@ def test_overwrite_replaces_the_earlier_profile_of_the_run(tmp_path, fakes, caps
     assert main(argv + ["--overwrite", "--", sys.executable, str(train)]) == 0, capsys.readouterr().err
     (second,) = list((logdir / "r").glob("*.pt.trace.json.gz"))
     assert second != first and len(calls(fakes["log"])) == 2
+
+
+def test_profile_rocprof_compute_joins_the_workload_onto_the_torch_pass(tmp_path, fakes, monkeypatch, samples_dir, capsys):
+    workload = tmp_path / "workload_sample"
+    folder = samples_dir / "rocprof" / "rocprof-compute_bmm1_mi300x"
+    if not folder.is_dir():
+        pytest.skip("rocprof-compute_bmm1_mi300x not in the samples")
+    shutil.copytree(folder, workload)
+    monkeypatch.setenv("FAKE_REPORT", str(workload))
+    train = script(tmp_path)
+    logdir = tmp_path / "runs"
+    assert main(["profile", "rocprof-compute", "--logdir", str(logdir), "--run", "a", "--quiet", "--kernels", "matrix",
+                 "--", sys.executable, str(train)]) == 0, capsys.readouterr().err
+    (call,) = calls(fakes["log"])
+    assert call["argv"][:4] == ["profile", "--name", "profile", "--path"] and call["argv"][5:7] == ["--kernel", "matrix"]
+    assert call["mode"] is None  # rocprof-compute has no capture range: the program runs plain
+    run = logdir / "a"
+    assert len(list(run.glob("*.pt.trace.json.gz"))) == 1 and (run / "workload" / "MI300" / "pmc_perf.csv").is_file()
+    manifest = json.loads((run / "plugins" / "tb_hwprof" / "profile.json").read_text())
+    with open(workload / "pmc_perf.csv") as f:
+        dispatches = sum(1 for _ in f) - 1
+    assert any(f"0 of {dispatches} report launches matched" in n and "rocprof-compute" in n for n in manifest["notes"])
+
+
+def test_profile_rocprofv3_is_one_pass_exported_as_the_run(tmp_path, fakes, monkeypatch, samples_dir, capsys):
+    trace = tmp_path / "kernel_trace_sample.csv"
+    shutil.copyfile(sample(samples_dir, "rocprof/v3_docs_kernel_trace_newer.csv"), trace)
+    monkeypatch.setenv("FAKE_REPORT", str(trace))
+    train = script(tmp_path)
+    logdir = tmp_path / "runs"
+    assert main(["profile", "rocprofv3", "--logdir", str(logdir), "--run", "v3", "--quiet",
+                 "--", sys.executable, str(train)]) == 0, capsys.readouterr().err
+    (call,) = calls(fakes["log"])
+    assert call["tool"] == "rocprofv3" and call["mode"] is None
+    import csv
+    with open(trace, newline="") as f:
+        rows = sum(1 for r in csv.DictReader(f) if r.get("Kind") == "KERNEL_DISPATCH")
+    manifest = json.loads((logdir / "v3" / "plugins" / "tb_hwprof" / "profile.json").read_text())
+    assert manifest["kernel_count"] == rows and (logdir / "v3" / "logs" / "rocprofv3.log").is_file()
