@@ -75,7 +75,7 @@ def cells(scope, selector):
     """[(metric, data-value, text)] of the rows/bars under `scope` matching `selector`."""
     return scope.locator(selector).evaluate_all("""els => els.map(e => {
         const v = e.querySelector('[data-value]');
-        return [e.dataset.metric, v.getAttribute('data-value'), v.textContent];
+        return [e.dataset.ncuMetric, v.getAttribute('data-value'), v.textContent];
     })""")
 
 
@@ -107,9 +107,9 @@ def test_each_section_of_the_report_is_shown_with_its_values(drawer_page, oracle
     assert set(shown) == with_metrics
     for section_id in shown:
         section = drawer.locator(f"section[data-section='{section_id}']")
-        rows = cells(section, "table[data-role=section-rows] tr[data-metric]")
-        labels = dict(section.locator("table[data-role=section-rows] tr[data-metric]").evaluate_all(
-            "els => els.map(e => [e.dataset.metric, e.cells[0].textContent])"))
+        rows = cells(section, "table[data-role=section-rows] tr[data-ncu-metric]")
+        labels = dict(section.locator("table[data-role=section-rows] tr[data-ncu-metric]").evaluate_all(
+            "els => els.map(e => [e.dataset.ncuMetric, e.cells[0].textContent])"))
         header = {m.name(): m.label() for m in report_sections[section_id].header_metrics()}
         assert set(header) <= {m for m, _, _ in rows}, f"{section_id}: a header metric is not shown"
         for metric, value, text in rows:
@@ -148,12 +148,12 @@ def test_memory_chart_values(drawer_page, oracle):
     action, _ = oracle
     chart = drawer.locator("[data-figure=memory_chart]")
     assert chart.locator("svg.memory-chart g[data-box]").count() == 5
-    links = cells(chart, "table[data-role=memory-links] td[data-metric]")
+    links = cells(chart, "table[data-role=memory-links] td[data-ncu-metric]")
     names = {m for m, _, _ in links}
     for needed in ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
                    "dram__bytes_read.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"):
         assert needed in names
-    for metric, value, text in links + cells(chart, "table[data-role=memory-boxes] tr[data-metric]"):
+    for metric, value, text in links + cells(chart, "table[data-role=memory-boxes] tr[data-ncu-metric]"):
         assert_shows(action, metric, value, text)
     SHOTS.mkdir(parents=True, exist_ok=True)
     chart.locator("svg").screenshot(path=str(SHOTS / "drawer-memory-chart.png"))

@@ -193,7 +193,7 @@ export function sectionValue(value, unit) {
 
 function metricRowsTable(rows, role) {
   return h("table", {class: "data kv section-rows", "data-role": role},
-    h("tbody", null, rows.map((r) => h("tr", {"data-metric": r.metric, title: r.metric},
+    h("tbody", null, rows.map((r) => h("tr", {"data-ncu-metric": r.metric, title: r.metric},
       h("td", null, r.label),
       h("td", {class: typeof r.value === "number" ? "numeric" : "str", "data-value": r.value ?? null}, sectionValue(r.value, r.unit))))));
 }
@@ -211,7 +211,7 @@ function barChart(fig) {
     h("div", {class: "figure-title"}, fig.title, " — top: ", h("strong", {"data-role": "figure-top"}, fig.top)),
     fig.rows.map((r) => {
       const width = percent ? Math.min(100, Math.max(0, r.value)) : (max > 0 ? 100 * r.value / max : 0);
-      return h("div", {class: "ncu-bar-row", "data-metric": r.metric, title: r.metric},
+      return h("div", {class: "ncu-bar-row", "data-ncu-metric": r.metric, title: r.metric},
         h("span", {class: "bar-label"}, r.label),
         h("span", {class: "bar-track"}, h("span", {class: "bar", style: {width: `${width.toFixed(1)}%`}})),
         h("span", {class: "bar-value numeric", "data-value": r.value}, sectionValue(r.value, barUnit(fig, r))));
@@ -266,7 +266,7 @@ function memoryChart(fig) {
       h("td", null, link.label),
       figures.map((f) => {
         const r = link.rows.find((x) => x.label === f);
-        return r ? h("td", {class: "numeric", "data-metric": r.metric, title: r.metric},
+        return r ? h("td", {class: "numeric", "data-ncu-metric": r.metric, title: r.metric},
           h("span", {"data-value": r.value ?? null}, sectionValue(r.value, r.unit))) : h("td", null, "");
       })))));
   return h("div", {class: "section-figure", "data-figure": fig.id},
