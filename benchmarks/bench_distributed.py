@@ -201,23 +201,26 @@ os.environ["PYTHONPATH"] = sys.argv[1]  # the local cluster's worker processes i
 t = time.perf_counter()
 from tb_hwprof.cli import main
 rc = main(["export", *sys.argv[3:], "--logdir", sys.argv[2], "--overwrite", "--quiet"])
-print(json.dumps({"s": time.perf_counter() - t, "rc": rc,
-                  "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"s": time.perf_counter() - t, "rc": rc, "cpu_s": usage.ru_utime + usage.ru_stime,
+                  "mb": usage.ru_maxrss / 1024}))
 """
 
-NOTE = re.compile(r"^rank (\d+): .* exported on (\S+) in ([\d.]+) s \(worker's peak memory so far (\d+) MB\)$")
+NOTE = re.compile(r"^rank (\d+): .* exported on (\S+) in ([\d.]+) s \(CPU ([\d.]+) s; the worker's peak memory so far "
+                  r"(\d+) MB\)$")
 
 
 def job_figures(job_dir: Path) -> dict:
     """Per worker: its peak memory and ranks (from the job's notes); the straggler verdicts."""
     sys.path.insert(0, str(REPO))
     from tb_hwprof.logdir.reader import load_run, read_manifest
-    workers = collections.defaultdict(lambda: {"mb": 0.0, "ranks": 0, "s": 0.0})
+    workers = collections.defaultdict(lambda: {"mb": 0.0, "ranks": 0, "s": 0.0, "cpu_s": 0.0})
     for note in read_manifest(job_dir)["notes"]:
         m = NOTE.match(note)
         if m:
             w = workers[m.group(2)]
-            w["mb"], w["ranks"], w["s"] = max(w["mb"], float(m.group(4))), w["ranks"] + 1, w["s"] + float(m.group(3))
+            w["mb"], w["ranks"] = max(w["mb"], float(m.group(5))), w["ranks"] + 1
+            w["s"], w["cpu_s"] = w["s"] + float(m.group(3)), w["cpu_s"] + float(m.group(4))
     ranks = load_run(job_dir).summaries["ranks"]
     found = ranks[ranks["straggler"].astype(bool)]
     return {"workers": dict(workers), "stragglers": found["rank"].astype(int).tolist(),
@@ -263,11 +266,15 @@ def main() -> int:
     worker_mb = max(w["mb"] for w in figures["workers"].values())
     print(f"single exports ({len(singles)} measured{'' if args.single is None else ', sum scaled'}): "
           f"sum {single_sum:.1f} s, each {min(s['s'] for s in singles.values()):.2f}-"
-          f"{max(s['s'] for s in singles.values()):.2f} s, peak {single_mb:.0f} MB")
+          f"{max(s['s'] for s in singles.values()):.2f} s (CPU {sum(s['cpu_s'] for s in singles.values()):.1f} s "
+          f"in all), peak {single_mb:.0f} MB")
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine: "
+          f"wall times above ~1 per core are not the export's alone)")
     print(f"job on {args.workers} workers: {job['s']:.1f} s (target <= 1.3 x {single_sum:.1f} / {args.workers} "
           f"= {budget:.1f} s; ratio {job['s'] / (single_sum / args.workers):.2f}); driver peak {job['mb']:.0f} MB")
     for address, w in sorted(figures["workers"].items()):
-        print(f"  worker {address}: {w['ranks']} ranks, {w['s']:.1f} s of tasks, peak {w['mb']:.0f} MB")
+        print(f"  worker {address}: {w['ranks']} ranks, {w['s']:.1f} s of tasks (CPU {w['cpu_s']:.1f} s), "
+              f"peak {w['mb']:.0f} MB")
     print(f"stragglers found: {figures['stragglers']} (made: [{straggler}])")
     for reason in figures["reasons"]:
         print(f"  {reason}")

@@ -60,6 +60,7 @@ class RankResult:
     staged: str  # its run folder in the staging logdir
     worker: str  # the Dask worker's address, or IN_PROCESS_WORKER
     seconds: float
+    cpu_seconds: float  # the worker process' CPU time meanwhile (all its threads)
     peak_mb: float  # the worker process' peak resident memory so far (ru_maxrss)
 
     @property
@@ -77,19 +78,40 @@ class RankFailure:
 def export_rank(path: str, position: int, staging: str, job: str, step: int = 0, trace: str = "auto",
                 window=None, salvage: bool = False) -> RankResult:
     """The Dask task: read, analyse and write one rank as run pos_<position> of the staging logdir,
-    its event files hidden; returns its digest (the profile stays here and is freed)."""
+    its event files hidden; returns its digest (the profile is freed before it returns)."""
+    started, cpu = time.perf_counter(), time.process_time()
+    try:
+        digest, run_dir = _export_one(path, position, staging, job, step, trace, window, salvage)
+    finally:
+        give_back_freed_memory()  # the rank's profile is gone: the next rank starts from a small process
+    return RankResult(position, str(path), digest, str(run_dir), _worker_address(), time.perf_counter() - started,
+                      time.process_time() - cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def _export_one(path, position, staging, job, step, trace, window, salvage):
+    """(digest, staged run folder) of one rank; its profile lives only as long as this call."""
     from .analysis.pipeline import WindowOptions, _analyse_and_write, read_report
     from .analysis.ranks import rank_digest, rank_of
     from .logdir.writer import hide_events
-    started = time.perf_counter()
     report = read_report(path, window or WindowOptions(), salvage=salvage)
     rank = rank_of(report.profile, Path(path), position)
     (run_dir,), _ = _analyse_and_write([report], Path(staging), [f"pos_{position}"], False, [step], trace,
                                        lambda line: None, lambda run_dir: None)
     hide_events(run_dir)  # a staged rank is no run TensorBoard should list
-    digest = rank_digest(report.profile, rank, str(path), run=f"{job}/rank_{rank}")
-    return RankResult(position, str(path), digest, str(run_dir), _worker_address(), time.perf_counter() - started,
-                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return rank_digest(report.profile, rank, str(path), run=f"{job}/rank_{rank}"), run_dir
+
+
+def give_back_freed_memory() -> None:
+    """Hand the pages of freed memory back to the OS (glibc malloc_trim; nothing elsewhere).  A
+    worker exports rank after rank, and its heap, fragmented by the last one, would otherwise add
+    to the next one's peak (50k-kernel ranks: +85 MB on the second rank without, +27 MB with)."""
+    import gc
+    gc.collect()
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _worker_address() -> str:
@@ -381,8 +403,8 @@ def write_job_run(results: List[RankResult], failures: List[RankFailure], stagin
 
 def job_notes(results: List[RankResult], failures: List[RankFailure]) -> List[str]:
     """Where each rank ran and which were skipped (--skip-bad-ranks), for the job's notes."""
-    notes = [f"rank {r.rank}: {r.path} exported on {r.worker} in {r.seconds:.2f} s (worker's peak memory so far "
-             f"{r.peak_mb:.0f} MB)" for r in results]
+    notes = [f"rank {r.rank}: {r.path} exported on {r.worker} in {r.seconds:.2f} s (CPU {r.cpu_seconds:.2f} s; "
+             f"the worker's peak memory so far {r.peak_mb:.0f} MB)" for r in results]
     notes += [f"skipped rank file {f.path} (position {f.position + 1}): {f.error}" for f in failures]
     return notes
 
