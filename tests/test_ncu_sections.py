@@ -254,3 +254,42 @@ def test_a_latency_bound_reason_names_the_top_warp_stall(labelled, relative):
         top = max(stalls, key=stalls.get)
         assert k["bound_reason"].endswith(
             f"; top warp stall: {ncu_sections.stall_label(top)} ({stalls[top]:.1f} cycles per issued instruction)")
+
+
+# -- /kernel: the drawer's document --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kernel_app(tmp_path_factory, samples_dir):
+    """The plugin's backend over a basic-set report (spyinfer, 3 sections) and a tracer's run."""
+    import tb_hwprof
+    from support_plugin import App
+    spy, nsys = samples_dir / "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep", samples_dir / "nsys/annikola_gtx1050_2024.5.1.sqlite"
+    if not spy.is_file() or not nsys.is_file():
+        pytest.skip("spyinfer / annikola samples missing")
+    logdir = tmp_path_factory.mktemp("kernel-doc")
+    tb_hwprof.export(spy, logdir, run="spy")
+    tb_hwprof.export(nsys, logdir, run="nsys")
+    return App(logdir)
+
+
+def test_kernel_document_of_a_basic_report(kernel_app, samples_dir, ncu_report_module):
+    action = list(ncu_actions(ncu_report_module, samples_dir / "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep"))[57]
+    doc = kernel_app.json("/kernel", run="spy", launch="57")
+    held = report_sections(action)
+    assert [s["id"] for s in doc["sections"]] == [i for i, _, _ in ncu_sections.SECTIONS if i in held]
+    for section in doc["sections"]:
+        for r in shown_rows(section):
+            assert r["value"] == pytest.approx(ncu_value(action, r["metric"]), rel=1e-12)
+        parent = {s.identifier(): s.parent_identifier() or s.identifier() for s in action.sections()}
+        filed = [i for i, rule in enumerate(action.rule_results_as_dicts())
+                 if parent.get(rule.get("section_identifier")) == section["id"]]
+        assert section["rules"] == filed  # the rules the report files under the section or its charts
+    assert len(doc["rule_messages"]) == len(doc["rules"])
+    for rule, parts in zip(doc["rules"], doc["rule_messages"]):
+        assert [p["kind"] for p in parts].count("section") == rule["message"].count("@section:")
+        assert [p["kind"] for p in parts].count("url") == rule["message"].count("@url:")
+        assert not any("@section:" in p["text"] or "@url:" in p["text"] for p in parts)
+
+
+def test_kernel_document_of_a_tracer_run_has_no_sections(kernel_app):
+    doc = kernel_app.json("/kernel", run="nsys", launch="0")
+    assert doc["sections"] == [] and doc["rule_messages"] == [] and doc["raw_metrics"] == {}
