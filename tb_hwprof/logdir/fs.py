@@ -128,6 +128,8 @@ class Publisher:
         if self.kill_after is not None and self.writes >= self.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
+    # Single-object calls only (put_file, cp_file, rm_file): fsspec's put / copy / rm expand glob
+    # characters, and a run may be named 'a*b' or '[x]'.
     def put(self, local: Path, key: str) -> None:
         self.remote.fs.put_file(str(local), key)
         self._wrote()
@@ -137,7 +139,7 @@ class Publisher:
         self._wrote()
 
     def copy(self, source: str, key: str) -> None:
-        self.remote.fs.copy(source, key)
+        self.remote.fs.cp_file(source, key)
         self._wrote()
 
 
@@ -212,11 +214,14 @@ def copy_into_place(publisher: Publisher, staging: str, run_key: str, relatives:
 
 
 def delete(remote: RemoteDir, keys: List[str], recursive: bool = False) -> None:
+    """Delete these objects (recursive: every object under these prefixes), one object at a time
+    by its exact key: never a glob, so a run named 'a*b' touches no other run's objects."""
     for key in keys:
-        try:
-            remote.fs.rm(key, recursive=recursive)
-        except FileNotFoundError:
-            pass
+        for target in (sorted(remote.listing(key, recursive=True)) if recursive else []) + [key]:
+            try:
+                remote.fs.rm_file(target)
+            except FileNotFoundError:
+                pass
 
 
 def staging_owner(name: str) -> Tuple[str, str, int]:
@@ -278,7 +283,7 @@ def publish_series_events(remote: RemoteDir, local_logdir: Path, group: str) -> 
         key, tmp = f"{group_key}/{events.name}", f"{remote.root}/{STAGING}/{events.name}@{owner_tag()}"
         remote.fs.put_file(str(events), tmp)
         try:
-            remote.fs.copy(tmp, key)
+            remote.fs.cp_file(tmp, key)
         finally:
             delete(remote, [tmp])
         earlier = [k for k in remote.listing(group_key) if k.endswith(metadata.SERIES_EVENTS_SUFFIX) and k != key]

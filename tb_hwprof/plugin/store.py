@@ -312,7 +312,7 @@ class RunStore:
             self.remote.key(run)
         except HwprofError as e:
             raise HttpError(404, f"run {run!r} resolves outside the logdir ({e})") from None
-        return self.mirror / key_of(run)
+        return self.mirror / ("run-" + key_of(run))  # never a generation folder's name
 
     def where(self, run: str, run_dir: Path) -> str:
         """The run's folder, or its URL on a remote logdir (not the local mirror), for messages."""
