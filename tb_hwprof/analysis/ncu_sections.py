@@ -418,7 +418,3 @@ def top_stall_clause(raw: Mapping[str, list]) -> str:
     top = top_stall(raw)
     return f"; top warp stall: {top[0]} ({top[1]:.1f} cycles per issued instruction)" if top else ""
 
-
-def section_ids(raw: Mapping[str, list]) -> Dict[str, str]:
-    """{id: title} of the sections the launch shows (for links from rule messages)."""
-    return {s["id"]: s["title"] for s in sections(raw)}
