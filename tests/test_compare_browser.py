@@ -39,6 +39,9 @@ def test_a_pair_in_detail_with_a_filter(session, samples_dir, ncu_report_module)
     assert all(rows.nth(i).is_hidden() or "dram__bytes_read.sum" in rows.nth(i).get_attribute("data-metric")
                for i in range(rows.count()))
     assert frame.locator("[data-role=pair-roofline] circle").count() == 2
+    # Under the roofs of the T4 both ran on (one set: the same GPU model), the DRAM roof rising to the compute roof.
+    assert frame.locator("[data-role=pair-roofline] g.pair-roofs").count() == 1
+    assert frame.locator("[data-role=pair-roofline] g.pair-roofs line").count() == 2
     session.shot("compare-pair-detail")
 
 

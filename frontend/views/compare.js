@@ -224,6 +224,9 @@ async function showPair(slot, ctx, base, other, m) {
   const doc = await fetchInto(slot, getJSON("compare_pair", {base, run: other, base_key: m.key, run_key: m.run_key}),
     `the pair ${m.base_name || m.key}`, ctx);
   if (!doc) return;
+  // Each side's roofs (its /roofline, cached by the API): none where a run has no roofline.
+  const roofDocs = await Promise.all([base, other].map((run) => getJSON("roofline", {run}).catch(() => null)));
+  if (!ctx.isCurrent()) return;
   const rows = Array.isArray(doc.rows) ? doc.rows : [];
   const trs = rows.map((x) => h("tr", {"data-metric": x.name, "data-source": x.source},
     h("td", {class: "mono"}, x.name),
@@ -248,7 +251,7 @@ async function showPair(slot, ctx, base, other, m) {
   replace(slot, h("section", {"data-role": "pair-detail"},
     h("h3", null, "Pair: ", pairName(m), ` (${m.paired_by})`),
     h("div", {class: "two-col"}, sideFacts("Baseline", doc.base), sideFacts("Run", doc.run)),
-    rooflineArrow(doc.base.roofline || {}, doc.run.roofline || {}),
+    rooflineArrow(doc.base.roofline || {}, doc.run.roofline || {}, sideRoofs(roofDocs[0]), sideRoofs(roofDocs[1])),
     h("div", {class: "toolbar"}, filter, count),
     h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "pair-metrics"},
       h("thead", null, h("tr", null, ["Metric", "Unit", "Baseline", "Run", "Difference", "Change"].map((t) => h("th", null, t)))),
@@ -266,28 +269,55 @@ function sideFacts(title, side) {
     h("p", {class: "muted small"}, `launch ${side.launch} of ${fmt.int(side.launches)} (the longest), ${fmt.duration(side.total_ns)} in all`));
 }
 
-// Both kernels on one log-log roofline plane, an arrow from baseline to run (where both can be placed).
-function rooflineArrow(b, r) {
+// Both kernels on one log-log roofline (DRAM intensity), an arrow from baseline to run (where both
+// can be placed), under each side's DRAM and FP32 roofs (the run's dashed where its GPU differs).
+function sideRoofs(doc) {
+  const dev = doc && Array.isArray(doc.devices) ? doc.devices[0] : null;
+  const value = (key) => { const r = dev && dev.roofs ? dev.roofs[key] : null; return r && r.value > 0 ? r.value : null; };
+  if (!dev) return null;
+  const compute = value("flop_per_s_fp32") || Math.max(0, ...Object.keys(dev.roofs || {}).filter((k) => k.startsWith("flop_per_s_")).map(value)) || null;
+  const dram = value("bytes_per_s_dram");
+  return compute && dram ? {compute, dram, gpu: dev.name || ""} : null;
+}
+
+function rooflineArrow(b, r, baseRoofs, runRoofs) {
   const ok = (p) => p.ai_dram > 0 && p.flop_per_s > 0;
   if (!ok(b) || !ok(r)) return null;
-  const W = 320, H = 180, pad = 24;
-  const xs = [b.ai_dram, r.ai_dram].map(Math.log10), ys = [b.flop_per_s, r.flop_per_s].map(Math.log10);
+  // One GPU model: one set of roofs (measured roofs of two reports differ by their clocks, a little).
+  const sameRoofs = baseRoofs && runRoofs && (baseRoofs.gpu === runRoofs.gpu ||
+    (baseRoofs.compute === runRoofs.compute && baseRoofs.dram === runRoofs.dram));
+  const roofs = [baseRoofs ? {...baseRoofs, side: "base"} : null, runRoofs && !sameRoofs ? {...runRoofs, side: "run"} : null].filter(Boolean);
+  const W = 480, H = 260, pad = 28;
+  const xs = [b.ai_dram, r.ai_dram].concat(roofs.map((f) => f.compute / f.dram)).map(Math.log10);
+  const ys = [b.flop_per_s, r.flop_per_s].concat(roofs.map((f) => f.compute)).map(Math.log10);
   const span = (v) => [Math.min(...v) - 0.5, Math.max(...v) + 0.5];
   const [x0, x1] = span(xs), [y0, y1] = span(ys);
   const X = (v) => pad + (Math.log10(v) - x0) / (x1 - x0) * (W - 2 * pad);
   const Y = (v) => H - pad - (Math.log10(v) - y0) / (y1 - y0) * (H - 2 * pad);
+  const xLo = 10 ** x0, xHi = 10 ** x1;
+  const roofLines = roofs.map((f) => {
+    const ridge = f.compute / f.dram;
+    const dash = f.side === "run" ? "5 3" : null;
+    return s("g", {class: "pair-roofs", "data-side": f.side, "clip-path": "url(#pair-clip)"},
+      s("line", {x1: X(xLo), y1: Y(xLo * f.dram), x2: X(ridge), y2: Y(f.compute), stroke: "#4263eb", "stroke-dasharray": dash, "data-roof": "bytes_per_s_dram"}),
+      s("line", {x1: X(ridge), y1: Y(f.compute), x2: X(xHi), y2: Y(f.compute), stroke: "#343a40", "stroke-dasharray": dash, "data-roof": "flop_per_s"}),
+      s("title", null, `${f.side === "run" ? "run" : "baseline"} roofs (${f.gpu}): DRAM ${fmt.human(f.dram, "byte/s")}, ${fmt.flops(f.compute)}`));
+  });
   return h("figure", {"data-role": "pair-roofline"},
     s("svg", {width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "roofline points, baseline to run"},
       s("defs", null, s("marker", {id: "pair-arrow", markerWidth: 8, markerHeight: 8, refX: 6, refY: 3, orient: "auto"},
-        s("path", {d: "M0,0 L6,3 L0,6 z", fill: "currentColor"}))),
+        s("path", {d: "M0,0 L6,3 L0,6 z", fill: "currentColor"})),
+        s("clipPath", {id: "pair-clip"}, s("rect", {x: pad, y: pad, width: W - 2 * pad, height: H - 2 * pad}))),
       s("rect", {x: pad, y: pad, width: W - 2 * pad, height: H - 2 * pad, fill: "none", stroke: "#dee2e6"}),
+      roofLines,
       s("line", {x1: X(b.ai_dram), y1: Y(b.flop_per_s), x2: X(r.ai_dram), y2: Y(r.flop_per_s), stroke: "currentColor", "marker-end": "url(#pair-arrow)"}),
       s("circle", {cx: X(b.ai_dram), cy: Y(b.flop_per_s), r: 4, fill: "#868e96", "data-role": "base-point"}),
       s("circle", {cx: X(r.ai_dram), cy: Y(r.flop_per_s), r: 4, fill: "#1971c2", "data-role": "run-point"}),
-      s("text", {x: pad, y: H - 6, "font-size": 10}, "FLOP/byte (DRAM), log"),
-      s("text", {x: 4, y: pad - 8, "font-size": 10}, "FLOP/s, log")),
+      s("text", {x: pad, y: H - 8, "font-size": 10}, "FLOP/byte (DRAM), log"),
+      s("text", {x: 4, y: pad - 10, "font-size": 10}, "FLOP/s, log")),
     h("figcaption", {class: "muted small"},
-      `baseline ${fmt.num(b.ai_dram)} FLOP/B at ${fmt.flops(b.flop_per_s)} → run ${fmt.num(r.ai_dram)} FLOP/B at ${fmt.flops(r.flop_per_s)}`));
+      `baseline ${fmt.num(b.ai_dram)} FLOP/B at ${fmt.flops(b.flop_per_s)} → run ${fmt.num(r.ai_dram)} FLOP/B at ${fmt.flops(r.flop_per_s)}` +
+      (roofs.length ? `; roofs: DRAM and ${roofs.length > 1 ? "the top compute roof of each GPU (the run's dashed)" : "the top compute roof"}` : "")));
 }
 
 // NVTX phases matched by range name (both runs traced with NVTX ranges).
