@@ -144,6 +144,13 @@ def test_cli_export_to_s3(s3, exported, samples_dir):
     assert tb_hwprof.logdir.reader.read_manifest(f"{LOGDIR}/cli")["kernel_count"] == nsys_kernels(samples_dir / NSYS)
 
 
+def test_trace_command_refuses_a_url_in_one_line(exported):
+    done = subprocess.run([sys.executable, "-m", "tb_hwprof", "trace", f"{LOGDIR}/nsys"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode != 0 and "writes into local runs only" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_export_refuses_an_existing_run_before_reading(s3, exported, samples_dir):
     with pytest.raises(RunExists) as e:
         tb_hwprof.export(samples_dir / "missing-report-never-read.ncu-rep", LOGDIR, "ncu")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -21,6 +22,9 @@ def render(run_dir: Path, out: Optional[Path] = None, progress: Callable[[str], 
     """Write the run's trace into `out` (default: the run's own timeline.json.gz, then listed in its
     manifest); returns {"path", "events", "gz_bytes", "uncompressed_bytes"}, or None when the run's
     own file is already there."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:/", str(run_dir)):  # a URL (Path() makes s3:// s3:/)
+        raise InputError(run_dir, "tb-hwprof trace writes into local runs only",
+                         "render a local copy of the run, or use the plugin's Download trace (rendered from the run's index)")
     manifest = reader.read_manifest(run_dir)  # one line for a folder that is not a run
     assets = reader.asset_dir(run_dir)
     own = assets / metadata.TIMELINE
