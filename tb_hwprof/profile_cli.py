@@ -335,7 +335,8 @@ def _move_into(path: Path, folder: Path) -> Path:
 
 # ------------------------------------------------------------------ the joined export
 def export_joined(trace_path, counter_path, logdir, run: str, filters=None, overwrite: bool = False,
-                  beside: bool = False, progress: Callable[[str], None] = lambda line: None) -> Path:
+                  beside: bool = False, progress: Callable[[str], None] = lambda line: None,
+                  trace_mode: str = "auto") -> Path:
     """Read a trace and a counter report of the same program, join them (analysis/join.py) and write
     one run; its notes and its counter_join table say what was matched and what was not."""
     from .analysis.join import JoinFilters, join
@@ -348,7 +349,7 @@ def export_joined(trace_path, counter_path, logdir, run: str, filters=None, over
     progress(f"joined {counters.path} onto {trace.path}: {result.count('matched')} matched, "
              f"{len(result.table) - result.count('matched')} listed as not joined ({result.stage} names)")
     out, _ = _analyse_and_write([Report(trace.path, result.profile, trace.window)], Path(logdir), [run], overwrite,
-                                [0], "auto", progress, lambda run_dir: None, beside)
+                                [0], trace_mode, progress, lambda run_dir: None, beside)
     return out[0]
 
 
@@ -385,7 +386,7 @@ def cmd_export_joined(args) -> int:
     filters = JoinFilters(args.kernel_name, args.kernel_name_base, args.launch_skip, args.launch_count)
     progress = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     run_dir = export_joined(args.files[0], args.files[1], args.logdir, args.run, filters, args.overwrite,
-                            progress=progress)
+                            progress=progress, trace_mode=args.trace)
     print(f"exported 1 joined run to {run_dir}: tensorboard --logdir {Path(args.logdir)}")
     return 0
 

@@ -268,3 +268,22 @@ def test_profile_rocprofv3_is_one_pass_exported_as_the_run(tmp_path, fakes, monk
         rows = sum(1 for r in csv.DictReader(f) if r.get("Kind") == "KERNEL_DISPATCH")
     manifest = json.loads((logdir / "v3" / "plugins" / "tb_hwprof" / "profile.json").read_text())
     assert manifest["kernel_count"] == rows and (logdir / "v3" / "logs" / "rocprofv3.log").is_file()
+
+
+def test_export_join_of_an_nsys_capture_and_an_ncu_report(tmp_path, samples_dir, ncu_report_module, capsys):
+    """Nsight Systems + Nsight Compute through the CLI: the run is the capture's; with no kernel name in
+    common (sqlite3 and ncu_report say so) every launch of both is listed, none joined."""
+    import sqlite3
+    nsys, report = sample(samples_dir, "nsys/annikola_gtx1050_2024.5.1.sqlite"), sample(samples_dir, REPORT)
+    with sqlite3.connect(f"file:{nsys}?mode=ro", uri=True) as db:
+        nsys_names = [r[0] for r in db.execute("SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                                               "JOIN StringIds s ON s.id = k.shortName")]
+    ncu_names = [a.name() for a in ncu_actions(ncu_report_module, report)]
+    assert not set(nsys_names) & set(ncu_names)
+    logdir = tmp_path / "runs"
+    assert main(["export", str(nsys), str(report), "--join", "--run", "n", "--logdir", str(logdir), "--quiet",
+                 "--trace", "never"]) == 0, capsys.readouterr().err
+    assets = logdir / "n" / "plugins" / "tb_hwprof"
+    manifest = json.loads((assets / "profile.json").read_text())
+    assert manifest["provenance"]["tool"] == "nsys" and not (assets / "timeline.json.gz").exists()
+    assert any(f"{len(nsys_names)} trace-only, {len(ncu_names)} report-only" in n for n in manifest["notes"])
