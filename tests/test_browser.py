@@ -267,13 +267,18 @@ def test_roofline_positions(session, reports):
     assert frame.locator("aside#detail").get_attribute("data-launch-id") == launch
 
 
-def test_bottlenecks(session):
+def test_bottlenecks(session, reports, ncu_report_module):
+    durations = ncu_durations(ncu_report_module, reports["lakshya"])
     session.open()
     frame = session.go("#view=bottlenecks&run=lakshya")
     frame.locator("[data-role=bound-bars] .bar-row").first.wait_for()
     assert frame.locator("[data-role=bound-bars] .bar-row[data-bound=compute]").count() == 1
+    # One row per kernel: the report's launches are all of one kernel.
     rows = frame.locator("table[data-role=top-kernels] tbody tr")
-    assert rows.count() == 2
+    assert rows.count() == 1
+    assert int(rows.first.locator("td[data-col=launches]").get_attribute("data-value")) == len(durations) == 2
+    assert float(rows.first.locator("td[data-col=total_ns]").get_attribute("data-value")) == pytest.approx(sum(durations))
+    assert rows.first.get_attribute("data-launch-id") == str(durations.index(max(durations)))
     assert "bound" in rows.first.locator("td[data-col=bound_reason]").inner_text()
     assert "occupancy" in rows.first.locator("[data-col=occupancy_note]").inner_text()
     session.shot("bottlenecks")
