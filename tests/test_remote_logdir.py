@@ -248,6 +248,23 @@ def test_killed_export_is_never_listed_and_is_cleaned(s3, exported, samples_dir,
     assert len(tb_hwprof.load_run(f"{LOGDIR}/{run}").kernels) == ncu_launches(ncu_report_module, samples_dir / NCU)
 
 
+def test_a_dead_export_is_not_rolled_over_a_later_one(s3, exported, samples_dir, monkeypatch):
+    """A dead export found only later (another host's, once stale) whose run was exported again
+    since: its staging prefix is deleted, not copied over the newer run."""
+    done = export_cli(samples_dir / NCU, "--logdir", LOGDIR, "--run", "later",
+                      env={fs.KILL_AFTER_WRITES_ENV: str(local_file_count(exported["ncu"]) + 1)})  # COPYING written
+    assert done.returncode == -9
+    [staging] = {k.split("/")[3] for k in keys(s3, f"runs/{metadata.WORK_AREA}/staging/")}
+    monkeypatch.setattr(fs, "staging_stale", lambda name, now: False)  # as another host's, not yet stale
+    import time
+    time.sleep(1.1)  # the later export's event file is written in a later second than the dead one started
+    tb_hwprof.export(samples_dir / NSYS, LOGDIR, "later")
+    monkeypatch.setattr(fs, "staging_stale", lambda name, now: True)  # hours later
+    tb_hwprof.export(samples_dir / NSYS, LOGDIR, "later-too")
+    assert keys(s3, f"runs/{metadata.WORK_AREA}/") == [] and staging.startswith("later@")
+    assert len(tb_hwprof.load_run(f"{LOGDIR}/later").kernels) == nsys_kernels(samples_dir / NSYS)
+
+
 def test_overwrite_replaces_the_run_and_its_old_files(s3, exported, samples_dir):
     tb_hwprof.export(samples_dir / NCU, LOGDIR, "replaced")
     old_events = event_keys(s3, "replaced")

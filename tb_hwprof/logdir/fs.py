@@ -194,10 +194,11 @@ def publish_run(remote: RemoteDir, local_run: Path, run: str, overwrite: bool, b
             publisher.put(local, f"{staging}/{staged_name(relative)}")
         check_free(remote, run, overwrite, beside)  # another export may have published it meanwhile
         publisher.mark(f"{staging}/{COPYING}")
-        copy_into_place(publisher, staging, run_key, [relative for _, relative in files])
     except BaseException:
         delete(remote, [staging], recursive=True)
         raise
+    # A failure from here on keeps the staging prefix: the next export rolls it forward (clean_staging).
+    copy_into_place(publisher, staging, run_key, [relative for _, relative in files])
     delete(remote, [staging], recursive=True)
     return remote.url_of(run_key)
 
@@ -262,10 +263,24 @@ def roll_forward(remote: RemoteDir, staging: str) -> None:
     staged = [k[len(staging) + 1:] for k, info in remote.listing(staging, recursive=True).items()
               if info.get("type") != "directory" and k != f"{staging}/{COPYING}"]
     relatives = [published_name(r) for r in staged]
+    started = staging_owner(posixpath.basename(staging))[2]
+    if published_since(remote, remote.key(run), started, own=set(relatives)):
+        return  # a later export of the run finished (another host's dead export, found hours later)
     manifest = f"{ASSET_PREFIX}/{metadata.MANIFEST}"
     ordered = sorted(r for r in relatives if r != manifest and not is_our_events(r)) + [manifest] + sorted(
         r for r in relatives if is_our_events(r))
     copy_into_place(Publisher(remote), staging, remote.key(run), ordered)
+
+
+def published_since(remote: RemoteDir, run_key: str, started: int, own: set) -> bool:
+    """Whether an event file not among `own` (the dead export's) was written under the run after
+    `started` (unix time): another export published the run since."""
+    for key, info in remote.listing(run_key).items():
+        name, stamp = posixpath.basename(key), info.get("LastModified") or info.get("mtime")
+        if (is_our_events(name) and name not in own and hasattr(stamp, "timestamp")
+                and stamp.timestamp() > started):
+            return True
+    return False
 
 
 def published_name(staged: str) -> str:
@@ -280,7 +295,9 @@ def publish_series_events(remote: RemoteDir, local_logdir: Path, group: str) -> 
     temporary key, copied into the group, then the group's earlier series files deleted."""
     group_key = remote.key(group)
     for events in Path(local_logdir, *group.split("/")).glob("*" + metadata.SERIES_EVENTS_SUFFIX):
-        key, tmp = f"{group_key}/{events.name}", f"{remote.root}/{STAGING}/{events.name}@{owner_tag()}"
+        # The temporary key has no "tfevents" in it: TensorBoard would list the staging prefix.
+        pending = events.name.replace("events.out.tfevents.", metadata.PENDING_EVENTS_PREFIX, 1)
+        key, tmp = f"{group_key}/{events.name}", f"{remote.root}/{STAGING}/{pending}@{owner_tag()}"
         remote.fs.put_file(str(events), tmp)
         try:
             remote.fs.cp_file(tmp, key)
