@@ -40,6 +40,8 @@ sys.exit({status})
 
 
 def script(tmp_path, iterations=5, status=0, optimizer=True) -> Path:
+    """A tiny CPU training script (the PyTorch pass runs it for real: torch must be installed)."""
+    pytest.importorskip("torch", reason="the PyTorch pass needs torch (pip install torch, the CPU build will do)")
     path = tmp_path / "train.py"
     path.write_text(TRAIN.format(iterations=iterations, status=status,
                                  step="opt.step()" if optimizer else "pass"))
