@@ -78,6 +78,11 @@ def test_tracer_kernels_table_hides_empty_columns_and_says_not_measured(session,
     assert "SpeedOfLight" in note and "Nsight Systems" in note
     assert frame.locator("[data-role=hidden-columns]").is_visible()
     session.shot("ui-kernels-tracer")
+    # Grouped by name: the same label.
+    frame = session.go(f"#view=kernels&run={NSYS}&group=1")
+    wait_rows(frame, "kernel-groups", len(set(data["name"])))
+    labels = frame.eval_on_selector_all("table[data-role=kernel-groups] td[data-col=bound]", "tds => tds.map(t => t.textContent)")
+    assert set(labels) == {"not measured (trace)"}
 
 
 def test_counter_run_keeps_its_measured_columns(session, logdir):

@@ -138,7 +138,10 @@ function launchTable(doc, ctx) {
 
 function groupTable(doc, ctx) {
   const groups = Array.isArray(doc.groups) ? doc.groups : [];
-  const get = (key, i) => groups[i][key] ?? null;
+  const t = runTerms(ctx);
+  // A trace's "unknown" bounds read "not measured (trace)", as in the launch table (the reason is the chip's title).
+  const traced = `not measured (trace): ${t.toolName} records when kernels ran, not how busy the GPU was; collect ${t.counters}`;
+  const get = (key, i) => (key === "bound_reason" && t.tracer ? traced : groups[i][key] ?? null);
   return new DataTable({
     columns: GROUP_COLUMNS, rows: groups.length, get, noun: "kernel names", role: "kernel-groups",
     state: ctx.state, defaultSort: "",
