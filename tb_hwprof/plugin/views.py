@@ -381,7 +381,8 @@ def timeline_index(entry: RunEntry):
 
     def load():
         path = _timeline_file(entry, "timeline_index")
-        return read_asset(path, "timeline index", lambda: TimelineIndex(trace.read_index(path, trace.VIEW_COLUMNS)))
+        columns = (*trace.VIEW_COLUMNS, "flow")  # flows: the Timeline joins a selected call to its kernel
+        return read_asset(path, "timeline index", lambda: TimelineIndex(trace.read_index(path, columns)))
     return entry.memo("timeline_index", load)
 
 
