@@ -107,6 +107,9 @@ class TimelineIndex:
     def __init__(self, index: dict):
         self.start, self.end = index["start"], index["end"]
         self.track, self.name, self.cat = index["track"], index["name"], index["cat"]
+        # The tracer's correlation id joining an API call to the GPU work it launched (-1: none);
+        # None for an index written before flows were kept, or read without them.
+        self.flow = index.get("flow")
         meta = index["meta"]
         self.names: List[str] = meta["names"]
         self.categories: List[str] = meta["categories"]
@@ -148,7 +151,14 @@ class TimelineIndex:
                 "names": [self.names[i] for i in used.tolist()],
                 "events": {"start_ns": self.start[idx].tolist(), "end_ns": self.end[idx].tolist(),
                            "lane": self.track[idx].tolist(), "name": remap.tolist(), "cat": self.cat[idx].tolist(),
-                           "depth": self.depth[idx].tolist(), "merged": merged.tolist()}}
+                           "depth": self.depth[idx].tolist(), "merged": merged.tolist(),
+                           "flow": self._flows(idx, merged)}}
+
+    def _flows(self, idx: np.ndarray, merged: np.ndarray) -> list:
+        """Each returned slice's flow id, -1 where it has none or stands for several (merged)."""
+        if self.flow is None:
+            return [-1] * int(idx.size)
+        return np.where(merged > 1, -1, self.flow[idx]).tolist()
 
     def _decimate(self, idx: np.ndarray, start: int, end: int, max_events: int):
         """Per (lane, depth, time bin) the longest slice, and how many slices its bin held.  Bins per
