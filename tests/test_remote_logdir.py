@@ -144,6 +144,22 @@ def test_cli_export_to_s3(s3, exported, samples_dir):
     assert tb_hwprof.logdir.reader.read_manifest(f"{LOGDIR}/cli")["kernel_count"] == nsys_kernels(samples_dir / NSYS)
 
 
+def test_series_export_to_s3(s3, exported, samples_dir):
+    """Two reports under one --run: runs series/<stem> and the group's series event file, whose
+    steps TensorBoard reads (through its own S3 reader) for the Scalars tab."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    series = samples_dir / "ncu" / "armleth_t4_series"
+    done = export_cli(series / "report_v2.ncu-rep", series / "report_v3_loop_unroll.ncu-rep",
+                      "--logdir", LOGDIR, "--run", "series")
+    assert done.returncode == 0, done.stderr
+    for stem in ("report_v2", "report_v3_loop_unroll"):
+        assert len(event_keys(s3, f"series/{stem}")) == 1
+    [group_events] = [k for k in keys(s3, "runs/series/") if k.endswith(metadata.SERIES_EVENTS_SUFFIX)]
+    assert group_events.count("/") == 2 and "tfevents" in group_events
+    steps = {e.step for e in EventFileLoader(f"s3://{BUCKET}/{group_events}").Load() if e.HasField("summary")}
+    assert steps == {0, 1}
+
+
 def test_trace_command_refuses_a_url_in_one_line(exported):
     done = subprocess.run([sys.executable, "-m", "tb_hwprof", "trace", f"{LOGDIR}/nsys"], cwd=REPO, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
