@@ -106,6 +106,7 @@ def cuda_limits(device) -> Optional[CudaLimits]:
     smem_sm = pick("shared_mem_per_sm", table[2] if table else None)
     if max_warps is None or max_blocks is None or smem_sm is None:
         return None
+    reserved = getattr(device, "reserved_shared_mem_per_block", None)  # 0 is a stated value, not absent
     return CudaLimits(
         compute_capability=cc, warp_size=warp,
         max_threads_per_block=pick("max_threads_per_block", 1024),
@@ -115,9 +116,7 @@ def cuda_limits(device) -> Optional[CudaLimits]:
         sub_partitions=2 if (major, minor) == (6, 0) else 4,
         shared_mem_per_sm=smem_sm, shared_mem_per_block_optin=pick("shared_mem_per_block_optin", smem_sm),
         shared_mem_unit=256 if major < 8 else 128,
-        reserved_shared_mem_per_block=(getattr(device, "reserved_shared_mem_per_block", None)
-                                       if getattr(device, "reserved_shared_mem_per_block", None) is not None
-                                       else (1024 if major >= 8 else 0)),
+        reserved_shared_mem_per_block=reserved if reserved is not None else (1024 if major >= 8 else 0),
         from_table=tuple(f for f in missing if f in ("max_warps_per_sm", "max_blocks_per_sm", "shared_mem_per_sm")))
 
 
