@@ -110,3 +110,29 @@ def test_the_series_follows_the_renamed_kernel_step_by_step(series_app, samples_
 def test_a_run_outside_a_series_has_none(series_app):
     doc = series_app.json("/series", expect=404, run="alone")
     assert "not a step of a series" in doc["error"]
+
+
+def test_chains_start_and_end_where_kernels_appear_and_vanish(samples_dir, ncu_report_module):
+    """raytracer (build_meshes, build_lights, trace) -> lakshya (naive_gemm) -> raytracer: nothing pairs
+    across the change of program, so each step's kernels are chains of their own, absent (None)
+    elsewhere, and the third step's kernels are new chains too (a chain never skips a step)."""
+    import tb_hwprof
+    from tb_hwprof.analysis import compare
+    from test_compare import ncu_launches
+    files = [sample(samples_dir, "ncu/raytracer_gtx1660s_2021.1.0.ncu-rep"),
+             sample(samples_dir, "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep")]
+    sets = [compare.kernel_set(tb_hwprof.read(f).kernels) for f in (files[0], files[1], files[0])]
+    chains = compare.series_chains(sets)
+    present = sorted(tuple(p is not None for p in c["points"]) for c in chains)
+    assert present == sorted([(True, False, False)] * 3 + [(False, True, False)] + [(False, False, True)] * 3)
+    # Each chain's time at its step is the report's own sum for that function (ncu_report).
+    checked = 0
+    for chain in chains:
+        [(step, point)] = [(i, p) for i, p in enumerate(chain["points"]) if p is not None]
+        f = files[1] if step == 1 else files[0]
+        durations = [ns for name, ns, _ in ncu_launches(ncu_report_module, f) if name == point["label"]]
+        assert durations and point["paired_by"] is None
+        if all(d == d for d in durations):  # (a launch profiled without the duration metric has no total)
+            assert point["duration_ns"] == pytest.approx(sum(durations))
+            checked += 1
+    assert checked >= 3
