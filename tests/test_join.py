@@ -228,6 +228,33 @@ def test_a_rocprof_compute_workload_filtered_joins_each_dispatch_to_its_own(samp
     pd.testing.assert_series_equal(occupancy, whole.kernels["achieved_occupancy_pct"].iloc[keep])
 
 
+def test_across_tools_the_bare_function_name_is_the_key(samples_dir, read_sample):
+    """The report's own mangled names demangled by binutils' c++filt (as cxxabi, the PyTorch
+    profiler's demangler, prints them) differ from Nsight Compute's demangled text for templates
+    ('<32>(..., float const*)' vs '<(int)32>(..., const float *)'): a trace written so pairs with the
+    report by bare function name and order, every launch with its own."""
+    import shutil
+    import subprocess
+    if shutil.which("c++filt") is None:
+        pytest.skip("binutils' c++filt not installed")
+    sample(samples_dir, ESMM)
+    report = read_sample(ESMM)
+    mangled = report.kernels["mangled_name"].tolist()
+    cxxabi = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True,
+                            check=True).stdout.splitlines()
+    kernels = report.kernels.copy()
+    kernels["name"] = kernels["demangled_name"] = pd.Series(cxxabi, dtype=object)
+    kernels["mangled_name"] = pd.Series([""] * len(kernels), dtype=object)
+    trace = dataclasses.replace(report, kernels=kernels, raw_metrics=[], rules=[],
+                                provenance=dataclasses.replace(report.provenance, tool="pytorch"))
+    differ = [a != b for a, b in zip(J.name_keys(trace.kernels, "demangled"), J.name_keys(report.kernels, "demangled"))]
+    assert any(differ), "the two demanglers must print some name differently for the test to mean anything"
+    result = J.join(trace, report)
+    assert result.stage == "short"
+    assert set(result.table["status"]) == {"matched"}
+    assert result.table["trace_launch"].tolist() == result.table["counter_launch"].tolist()
+
+
 def test_ncu_name_filters():
     exact, regex = J.name_matcher("gemm"), J.name_matcher("regex:^ampere_.*_nn$")
     assert exact("gemm") and not exact("sgemm")

@@ -7,8 +7,8 @@ How launches are matched (never guessed):
      counter profiler was told to filter them (JoinFilters: ncu's --kernel-name / --kernel-name-base,
      --launch-skip, --launch-count): what remains is what the report should hold, in order.
   2. Both sides are keyed by kernel name at the strongest stage every launch of both has: mangled,
-     else demangled, else the bare function name (analysis/compare.py's normalisation: clone
-     suffixes dropped), and paired per key in order: the k-th expected trace launch of a name with
+     else demangled (when one tool's demangler wrote both sides), else the bare function name
+     (analysis/compare.py's normalisation: clone suffixes dropped), and paired per key in order: the k-th expected trace launch of a name with
      the k-th report launch of that name (the report's own order, launch_id).
   3. Each pair is checked: grid, block and registers per thread must be equal wherever both sides
      know them.  A pair that fails is listed with the difference and gets no counters; a launch
@@ -115,9 +115,14 @@ def name_keys(kernels: pd.DataFrame, stage: str) -> List[str]:
     return _per_distinct(full, short_name)
 
 
-def key_stage(trace: pd.DataFrame, counters: pd.DataFrame) -> str:
-    """The strongest name stage every launch of both sides has a key at."""
-    for stage in KEY_STAGES:
+def key_stage(trace: pd.DataFrame, counters: pd.DataFrame, same_demangler: bool = True) -> str:
+    """The strongest name stage every launch of both sides has a key at.  Demangled names compare
+    only when one demangler wrote both (the same tool): Nsight Compute prints
+    'void k<(int)32>(const float *)' where the PyTorch profiler (cxxabi) prints 'void k<32>(float const*)';
+    across tools the bare function name is the key, and launch order plus the grid / block /
+    registers check tell instantiations apart."""
+    stages = KEY_STAGES if same_demangler else ("mangled", "short")
+    for stage in stages:
         if all(name_keys(trace, stage)) and all(name_keys(counters, stage)):
             return stage
     return "short"
@@ -197,7 +202,7 @@ def join(trace, counters, filters: JoinFilters = JoinFilters()) -> JoinResult:
     """The trace Profile with the counter Profile's launches joined onto its kernel rows (see the
     module's docstring); neither input is changed."""
     t, c = trace.kernels, counters.kernels
-    stage = key_stage(t, c)
+    stage = key_stage(t, c, trace.provenance.tool == counters.provenance.tool)
     t_keys, c_keys = name_keys(t, stage), name_keys(c, stage)
     expected = expected_launches(t, filters)
     trace_by_key = _by_key(expected, t_keys)
