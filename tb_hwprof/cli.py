@@ -165,8 +165,9 @@ def export_job(args, files: List[Path], window) -> int:
     runs = run_job(files, args.logdir, args.run, scheduler=args.scheduler, skip_bad_ranks=args.skip_bad_ranks,
                    overwrite=args.overwrite, step=args.step or 0, trace=args.trace, window=window,
                    salvage=args.salvage, workers=args.workers, progress=lambda line: _progress(args, line))
-    print(f"exported job {args.run}: {len(runs) - 1} rank run(s) and the job's run to {Path(args.logdir)}: "
-          f"tensorboard --logdir {Path(args.logdir)}")
+    logdir = args.logdir if "://" in str(args.logdir) else Path(args.logdir)  # a URL stays one (s3://...)
+    print(f"exported job {args.run}: {len(runs) - 1} rank run(s) and the job's run to {logdir}: "
+          f"tensorboard --logdir {logdir}")
     return 0
 
 
