@@ -265,21 +265,30 @@ def test_timeline_nvtx_legend_colour_is_the_slices_colour(session, samples_dir):
 
 
 def test_timeline_click_selects_a_kernel_and_opens_its_launch(session, samples_dir, logdir):
-    (start, end, name, stream), = query(samples_dir / SOURCES[NSYS], f"""SELECT k.start, k.end, s.value, k.streamId
-        FROM {KERNEL} k JOIN StringIds s ON s.id = k.shortName ORDER BY k.end - k.start DESC LIMIT 1""")
+    (start, end, name, stream, call_start, call), = query(samples_dir / SOURCES[NSYS], f"""
+        SELECT k.start, k.end, s.value, k.streamId, r.start, c.value FROM {KERNEL} k
+        JOIN StringIds s ON s.id = k.shortName
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId JOIN StringIds c ON c.id = r.nameId
+        ORDER BY k.end - k.start DESC LIMIT 1""")
     data = kernels_file(logdir, NSYS)["data"]
     [launch] = [data["launch_id"][i] for i, s in enumerate(data["start_ns"]) if s == start]
+    lo, hi = min(start, call_start) - 20000, end + 20000  # the kernel and the call that launched it
     session.open()
     frame = session.go(f"#view=timeline&run={NSYS}")
     wait_window(frame, "Number(c.dataset.returned) > 0")
-    show_window(frame, NSYS, start - 20000, end + 20000)
+    show_window(frame, NSYS, lo, hi)
     canvas = frame.locator("canvas[data-role=timeline]")
     width = canvas.evaluate("c => c.clientWidth")
-    x = ((start + end) / 2 - (start - 20000)) / (end - start + 40000) * width
+    x = ((start + end) / 2 - lo) / (hi - lo) * width
     canvas.click(position={"x": x, "y": lane_y(frame, "stream", f"Stream {stream}") + 8})
     selection = frame.locator("[data-role=timeline-selection]")
     frame.wait_for_function("n => document.querySelector('[data-role=selection-name]')?.textContent === n", arg=name)
     assert selection.get_attribute("data-start") == str(start) and selection.get_attribute("data-cat") == "kernel"
+    # Its flow: the API call with the kernel's correlation id, an arrow from it to the kernel.
+    flow = frame.locator("[data-role=selection-flow]")
+    assert flow.get_attribute("data-partner-start") == str(call_start)
+    assert call.startswith(flow.get_attribute("data-partner-name"))
+    assert canvas.get_attribute("data-flow") == f"{call_start}->{start}"
     link = frame.locator("[data-role=open-launch]")
     link.wait_for()
     assert link.get_attribute("data-launch-id") == str(launch)

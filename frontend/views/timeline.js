@@ -253,15 +253,41 @@ class TimelineView {
       : `${fmt.int(d.returned)} slices`;
   }
 
+  /** The selected slice outlined, and its flow: an arrow from the API call to the GPU work it launched. */
   drawSelection(g, scale, width) {
     const sel = this.selected;
-    const lane = sel && this.laneY.get(sel.lane);
-    if (!lane) return;
-    const x0 = Math.max(-2, (sel.start - this.t0) * scale), x1 = Math.min(width + 2, (sel.end - this.t0) * scale);
-    if (x1 < 0 || x0 > width) return;
+    if (!sel) return;
     g.strokeStyle = "#212529";
     g.lineWidth = 2;
-    g.strokeRect(x0, lane.y + sel.depth * ROW_H + 1, Math.max(2, x1 - x0), ROW_H - 2);
+    for (const slice of [sel, sel.partner].filter(Boolean)) {
+      const lane = this.laneY.get(slice.lane);
+      if (!lane) continue;
+      const x0 = Math.max(-2, (slice.start - this.t0) * scale), x1 = Math.min(width + 2, (slice.end - this.t0) * scale);
+      if (x1 >= 0 && x0 <= width) g.strokeRect(x0, lane.y + slice.depth * ROW_H + 1, Math.max(2, x1 - x0), ROW_H - 2);
+    }
+    if (sel.partner) this.drawFlow(g, scale, ...(sel.cat === "cuda_api" ? [sel, sel.partner] : [sel.partner, sel]));
+  }
+
+  drawFlow(g, scale, call, work) {
+    const a = this.laneY.get(call.lane), b = this.laneY.get(work.lane);
+    if (!a || !b) return;
+    const x0 = (call.start - this.t0) * scale, y0 = a.y + call.depth * ROW_H + ROW_H / 2;
+    const x1 = (work.start - this.t0) * scale, y1 = b.y + work.depth * ROW_H + ROW_H / 2;
+    g.strokeStyle = "#c92a2a";
+    g.fillStyle = "#c92a2a";
+    g.lineWidth = 1.5;
+    g.beginPath();
+    g.moveTo(x0, y0);
+    g.lineTo(x1, y1);
+    g.stroke();
+    const angle = Math.atan2(y1 - y0, x1 - x0);  // the head points at the launched work
+    g.beginPath();
+    g.moveTo(x1, y1);
+    g.lineTo(x1 - 8 * Math.cos(angle - 0.4), y1 - 8 * Math.sin(angle - 0.4));
+    g.lineTo(x1 - 8 * Math.cos(angle + 0.4), y1 - 8 * Math.sin(angle + 0.4));
+    g.closePath();
+    g.fill();
+    this.canvas.dataset.flow = `${Math.round(call.start)}->${Math.round(work.start)}`;
   }
 
   drawRuler(scale, width) {
@@ -358,18 +384,34 @@ class TimelineView {
       return;
     }
     const {events: ev, names, categories} = this.data;
-    const sel = {start: ev.start_ns[i], end: ev.end_ns[i], lane: ev.lane[i], depth: ev.depth[i],
-      name: names[ev.name[i]], cat: categories[ev.cat[i]], merged: ev.merged[i]};
+    const slice = (j) => ({start: ev.start_ns[j], end: ev.end_ns[j], lane: ev.lane[j], depth: ev.depth[j],
+      name: names[ev.name[j]], cat: categories[ev.cat[j]], merged: ev.merged[j]});
+    const sel = slice(i);
+    sel.flow = ev.flow ? ev.flow[i] : -1;
+    const partner = sel.flow >= 0 ? ev.flow.findIndex((f, j) => f === sel.flow && j !== i) : -1;
+    sel.partner = partner >= 0 ? slice(partner) : null;
     this.selected = sel;
+    delete this.canvas.dataset.flow;
     this.draw();
     const lane = this.laneY.get(sel.lane).lane;
     const link = h("span", {"data-role": "selection-launch"});
     replace(this.selection, h("strong", {"data-role": "selection-name"}, sel.name),
       h("span", {"data-role": "selection-info"}, ` · ${this.catLabels[sel.cat] || sel.cat} · ${fmt.duration(sel.end - sel.start)} · `,
         `starts ${fmt.duration(sel.start - this.data.capture_ns[0])} into the capture · ${lane.thread}`),
-      sel.merged > 1 ? h("span", null, ` · stands for ${fmt.int(sel.merged)} slices: zoom in to pick one`) : null, " ", link);
+      sel.merged > 1 ? h("span", null, ` · stands for ${fmt.int(sel.merged)} slices: zoom in to pick one`) : null,
+      this.flowText(sel), " ", link);
     for (const [k, v] of Object.entries({start: sel.start, end: sel.end, cat: sel.cat})) this.selection.dataset[k] = String(v);
     if (sel.cat === "kernel" && sel.merged <= 1) this.linkLaunch(sel, link);
+  }
+
+  /** What the selected slice's flow joins it to: the call that launched it, or the work it launched. */
+  flowText(sel) {
+    if (sel.flow < 0) return null;
+    const p = sel.partner;
+    if (!p) return h("span", {"data-role": "selection-flow"}, " · its flow's other end is outside this window (zoom out)");
+    const what = `${p.name} (${this.catLabels[p.cat] || p.cat}, ${fmt.duration(p.start - this.data.capture_ns[0])})`;
+    return h("span", {"data-role": "selection-flow", "data-partner-start": p.start, "data-partner-name": p.name},
+      sel.cat === "cuda_api" ? ` · launched ${what}` : ` · launched by ${what}`);
   }
 
   /** The launch of a kernel slice (the kernels table's row starting when it starts), as a link to the drawer. */
