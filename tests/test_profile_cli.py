@@ -289,3 +289,22 @@ def test_export_join_of_an_nsys_capture_and_an_ncu_report(tmp_path, samples_dir,
     manifest = json.loads((assets / "profile.json").read_text())
     assert manifest["provenance"]["tool"] == "nsys" and not (assets / "timeline.json.gz").exists()
     assert any(f"{len(nsys_names)} trace-only, {len(ncu_names)} report-only" in n for n in manifest["notes"])
+
+
+def test_the_step_window_captures_the_steps_after_the_skipped_ones():
+    from tb_hwprof.profile_env import StepWindow
+    events = []
+    window = StepWindow(2, 3, lambda: events.append(("start", window_done())), lambda: events.append(("stop", window_done())),
+                        lambda: events.append(("step", window_done())))
+    window_done = lambda: window.done  # noqa: E731
+    for _ in range(8):
+        window.step()
+    window.end()  # at exit: already stopped, nothing more
+    assert events == [("start", 2), ("step", 3), ("step", 4), ("stop", 5)]
+    whole = []
+    everything = StepWindow(1, 0, lambda: whole.append("start"), lambda: whole.append("stop"))
+    for _ in range(4):
+        everything.step()
+    assert whole == ["start"] and everything.state == "capturing"
+    everything.end()
+    assert whole == ["start", "stop"]
