@@ -181,6 +181,6 @@ function drawDetail(slot, op, shapes, kernels, hasShapes, ctx) {
     h("section", null, h("h4", null, `Kernels by name (${kernelRows.length})`),
       kernelTable ? kernelTable.element : h("p", {class: "muted", "data-role": "op-kernels-empty"},
         "The operator launched no kernel itself (its GPU time, if any, is in the operators it called)."),
-      copies > 0 ? h("p", {class: "muted small"}, `${fmt.int(copies)} copies / sets it launched count in its GPU time, not listed here.`) : null));
+      copies > 0 ? h("p", {class: "muted small"}, `${fmt.plural(copies, "copy or set", "copies / sets")} it launched ${copies === 1 ? "counts" : "count"} in its GPU time, not listed here.`) : null));
   return kernelTable;
 }
