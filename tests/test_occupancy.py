@@ -229,3 +229,16 @@ def test_nsys_occupancy_columns_equal_a_plain_loop(nsys_sqlite):
         assert k["waves_per_sm"] == pytest.approx(grid / (active * devices[device]["sms"]), rel=1e-12)
         assert k["occupancy_source"] == occupancy.LABEL
         assert f"{pct:.0f}% theoretical" in k["occupancy_note"] and limiter in k["occupancy_note"]
+
+
+def test_kernel_document_of_a_damaged_device_falls_back_or_is_none():
+    """A run's device limits that are not numbers (a damaged profile.json) fall back to the
+    compute-capability table; a device that cannot be read at all gives no document, never an error."""
+    row = {"device": 0, "block_size": 256.0, "registers_per_thread": 32.0, "shared_mem_bytes": 0.0, "grid_size": 80.0}
+    damaged = {"id": 0, "vendor": "NVIDIA", "compute_capability": "7.5", "max_warps_per_sm": "many",
+               "max_blocks_per_sm": True, "shared_mem_per_sm": -1}
+    doc = occupancy.kernel_document([damaged], row)
+    assert doc["limits"]["max_warps_per_sm"] == occupancy.CC_LIMITS["7.5"][0]
+    assert set(doc["limits"]["from_table"]) == {"max_warps_per_sm", "max_blocks_per_sm", "shared_mem_per_sm"}
+    assert occupancy.kernel_document([{"id": 0, "compute_capability": 7.5}], row) is None
+    assert occupancy.kernel_document([{"id": 0, "peaks": "x", "compute_capability": "7.5"}], row) is None

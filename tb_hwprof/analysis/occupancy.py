@@ -84,7 +84,7 @@ class CudaLimits:
 def cuda_limits(device) -> Optional[CudaLimits]:
     """The limits of a model.Device (NVIDIA, compute capability known); None otherwise."""
     cc = getattr(device, "compute_capability", "") or ""
-    if getattr(device, "vendor", "") not in ("NVIDIA", "") or not cc:
+    if getattr(device, "vendor", "") not in ("NVIDIA", "") or not isinstance(cc, str) or not cc:
         return None
     try:
         major, minor = (int(p) for p in cc.split(".")[:2])
@@ -94,9 +94,9 @@ def cuda_limits(device) -> Optional[CudaLimits]:
     missing = []
 
     def pick(field: str, fallback):
-        value = getattr(device, field, None)
+        value = _whole(getattr(device, field, None))
         if value:
-            return int(value)
+            return value
         missing.append(field)
         return fallback
 
@@ -106,7 +106,7 @@ def cuda_limits(device) -> Optional[CudaLimits]:
     smem_sm = pick("shared_mem_per_sm", table[2] if table else None)
     if max_warps is None or max_blocks is None or smem_sm is None:
         return None
-    reserved = getattr(device, "reserved_shared_mem_per_block", None)  # 0 is a stated value, not absent
+    reserved = _whole(getattr(device, "reserved_shared_mem_per_block", None))  # 0 is a stated value, not absent
     return CudaLimits(
         compute_capability=cc, warp_size=warp,
         max_threads_per_block=pick("max_threads_per_block", 1024),
@@ -118,6 +118,13 @@ def cuda_limits(device) -> Optional[CudaLimits]:
         shared_mem_unit=256 if major < 8 else 128,
         reserved_shared_mem_per_block=reserved if reserved is not None else (1024 if major >= 8 else 0),
         from_table=tuple(f for f in missing if f in ("max_warps_per_sm", "max_blocks_per_sm", "shared_mem_per_sm")))
+
+
+def _whole(value) -> Optional[int]:
+    """A limit as a non-negative int; None for anything else (absent, or a damaged run's text)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return int(value)
 
 
 def _round_up(x: np.ndarray, unit: int) -> np.ndarray:
@@ -231,7 +238,10 @@ def kernel_document(devices: List[dict], row: dict, raw_metrics: Optional[dict] 
     device_id = row.get("device")
     dicts = [d for d in devices if isinstance(d, dict)]
     chosen = next((d for d in dicts if device_id is not None and d.get("id") == device_id), dicts[0] if dicts else None)
-    limits = cuda_limits(Device.from_dict(chosen)) if chosen else None
+    try:
+        limits = cuda_limits(Device.from_dict(chosen)) if chosen else None
+    except (TypeError, ValueError, AttributeError):  # a damaged run's device: no chart, not a failed drawer
+        limits = None
     if limits is None:
         return None
     config = ((raw_metrics or {}).get("launch__shared_mem_config_size") or [None])[0]
@@ -266,12 +276,13 @@ AMD_LIMITER_NAMES = [", ".join(n for bit, n in enumerate(AMD_LIMITERS) if code >
 
 def amd_limits(device) -> Optional[dict]:
     """The AMD_ARCH entry of a device's gfx target (its LDS per CU as the export states it, if it does)."""
-    arch = (getattr(device, "architecture", "") or "").split(":")[0].strip().lower()
+    arch = getattr(device, "architecture", "") or ""
+    arch = arch.split(":")[0].strip().lower() if isinstance(arch, str) else ""
     if getattr(device, "vendor", "") != "AMD" or arch not in AMD_ARCH:
         return None
     out = dict(AMD_ARCH[arch], gfx=arch)
-    if getattr(device, "shared_mem_per_sm", None):
-        out["lds"] = int(device.shared_mem_per_sm)
+    if _whole(getattr(device, "shared_mem_per_sm", None)):
+        out["lds"] = _whole(device.shared_mem_per_sm)
     return out
 
 
