@@ -22,6 +22,8 @@ LAUNCHES = {  # sample -> launch (row) drawn
     "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite": 0,
     "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep": 0,
     "torch/tracelens_h100_bert_small.json.gz": 3,
+    "rocprof/v3_rocpd_mi300x_ck_bmm_results.db": 1,  # CK batched GEMM: VGPRs and LDS limit it
+    "rocprof/rocprof-compute_bmm1_mi300x": 2,
 }
 
 
@@ -54,7 +56,8 @@ def page(browser, frontend_base):
 
 
 def document_of(samples_dir, name, launch):
-    profile = tb_hwprof.read(sample(samples_dir, name))
+    folder = samples_dir / name  # a rocprof-compute workload is a folder
+    profile = tb_hwprof.read(folder if folder.is_dir() else sample(samples_dir, name))
     tb_hwprof.analyse(profile)
     row = {k: (v.item() if hasattr(v, "item") else v) for k, v in profile.kernels.iloc[launch].items()}
     raw = profile.raw_metrics[launch] if profile.raw_metrics else None
@@ -135,3 +138,30 @@ def test_report_text_stays_text(page, samples_dir):
     drawn = page.evaluate(DRAW, doc)
     assert drawn["limiter"] == doc["limiter"] and drawn["images"] == 0
     assert "<b>bold</b>" in drawn["theoretical"]
+
+
+def test_amd_curves_equal_a_plain_loop(samples_dir):
+    """The CK GEMM dispatch's sweeps (waves per CU) against LLVM's rules written out again
+    (test_occupancy_amd.plain_waves_per_simd), with the dispatch's own accumulation VGPRs kept."""
+    from test_occupancy_amd import plain_waves_per_simd
+    import sqlite3
+    path = sample(samples_dir, "rocprof/v3_rocpd_mi300x_ck_bmm_results.db")
+    profile, doc = document_of(samples_dir, "rocprof/v3_rocpd_mi300x_ck_bmm_results.db", 1)
+    assert doc["curves"]["current"]["limiter"] == "VGPRs, LDS"
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    arch, accum, sgpr = conn.execute("SELECT vgpr_count, accum_vgpr_count, sgpr_count FROM kernels ORDER BY start, id "
+                                     "LIMIT 1 OFFSET 1").fetchone()
+    now = doc["curves"]["current"]
+    assert now["registers_per_thread"] == arch + accum
+    for field, curve in ((f, doc["curves"][f]) for f in ("registers_per_thread", "shared_mem_bytes", "block_size")):
+        for x, waves in zip(curve["x"], curve["warps"]):
+            wg, vgprs, lds = now["block_size"], now["registers_per_thread"], now["shared_mem_bytes"]
+            if field == "block_size":
+                wg = x
+            elif field == "shared_mem_bytes":
+                lds = x
+            else:
+                vgprs = x
+            # the reader keeps no split or SGPRs for rocpd: the sum, SGPRs not limiting
+            per_simd, _ = plain_waves_per_simd(wg, vgprs, 0, 0, lds)
+            assert waves == pytest.approx(per_simd * 4, abs=1e-9), (field, x)

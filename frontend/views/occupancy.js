@@ -7,11 +7,11 @@
 import {h, s as svg} from "../dom.js";
 import * as fmt from "../format.js";
 
-// curve key -> [axis title, tick formatter]
+// curve key -> [axis title, tick formatter, axis title on AMD]
 export const PANELS = [
-  ["registers_per_thread", "Registers per thread", (x) => fmt.int(x)],
-  ["shared_mem_bytes", "Shared memory per block", (x) => fmt.human(x, "bytes")],
-  ["block_size", "Block size (threads)", (x) => fmt.int(x)],
+  ["registers_per_thread", "Registers per thread", (x) => fmt.int(x), "VGPRs per lane"],
+  ["shared_mem_bytes", "Shared memory per block", (x) => fmt.human(x, "bytes"), "LDS per work-group"],
+  ["block_size", "Block size (threads)", (x) => fmt.int(x), "Work-group size"],
 ];
 export const PANEL = {width: 250, height: 150, left: 34, right: 10, top: 20, bottom: 30, gap: 14};
 
@@ -62,7 +62,8 @@ export function occupancyChart(occ) {
   return svg("svg", {class: "occupancy-chart", "data-role": "occupancy-chart", width, height: PANEL.height,
     viewBox: `0 0 ${width} ${PANEL.height}`, role: "img",
     "aria-label": "theoretical warps per SM against registers per thread, shared memory per block and block size"},
-    drawn.map(([key, title, tick], i) => panel(key, title, tick, curves[key], curves.current, curves.max_warps_per_sm, i)));
+    drawn.map(([key, title, tick, amdTitle], i) => panel(key, occ.limits && occ.limits.gfx ? amdTitle : title, tick,
+      curves[key], curves.current, curves.max_warps_per_sm, i)));
 }
 
 function fact(label, value, role) {
@@ -74,23 +75,26 @@ export function occupancySection(occ) {
   if (!occ || typeof occ !== "object") return null;
   const launch = occ.launch || {};
   const limits = occ.limits || {};
+  const amd = Boolean(limits.gfx);
   return h("section", {class: "detail-occupancy", "data-role": "occupancy"},
     h("h4", null, "Launch statistics and occupancy"),
     h("dl", {class: "facts"},
-      fact("Block size", `${fmt.int(launch.block_size)} threads`),
-      fact("Grid size", `${fmt.int(launch.grid_size)} blocks`),
-      fact("Registers per thread", fmt.int(launch.registers_per_thread)),
-      fact("Shared memory per block", fmt.human(launch.shared_mem_bytes, "bytes")),
-      fact("Waves per SM", fmt.num(launch.waves_per_sm)),
-      fact("Theoretical occupancy", `${fmt.pct(occ.theoretical_occupancy_pct)} % (${occ.source || ""})`, "occ-theoretical"),
+      fact(amd ? "Work-group size" : "Block size", `${fmt.int(launch.block_size)} threads`),
+      fact("Grid size", `${fmt.int(launch.grid_size)} ${amd ? "work-groups" : "blocks"}`),
+      fact(amd ? "VGPRs per lane" : "Registers per thread", fmt.int(launch.registers_per_thread)),
+      fact(amd ? "LDS per work-group" : "Shared memory per block", fmt.human(launch.shared_mem_bytes, "bytes")),
+      fact(amd ? "Waves per CU" : "Waves per SM", fmt.num(launch.waves_per_sm)),
+      fact("Theoretical occupancy", `${fmt.pct(occ.theoretical_occupancy_pct)} %${occ.source ? `, ${occ.source}` : ""}`, "occ-theoretical"),
       fact("Achieved occupancy", fmt.isMissing(occ.achieved_occupancy_pct) ? `${fmt.MISSING} (not measured)`
         : `${fmt.pct(occ.achieved_occupancy_pct)} %`, "occ-achieved"),
       fact("Limited by", occ.limiter || fmt.MISSING, "occ-limiter"),
-      fact("SM limits", `${fmt.int(limits.max_warps_per_sm)} warps, ${fmt.int(limits.max_blocks_per_sm)} blocks, ` +
+      limits.gfx ? fact("CU limits", `${fmt.int(limits.simds)} SIMDs × ${fmt.int(limits.max_waves)} wave slots, ` +
+        `${fmt.int(limits.vgprs)} VGPRs per lane, ${fmt.human(limits.lds, "bytes")} LDS (${limits.gfx})`)
+        : fact("SM limits", `${fmt.int(limits.max_warps_per_sm)} warps, ${fmt.int(limits.max_blocks_per_sm)} blocks, ` +
         `${fmt.int(limits.registers_per_sm)} registers, ${fmt.human(limits.shared_mem_per_sm, "bytes")} shared memory` +
         (limits.compute_capability ? ` (cc ${limits.compute_capability})` : ""))),
-    h("div", {class: "muted small"}, "Theoretical warps per SM (up) as one input changes (across), the others as launched; ",
-      "● marks this launch."),
+    h("div", {class: "muted small"}, amd ? "Theoretical waves per CU (up)" : "Theoretical warps per SM (up)",
+      " as one input changes (across), the others as launched; ● marks this launch."),
     occupancyChart(occ),
     h("div", {class: "muted small"}, occ.curves_from || ""));
 }

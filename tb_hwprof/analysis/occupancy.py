@@ -226,36 +226,61 @@ def occupancy_curves(limits: CudaLimits, block_size: int, registers_per_thread: 
 
 def kernel_document(devices: List[dict], row: dict, raw_metrics: Optional[dict] = None) -> Optional[dict]:
     """The drawer's launch statistics and occupancy chart for one launch (a /kernel row), or None
-    when its device's limits or its launch configuration are unknown (AMD, counter-less CSVs).
+    when its device's limits or its launch configuration are unknown (RDNA, counter-less CSVs).
     devices: the manifest's devices (Device.to_dict); raw_metrics: the launch's {name: [value, unit]}
-    (Nsight Compute's launch__shared_mem_config_size, the carveout, is used when there)."""
-    from ..model import Device
+    (Nsight Compute's launch__shared_mem_config_size, the carveout; rocprof's arch / accumulation
+    VGPRs and SGPRs, when there)."""
     launch = {k: row.get(k) for k in ("grid_size", "block_size", "registers_per_thread", "shared_mem_bytes",
                                        "waves_per_sm")}
     if any(not isinstance(launch[k], (int, float)) or math.isnan(launch[k])
            for k in ("block_size", "registers_per_thread", "shared_mem_bytes")) or not launch["block_size"]:
         return None
-    device_id = row.get("device")
-    dicts = [d for d in devices if isinstance(d, dict)]
-    chosen = next((d for d in dicts if device_id is not None and d.get("id") == device_id), dicts[0] if dicts else None)
-    try:
-        limits = cuda_limits(Device.from_dict(chosen)) if chosen else None
-    except (TypeError, ValueError, AttributeError):  # a damaged run's device: no chart, not a failed drawer
-        limits = None
-    if limits is None:
+    device = _device_of(devices, row.get("device"))
+    limits = cuda_limits(device) if device is not None else None
+    amd = amd_limits(device) if device is not None and limits is None else None
+    if limits is None and amd is None:
         return None
-    config = ((raw_metrics or {}).get("launch__shared_mem_config_size") or [None])[0]
-    config = float(config) if isinstance(config, (int, float)) and config > 0 else None
-    curves = occupancy_curves(limits, launch["block_size"], launch["registers_per_thread"], launch["shared_mem_bytes"],
-                              config)
+    raw = raw_metrics if isinstance(raw_metrics, dict) else {}
+    if limits is not None:
+        curves = occupancy_curves(limits, launch["block_size"], launch["registers_per_thread"],
+                                  launch["shared_mem_bytes"], _raw_value(raw, ("launch__shared_mem_config_size",)))
+        shown, table = limits.to_dict(), limits.from_table
+    else:
+        extra = {key: _raw_value(raw, names) for key, names in AMD_RAW.items()}
+        curves = amd_curves(amd, launch["block_size"], launch["registers_per_thread"], launch["shared_mem_bytes"],
+                            extra["sgpr"], extra["arch_vgpr"], extra["accum_vgpr"])
+        shown, table = {**amd, "max_warps_per_sm": amd["simds"] * amd["max_waves"]}, ()
     measured = row.get("occupancy_source") != LABEL and isinstance(row.get("theoretical_occupancy_pct"), (int, float))
-    return {"launch": launch, "limits": limits.to_dict(), "curves": curves,
+    return {"launch": launch, "limits": shown, "curves": curves,
             "theoretical_occupancy_pct": row.get("theoretical_occupancy_pct"),
             "achieved_occupancy_pct": row.get("achieved_occupancy_pct"),
             "limiter": row.get("occupancy_limiter") or curves["current"]["limiter"],
             "source": "reported by the tool" if measured else LABEL,
-            "curves_from": "calculator rules (analysis/occupancy.py) on the device's limits"
-                           + (f" (table for {', '.join(limits.from_table)})" if limits.from_table else "")}
+            "curves_from": ("calculator rules (analysis/occupancy.py) on the device's limits"
+                            + (f" (table for {', '.join(table)})" if table else "")) if amd is None else
+                           f"LLVM AMDGPU occupancy rules on {amd['gfx']}'s limits (analysis/occupancy.py); "
+                           "warps here are waves per CU"}
+
+
+def _device_of(devices: List[dict], device_id):
+    """The model.Device of a manifest's device entry with this id (else the first); None if unreadable."""
+    from ..model import Device
+    dicts = [d for d in devices if isinstance(d, dict)]
+    chosen = next((d for d in dicts if device_id is not None and d.get("id") == device_id), dicts[0] if dicts else None)
+    try:
+        return Device.from_dict(chosen) if chosen else None
+    except (TypeError, ValueError, AttributeError):  # a damaged run's device: no chart, not a failed drawer
+        return None
+
+
+def _raw_value(raw: dict, names) -> Optional[float]:
+    """The first of `names` in a {name: [value, unit]} map as a number > 0 (None where absent)."""
+    for name in names:
+        value = raw.get(name)
+        value = value[0] if isinstance(value, (list, tuple)) and value else value
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
 
 
 # ------------------------------------------------------------------ AMD
@@ -320,6 +345,38 @@ def amd_occupancy(limits: dict, workgroup_size, vgprs, lds_bytes, sgprs=None, ar
     return {"active_workgroups": active, "waves_per_simd": waves_per_simd,
             "occupancy_pct": 100.0 * waves_per_simd / max_waves,
             "limiter": np.asarray(AMD_LIMITER_NAMES, dtype=object)[code]}
+
+
+def amd_curves(limits: dict, workgroup_size, vgprs, lds_bytes, sgprs=None, arch_vgprs=None,
+               accum_vgprs=None) -> dict:
+    """occupancy_curves for an AMD dispatch: waves per CU (as "warps") against VGPRs per lane (the
+    accumulation VGPRs kept, the arch ones varied), LDS per work-group and work-group size."""
+    launch = {"block_size": int(workgroup_size), "registers_per_thread": int(vgprs), "shared_mem_bytes": int(lds_bytes)}
+    accum = accum_vgprs if accum_vgprs is not None and arch_vgprs is not None else None
+    sweeps = {"registers_per_thread": range(8, limits["vgprs"] + 1, 8),
+              "shared_mem_bytes": range(0, limits["lds"] + 1, 1024),
+              "block_size": range(limits["wave"], 1024 + 1, limits["wave"])}
+
+    def run(values: dict):
+        n = len(values["block_size"])
+        arch = None if accum is None else [max(v - accum, 0) for v in values["registers_per_thread"]]
+        got = amd_occupancy(limits, values["block_size"], values["registers_per_thread"], values["shared_mem_bytes"],
+                            [sgprs if sgprs is not None else math.nan] * n, arch,
+                            None if accum is None else [accum] * n)
+        waves = got["active_workgroups"] * np.maximum(-(-np.asarray(values["block_size"]) // limits["wave"]), 1)
+        return got, waves
+
+    out = {}
+    for field, xs in sweeps.items():
+        xs = sorted(set(xs) | {launch[field]})
+        values = {k: [v] * len(xs) for k, v in launch.items()}
+        values[field] = xs
+        out[field] = {"x": [int(x) for x in xs], "warps": [int(w) for w in run(values)[1]]}
+    now, waves = run({k: [v] for k, v in launch.items()})
+    out["current"] = {**launch, "warps": int(waves[0]), "occupancy_pct": float(now["occupancy_pct"][0]),
+                      "limiter": str(now["limiter"][0])}
+    out["max_warps_per_sm"] = limits["simds"] * limits["max_waves"]
+    return out
 
 
 # ------------------------------------------------------------------ the pipeline step
