@@ -242,3 +242,23 @@ def test_kernel_document_of_a_damaged_device_falls_back_or_is_none():
     assert set(doc["limits"]["from_table"]) == {"max_warps_per_sm", "max_blocks_per_sm", "shared_mem_per_sm"}
     assert occupancy.kernel_document([{"id": 0, "compute_capability": 7.5}], row) is None
     assert occupancy.kernel_document([{"id": 0, "peaks": "x", "compute_capability": "7.5"}], row) is None
+
+
+def test_nsys_executed_carveout_gives_the_same_occupancy(nsys_sqlite):
+    """The export computes against the SM's maximum shared memory (the calculator's default); the
+    carveout each launch ran with (KERNEL.sharedMemoryExecuted) gives the same theoretical occupancy
+    on every sample launch: the driver picked carveouts that cost no occupancy."""
+    import sqlite3
+    conn = sqlite3.connect(f"file:{nsys_sqlite}?mode=ro", uri=True)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+        pytest.skip("no kernels in this export")
+    if "sharedMemoryExecuted" not in {r[1] for r in conn.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}:
+        pytest.skip("this export has no sharedMemoryExecuted")
+    rows = conn.execute("SELECT blockX * blockY * blockZ, registersPerThread, staticSharedMemory + dynamicSharedMemory, "
+                        "sharedMemoryExecuted FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    limits = occupancy.cuda_limits(tb_hwprof.read(nsys_sqlite).devices[0])
+    block, regs, smem, executed = (list(c) for c in zip(*rows))
+    default = occupancy.cuda_occupancy(limits, block, regs, smem)["occupancy_pct"]
+    ran = occupancy.cuda_occupancy(limits, block, regs, smem, executed)["occupancy_pct"]
+    assert list(default) == list(ran)
