@@ -10,7 +10,11 @@ every s3fs request passes (S3FileSystem._call_s3), bytes from each GetObject's C
 TensorBoard's own reads of the event file (its boto3 client, not s3fs) are not the plugin's and
 are not counted.
 
-    python benchmarks/bench_remote.py [--launches N]
+With --timeline N (default 100,000), the same for the Timeline view of an Nsight Systems capture
+grown to N kernels (bench_nsys_export.py's grower over the real dlprof export): its timeline
+index is read by ranges, so only the columns the view reads travel.
+
+    python benchmarks/bench_remote.py [--launches N] [--timeline N]
 """
 import argparse
 import collections
@@ -71,6 +75,45 @@ def run_bytes(run: str) -> dict:
     return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
 
 
+def view_cost(client, counter, requests) -> tuple:
+    """(requests by operation, bytes, seconds) s3fs spent while the plugin answered `requests`."""
+    counter.requests.clear()
+    counter.bytes = 0
+    counter.enabled = True
+    started = time.perf_counter()
+    for route, params in requests:
+        response = client.get(f"/data/plugin/tb_hwprof{route}", query_string=params,
+                              headers={"Accept-Encoding": "gzip"})
+        response.get_data()
+        if response.status_code != 200:
+            raise SystemExit(f"{route}: HTTP {response.status_code} {response.get_data()[:300]!r}")
+    elapsed = time.perf_counter() - started
+    counter.enabled = False
+    return dict(counter.requests), counter.bytes, elapsed
+
+
+def report(what: str, cost: tuple, total: int, goal: str = "") -> float:
+    requests, fetched, elapsed = cost
+    share = fetched / total
+    print(f"{what}: {sum(requests.values())} requests ({', '.join(f'{n} {k}' for k, n in sorted(requests.items()))}), "
+          f"{fetched / 1e6:.2f} MB fetched = {share:.1%} of the run's {total / 1e6:.1f} MB{goal}, {elapsed:.2f} s")
+    return share
+
+
+def publish_nsys_run(kernels: int) -> str:
+    """A real nsys export grown to `kernels` kernels, exported and published as run nsys_<kernels>."""
+    import tb_hwprof
+    from bench_nsys_export import DEFAULT, grow
+    from tb_hwprof.logdir import fs
+    run = f"nsys_{kernels // 1000}k"
+    with tempfile.TemporaryDirectory() as local:
+        grown = Path(local) / "grown.sqlite"
+        grow(DEFAULT, grown, kernels=kernels, nvtx=kernels // 5)
+        run_dir = tb_hwprof.export(grown, Path(local) / "logs", run, trace="never")
+        fs.publish_run(fs.RemoteDir(LOGDIR), run_dir, run, overwrite=False)
+    return run
+
+
 def tensorboard_client():
     """A TensorBoard app on the s3:// logdir with the core plugin and tb_hwprof, runs loaded."""
     from bench_plugin import make_client as local_make_client
@@ -80,6 +123,7 @@ def tensorboard_client():
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--launches", type=int, default=100_000)
+    parser.add_argument("--timeline", type=int, default=100_000, help="kernels of the nsys run (0: none)")
     args = parser.parse_args()
     from bench_plugin import RUN, build_run
     from tb_hwprof.logdir import fs
@@ -96,24 +140,19 @@ def main() -> None:
         sizes = run_bytes(RUN)
         total = sum(sizes.values())
         print(f"run: {len(sizes)} objects, {total / 1e6:.1f} MB")
-        client = tensorboard_client()
-        counter.enabled = True
-        started = time.perf_counter()
-        for route, params in (("/runs", {}), ("/kernels", {"run": RUN})):
-            response = client.get(f"/data/plugin/tb_hwprof{route}", query_string=params,
-                                  headers={"Accept-Encoding": "gzip"})
-            response.get_data()
-            if response.status_code != 200:
-                raise SystemExit(f"{route}: HTTP {response.status_code} {response.get_data()[:300]!r}")
-        elapsed = time.perf_counter() - started
-        counter.enabled = False
+        cost = view_cost(tensorboard_client(), counter, [("/runs", {}), ("/kernels", {"run": RUN})])
+        share = report(f"Kernels view of {args.launches:,} launches over S3 (/runs + /kernels)", cost, total,
+                       f" (goal < {GOAL:.0%})")
+        if args.timeline:
+            nsys_run = publish_nsys_run(args.timeline)
+            nsys_sizes = run_bytes(nsys_run)
+            index = next(size for key, size in nsys_sizes.items() if key.endswith("timeline_index.npz"))
+            cost = view_cost(tensorboard_client(), counter, [("/timeline", {"run": nsys_run})])
+            # The view holds the whole index in memory (5 of its 7 columns): ranges spare the other two.
+            report(f"Timeline view of {args.timeline:,} kernels over S3 (/timeline; index {index / 1e6:.1f} MB)",
+                   cost, sum(nsys_sizes.values()), " (no goal: the view reads the index's 5 view columns whole)")
     finally:
         server.stop()
-    share = counter.bytes / total
-    print(f"Kernels view of {args.launches:,} launches over S3: {sum(counter.requests.values())} requests "
-          f"({', '.join(f'{n} {k}' for k, n in sorted(counter.requests.items()))}), "
-          f"{counter.bytes / 1e6:.2f} MB fetched = {share:.1%} of the run's {total / 1e6:.1f} MB "
-          f"(goal < {GOAL:.0%}), {elapsed:.2f} s for /runs + /kernels")
     if share >= GOAL:
         raise SystemExit(1)
 
