@@ -333,6 +333,17 @@ def test_glob_characters_in_run_names_touch_no_other_run(s3, exported, samples_d
     assert len(tb_hwprof.load_run(f"{LOGDIR}/gxb").raw_metrics) == len(tb_hwprof.load_run(exported["ncu"]).kernels)
 
 
+def test_a_logdir_url_without_its_filesystem_answers_422_naming_the_extra(monkeypatch):
+    """The plugin of a TensorBoard on gs:// without gcsfs: each run answers a one-line 422 saying what
+    to install (TensorBoard itself still starts)."""
+    from tb_hwprof.plugin.store import HttpError, RunStore
+    monkeypatch.setitem(sys.modules, "gcsfs", None)  # importing it fails, installed or not
+    store = RunStore("gs://bucket/runs")
+    with pytest.raises(HttpError) as e:
+        store.run_dir("baseline")
+    assert e.value.code == 422 and "gs://bucket/runs" in e.value.message and "tb-hwprof[gcs]" in e.value.message
+
+
 def test_an_asset_name_cannot_leave_the_run(app):
     from tb_hwprof.plugin.store import HttpError
     entry = app.store.entry("ncu", app.store.run_dir("ncu"))

@@ -280,9 +280,14 @@ class RunStore:
 
     def __init__(self, logdir: Optional[str], max_loaded: int = MAX_LOADED):
         from ..logdir import fs
-        self.remote = fs.RemoteDir(logdir) if fs.is_url(logdir) else None  # a URL logdir (s3://...)
+        self.remote = self.remote_error = None
+        if fs.is_url(logdir):  # a URL logdir (s3://...); one the plugin cannot open answers 422, never
+            try:               # failing TensorBoard's start
+                self.remote = fs.RemoteDir(logdir)
+            except HwprofError as e:
+                self.remote_error = str(e)
         self.mirror = fs.mirror_folder() if self.remote is not None else None
-        self.logdir = logdir if self.remote is not None else os.path.expanduser(logdir) if logdir else ""
+        self.logdir = logdir if fs.is_url(logdir) else os.path.expanduser(logdir) if logdir else ""
         self.max_loaded = max_loaded
         self._lock = threading.Lock()
         self._manifests: Dict[str, Tuple[Tuple, object]] = {}  # run -> (signature, manifest or HttpError)
@@ -294,6 +299,8 @@ class RunStore:
         """The run's folder; 404 unless it resolves (symlinks followed) inside the logdir."""
         if not self.logdir:
             raise HttpError(404, "tb_hwprof needs TensorBoard started with --logdir (not --logdir_spec)")
+        if self.remote_error is not None:
+            raise HttpError(422, self.remote_error)
         if self.remote is not None:
             return self._mirror_dir(run)
         run_dir = Path(self.logdir) if run == LOGDIR_RUN else Path(self.logdir, *posixpath.normpath(run).split("/"))
