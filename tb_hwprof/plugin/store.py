@@ -313,7 +313,6 @@ class RunStore:
     def _mirror_dir(self, run: str) -> Path:
         """The local folder a remote run's objects are fetched into; 404 for a name that would leave
         the logdir's bucket and prefix (logdir.fs.RemoteDir.key)."""
-        from ..logdir import fs
         from ..logdir.writer import key_of
         try:
             self.remote.key(run)
