@@ -226,6 +226,8 @@ def test_plugin_rereads_a_run_replaced_in_the_bucket(s3, samples_dir, exported):
     try:
         after = len(app.json("/kernels", run="torch")["data"]["launch_id"])
         assert after == nsys_kernels(samples_dir / NSYS) != before
+        # One version of the run in the mirror: the old one's objects were removed.
+        assert len(list(app.store.mirror.glob(f"run-torch/*/plugins/tb_hwprof/{metadata.KERNELS}"))) == 1
     finally:
         tb_hwprof.export(samples_dir / TORCH, LOGDIR, "torch", overwrite=True)
 

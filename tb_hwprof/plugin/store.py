@@ -382,17 +382,30 @@ class RunStore:
     def entry(self, run: str, run_dir: Path) -> RunEntry:
         """The cached run, reloaded when one of its files changed."""
         sig, manifest = self.manifest(run, run_dir)
+        dropped = []
         with self._lock:
             entry = self._loaded.get(run)
             if entry is None or entry.signature != sig:
+                dropped += [entry] if entry is not None else []
                 remote = self._remote_run(run) if self.remote is not None else None
                 entry = RunEntry(run, self._generation_dir(run_dir, sig), sig, manifest, self.loads, self.errors,
                                  remote)
                 self._loaded[run] = entry
             self._loaded.move_to_end(run)
             while len(self._loaded) > self.max_loaded:
-                self._loaded.popitem(last=False)
+                dropped.append(self._loaded.popitem(last=False)[1])
+            live = {e.run_dir for e in self._loaded.values()}
+        self._drop_mirrors([e for e in dropped if e.run_dir not in live])
         return entry
+
+    def _drop_mirrors(self, entries) -> None:
+        """The fetched objects of remote run versions no longer cached (the mirror holds at most
+        max_loaded runs' worth); a request still reading one fetches again or answers 422 once."""
+        if self.remote is None:
+            return
+        import shutil
+        for entry in entries:
+            shutil.rmtree(entry.run_dir, ignore_errors=True)
 
     def known_error(self, run: str, sig: Tuple) -> Optional[str]:
         """A load failure already seen for this run at these files (no new reading), also after its
