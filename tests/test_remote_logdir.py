@@ -129,6 +129,36 @@ def test_load_run_from_s3_equals_the_local_export(s3, exported, samples_dir, ncu
     assert len(tb_hwprof.load_run(f"{LOGDIR}/nsys").kernels) == nsys_kernels(samples_dir / NSYS)
 
 
+def test_load_run_fetches_what_it_reads(exported, monkeypatch):
+    """load_run fetches the tables, not the timeline; without details or for load_analysis, no
+    details files either (recorded by wrapping RemoteRun.fetch)."""
+    fetched = []
+    real_fetch = fs.RemoteRun.fetch
+    monkeypatch.setattr(fs.RemoteRun, "fetch", lambda self, relative, local: fetched.append(relative) or
+                        real_fetch(self, relative, local))
+    tb_hwprof.load_run(f"{LOGDIR}/nsys")
+    assert metadata.TIMELINE_INDEX not in fetched and metadata.TIMELINE not in fetched and metadata.KERNELS in fetched
+    fetched.clear()
+    tb_hwprof.load_run(f"{LOGDIR}/ncu", with_details=False)
+    tb_hwprof.load_analysis(f"{LOGDIR}/ncu")
+    assert fetched and not [f for f in fetched if f.startswith(metadata.DETAILS_DIR)]
+    fetched.clear()
+    assert len(tb_hwprof.load_run(f"{LOGDIR}/ncu").raw_metrics) == len(tb_hwprof.load_run(exported["ncu"]).kernels)
+    assert [f for f in fetched if f.startswith(metadata.DETAILS_DIR)]
+
+
+def test_load_run_of_a_too_new_run_names_the_url(s3, exported, samples_dir):
+    from tb_hwprof.errors import FormatVersionError
+    tb_hwprof.export(samples_dir / NCU, LOGDIR, "too-new")
+    key = "runs/too-new/plugins/tb_hwprof/profile.json"
+    manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps({**manifest, "format_version": 99}).encode())
+    with pytest.raises(FormatVersionError) as e:
+        tb_hwprof.load_run(f"{LOGDIR}/too-new")
+    assert str(e.value).startswith(f"{LOGDIR}/too-new/plugins/tb_hwprof/profile.json: format version 99")
+    s3.delete_object(Bucket=BUCKET, Key=event_keys(s3, "too-new")[0])  # not listed by later tests
+
+
 def test_load_run_of_no_run_names_the_url(exported):
     with pytest.raises(InputError) as e:
         tb_hwprof.load_run(f"{LOGDIR}/nothing-here")

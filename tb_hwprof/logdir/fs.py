@@ -356,13 +356,27 @@ class RemoteRun:
         os.replace(tmp, local)
         return local
 
-    def fetch_tables(self, local_run: Path) -> None:
-        """Every object under the asset prefix except the timeline's (load_run reads no timeline)."""
+    def fetch_tables(self, local_run: Path, wanted) -> None:
+        """The objects under the asset prefix whose relative name is `wanted`."""
         local_assets = local_run.joinpath(*metadata.ASSET_DIR)
         for key, info in sorted(self.remote.listing(self.assets, recursive=True).items()):
             relative = key[len(self.assets) + 1:]
-            if info.get("type") != "directory" and relative not in (metadata.TIMELINE, metadata.TIMELINE_INDEX):
+            if info.get("type") != "directory" and wanted(relative):
                 self.fetch(relative, local_assets)
+
+
+def tables_but_timeline(relative: str) -> bool:
+    """What load_run reads: every table, not the timeline's files."""
+    return relative not in (metadata.TIMELINE, metadata.TIMELINE_INDEX)
+
+
+def tables_but_launches(relative: str) -> bool:
+    """What load_analysis and load_run(with_details=False) need less: no details files either."""
+    return tables_but_timeline(relative) and not relative.startswith(metadata.DETAILS_DIR + "/")
+
+
+def manifest_only(relative: str) -> bool:
+    return relative == metadata.MANIFEST
 
 
 class RemoteFile:
@@ -395,10 +409,10 @@ class RemoteFile:
 
 
 @contextlib.contextmanager
-def fetched_run(url: str, manifest_only: bool = False) -> Iterator[Path]:
-    """A local copy of the run at `url` (its tables, not its timeline; or its manifest only), removed
-    on exit; errors name the URL.  A run with no event file of ours is not one (an export killed
-    before its end)."""
+def fetched_run(url: str, wanted=tables_but_timeline) -> Iterator[Path]:
+    """A local copy of the run at `url` (the objects whose name under the asset prefix is `wanted`),
+    removed on exit; errors name the URL.  A run with no event file of ours is not one (an export
+    killed before its end)."""
     remote = RemoteDir(url)
     run = RemoteRun(remote, ".")
     if not run.visible():
@@ -407,14 +421,16 @@ def fetched_run(url: str, manifest_only: bool = False) -> Iterator[Path]:
                          "export one with `tb-hwprof export REPORT --logdir URL --run NAME`")
     local = Path(tempfile.mkdtemp(prefix="tb-hwprof-run-"))
     try:
-        if manifest_only:
+        if wanted is manifest_only:  # one request, no listing
             run.fetch(metadata.MANIFEST, local.joinpath(*metadata.ASSET_DIR))
         else:
-            run.fetch_tables(local)
+            run.fetch_tables(local, wanted)
         try:
             yield local
         except InputError as e:
             raise InputError(e.path.replace(str(local), remote.url), e.problem, e.fix) from None
+        except HwprofError as e:  # FormatVersionError: "<path>: ..." as well
+            raise type(e)(str(e).replace(str(local), remote.url)) from None
     finally:
         shutil.rmtree(local, ignore_errors=True)
 

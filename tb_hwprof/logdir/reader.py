@@ -22,7 +22,7 @@ def read_manifest(run_dir) -> dict:
     may be a URL (only the manifest is fetched)."""
     from . import fs
     if fs.is_url(run_dir):
-        with fs.fetched_run(run_dir, manifest_only=True) as local:
+        with fs.fetched_run(run_dir, fs.manifest_only) as local:
             return read_manifest(local)
     try:
         return _read_manifest(run_dir)
@@ -170,7 +170,7 @@ def load_run(run_dir, with_details: bool = True) -> Profile:
     from ..analysis.pipeline import ANALYSIS_SUMMARIES
     from . import fs
     if fs.is_url(run_dir):
-        with fs.fetched_run(run_dir) as local:
+        with fs.fetched_run(run_dir, fs.tables_but_timeline if with_details else fs.tables_but_launches) as local:
             return load_run(local, with_details)
     manifest = read_manifest(run_dir)
     kernels = read_kernels(run_dir, manifest)
@@ -193,7 +193,7 @@ def load_analysis(run_dir):
     from ..analysis.pipeline import ANALYSIS_SUMMARIES, Analysis
     from . import fs
     if fs.is_url(run_dir):
-        with fs.fetched_run(run_dir) as local:
+        with fs.fetched_run(run_dir, fs.tables_but_launches) as local:
             return load_analysis(local)
     manifest = read_manifest(run_dir)
     written = read_summaries(run_dir, manifest)
