@@ -99,6 +99,7 @@ def test_operators_paired_across_vendors(session, samples_dir):
     rows = frame.locator("table[data-role=operators] tbody tr")
     rows.first.wait_for()
     assert frame.locator("table[data-role=matched]").count() == 0
+    assert frame.get_by_text("Kernels are not paired across vendors (see the warning)").count() == 1
     assert "not paired across vendors" in frame.locator("[data-role=warnings] [data-id=different-vendors]").inner_text()
     checked = 0
     for i in range(rows.count()):

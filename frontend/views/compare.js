@@ -165,7 +165,9 @@ function matchedSection(doc, onPick) {
         h("th", null, "Bound"),
         DELTAS.map(([key, label]) => h("th", {title: `${key}: run minus baseline, percentage points`}, `Δ ${label} (pp)`)))),
       h("tbody", null, rows))), crossNote, h("p", {class: "muted small"}, "Click a pair for every metric the two launches share.")]
-      : h("p", {class: "muted"}, "No kernel was paired (pair a renamed kernel below); the totals compare different work."));
+      : h("p", {class: "muted"}, (doc.warnings || []).some((w) => w.id === "different-vendors")
+        ? "Kernels are not paired across vendors (see the warning); PyTorch runs pair their operators below."
+        : "No kernel was paired (pair a renamed kernel below); the totals compare different work."));
 }
 
 // PyTorch runs: operators paired by name, input dims and input types (across vendors, where kernels are not).
