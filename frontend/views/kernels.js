@@ -128,7 +128,7 @@ function launchTable(doc, ctx) {
     notes.push(h("p", {class: "note", "data-role": "bound-note"}, `Bound: not measured. ${t.toolName} records when each kernel ran, `,
       `not how busy the ${t.sm}s and memory were, so no launch can be classified. For the bound, collect ${t.counters}.`));
   }
-  if (hidden > 0) {
+  if (hidden > 0 && n > 0) {
     notes.push(h("p", {class: "muted small", "data-role": "hidden-columns"},
       `${hidden} column${hidden === 1 ? "" : "s"} hidden: ${t.toolName} gave no value for ${hidden === 1 ? "it" : "them"} in any launch.`));
   }
