@@ -406,7 +406,8 @@ def theoretical_occupancy(profile, analysis=None) -> None:
         got = _device_occupancy(profile, device, inputs, rows) if device is not None else None
         if got is None:
             continue
-        theoretical[rows], limiter[rows], active = got
+        theoretical[rows], ours, active = got
+        limiter[rows] = np.where(limiter[rows] == "", ours, limiter[rows])  # a tool's own limiter stays
         grid = _floats(kernels["grid_size"])[rows]
         per_wave = active * float(device.sm_count or math.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
