@@ -224,6 +224,7 @@ class App {
       run: this.state.run,
       launch,
       count: (this.runInfo(this.state.run) || {}).kernel_count ?? null,
+      info: this.runInfo(this.state.run) || {},
       isCurrent: () => this.state.launch === launch && this.state.run !== undefined,
       close: () => this.openLaunch(null),
       open: (other) => this.openLaunch(other),

@@ -109,7 +109,7 @@ def test_pageable_copies_fire_only_when_material(nsys_sqlite):
     assert (item.figure("copies"), item.figure("bytes"), item.figure("copy_ns")) == (count, nbytes, ns)
     assert item.figure("busy_ns") == busy and item.figure("share_of_busy_pct") == pytest.approx(100 * ns / busy)
     assert item.figures["bytes"].unit == "bytes" and item.figures["copies"].unit == "count"
-    assert f"{count} copies" in item.text and f"({nbytes} bytes)" in item.text
+    assert f"{count} {'copy' if count == 1 else 'copies'} moved" in item.text and f"({nbytes} bytes)" in item.text
     assert f"threshold {gpu.PAGEABLE_SHARE_PCT:.0f}%" in item.text
     if shows_pytorch_by_sql(nsys_sqlite):
         assert "pin_memory=True" in item.remedy

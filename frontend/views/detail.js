@@ -6,6 +6,7 @@ import {getJSON} from "../api.js";
 import {h, s as svg, replace, errorBox, loading, debounce} from "../dom.js";
 import * as fmt from "../format.js";
 import {boundChip} from "./table.js";
+import {terms} from "./common.js";
 import {occupancyChart, occupancySection} from "./occupancy.js";
 
 // Nsight Compute's MsgType (docs/FORMAT.md, details files).
@@ -68,7 +69,7 @@ export async function renderDetail(drawer, ctx) {
     h("dl", {class: "facts"},
       fact("Duration", fmt.duration(row.duration_ns)),
       fact("Grid × block", `${row.grid || fmt.MISSING} × ${row.block || fmt.MISSING}`),
-      fact("Bound", boundChip(row.bound, row.bound_level, null)),
+      fact("Bound", boundChip(row.bound, row.bound_level, row.bound_reason)),
       fact("Why", row.bound_reason || fmt.MISSING, "bound_reason"),
       fact("Occupancy", row.occupancy_note || fmt.MISSING, "occupancy_note")));
 
@@ -83,7 +84,7 @@ export async function renderDetail(drawer, ctx) {
       h("td", {class: "numeric", "data-col": "estimated_speedup_pct", "data-value": r.estimated_speedup_pct ?? null},
         fmt.isMissing(r.estimated_speedup_pct) ? fmt.MISSING : `${fmt.num(r.estimated_speedup_pct)} %`,
         r.speedup_type ? h("div", {class: "muted small"}, String(r.speedup_type)) : null)));
-  const rulesSection = h("section", null, h("h4", null, `Nsight Compute rules (${rules.length})`),
+  const rulesSection = h("section", null, h("h4", null, `Rules of ${terms(ctx.info).toolName} (${rules.length})`),
     rules.length ? h("table", {class: "data rules", "data-role": "rules"},
       h("thead", null, h("tr", null, ["Type", "Finding (section)", "Est. speedup"].map((t) => h("th", null, t)))),
       h("tbody", null, ruleRows)) : h("p", {class: "muted"}, "The report holds no rule results for this launch."));

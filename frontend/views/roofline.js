@@ -11,7 +11,14 @@
 import {getJSON} from "../api.js";
 import {h, s, replace} from "../dom.js";
 import * as fmt from "../format.js";
-import {runView, ownDocument} from "./common.js";
+import {runView, ownDocument, runTerms} from "./common.js";
+
+/** What to collect for a roofline, in the run's own vendor's tools. */
+function rooflineHint(terms) {
+  if (terms.amd) return "profile its kernels with rocprof-compute (`rocprof-compute profile -n NAME -- APP`) on an Instinct GPU.";
+  if (terms.vendor === "Intel") return "this run is VTune's CPU profile; a roofline needs a GPU kernel profile.";
+  return "profile its kernels with Nsight Compute's roofline sections (--section SpeedOfLight_RooflineChart, or --set full).";
+}
 
 // The plot takes the page's width (880 user units at least); the left margin leaves the y-axis
 // title clear of the widest tick label ("100 TFLOP/s").
@@ -98,9 +105,7 @@ function draw(doc, ctx) {
 
   if (!drawable.length && !opPoints.length && !compute.length) {
     return h("p", {class: "muted", "data-role": "roofline-empty"},
-      "No launch of this run has both FLOP/s and an arithmetic intensity, and the report holds no peaks: " +
-      "profile its kernels with Nsight Compute's roofline sections (--section SpeedOfLight_RooflineChart, or --set full) " +
-      "on NVIDIA, or with rocprof-compute on AMD.");
+      "No launch of this run has both FLOP/s and an arithmetic intensity, and the report holds no peaks: " + rooflineHint(runTerms(ctx)));
   }
 
   // Log domain from the points, ridge points and roofs.

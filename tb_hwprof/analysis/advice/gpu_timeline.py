@@ -121,6 +121,10 @@ def _ms(ns) -> str:
     return f"{float(ns) / 1e6:.3g} ms"
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _pct(part, whole) -> float:
     return 100.0 * float(part) / float(whole) if whole else math.nan
 
@@ -174,8 +178,8 @@ def pageable_copies(kinds: Optional[pd.DataFrame], activity: pd.DataFrame,
     if not share >= PAGEABLE_SHARE_PCT:  # also NaN: no busy time to weigh them against
         return None
     return _finding("pageable_copies", "high" if share >= PAGEABLE_HIGH_PCT else "medium",
-                    f"{count} host-to-device copies from pageable memory",
-                    f"{count} copies moved {nbytes / 1e6:.3g} MB ({nbytes:.0f} bytes) host-to-device from pageable "
+                    f"{_count(count, 'host-to-device copy', 'host-to-device copies')} from pageable memory",
+                    f"{_count(count, 'copy', 'copies')} moved {nbytes / 1e6:.3g} MB ({nbytes:.0f} bytes) host-to-device from pageable "
                     f"memory in {_ms(ns)}, {share:.1f}% of GPU busy time (threshold {PAGEABLE_SHARE_PCT:.0f}%); the "
                     f"driver stages pageable memory through a pinned buffer, so these copies run slower and cannot "
                     f"overlap compute",
