@@ -207,7 +207,7 @@ def test_export_refuses_an_existing_run_before_reading(s3, exported, samples_dir
 
 
 # -- the plugin ------------------------------------------------------------------------------
-def test_plugin_lists_and_serves_runs_from_s3(app, exported, samples_dir, ncu_report_module):
+def test_plugin_lists_and_serves_runs_from_s3(s3, app, exported, samples_dir, ncu_report_module):
     runs = {r["run"]: r for r in app.json("/runs")["runs"]}
     assert set(RUNS) <= set(runs)  # (and the runs earlier tests exported)
     assert all(runs[r]["error"] is None for r in RUNS), runs
@@ -223,6 +223,12 @@ def test_plugin_lists_and_serves_runs_from_s3(app, exported, samples_dir, ncu_re
     local = App(exported["ncu"].parent)
     for route, run in (("/roofline", "ncu"), ("/timeline", "nsys"), ("/overview", "torch")):
         assert app.json(route, run=run) == local.json(route, run=run), route
+    prefix = "runs/nsys/plugins/tb_hwprof/summary_"
+    names = [k[len(prefix):-len(".json.gz")] for k in keys(s3, prefix)]
+    assert names
+    for name in names:
+        assert app.json("/summary", run="nsys", name=name) == local.json("/summary", run="nsys", name=name), name
+    assert app.json("/compare", base="ncu", run="ncu") == local.json("/compare", base="ncu", run="ncu")
     assert app.json("/timeline", run="nsys")["returned"] > 0
     # The trace download: the run's timeline.json.gz, as the local plugin sends it.
     remote_trace, local_trace = app.get(P + "/trace", run="nsys"), local.get(P + "/trace", run="nsys")
