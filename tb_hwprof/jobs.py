@@ -76,16 +76,53 @@ class RankFailure:
 
 
 def export_rank(path: str, position: int, staging: str, job: str, step: int = 0, trace: str = "auto",
-                window=None, salvage: bool = False) -> RankResult:
+                window=None, salvage: bool = False, isolate: bool = False) -> RankResult:
     """The Dask task: read, analyse and write one rank as run pos_<position> of the staging logdir,
-    its event files hidden; returns its digest (the profile is freed before it returns)."""
+    its event files hidden; returns its digest.  isolate: in a child process forked for this rank
+    (where the process may have children), so a worker's peak memory is one rank's whatever ranks
+    it ran before, and a rank that kills its process (a crash, the OOM killer) fails alone."""
     started, cpu = time.perf_counter(), time.process_time()
-    try:
-        digest, run_dir = _export_one(path, position, staging, job, step, trace, window, salvage)
-    finally:
-        give_back_freed_memory()  # the rank's profile is gone: the next rank starts from a small process
+    work = (path, position, staging, job, step, trace, window, salvage)
+    if isolate and can_fork():
+        digest, run_dir, child_cpu, child_mb = in_child(path, work)
+    else:
+        try:
+            digest, run_dir = _export_one(*work)
+        finally:
+            give_back_freed_memory()  # the rank's profile is gone: the next rank starts from a small process
+        child_cpu = child_mb = 0.0
+    own_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return RankResult(position, str(path), digest, str(run_dir), _worker_address(), time.perf_counter() - started,
-                      time.process_time() - cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                      time.process_time() - cpu + child_cpu, max(own_mb, child_mb))
+
+
+def can_fork() -> bool:
+    """Whether this process may start a child: POSIX, and not a daemonic process (Dask workers are
+    by default; our local cluster's are started non-daemonic)."""
+    import multiprocessing
+    return hasattr(os, "fork") and not multiprocessing.current_process().daemon
+
+
+def in_child(path: str, work: tuple):
+    """_export_one(*work) in a child forked for it (modules already imported: no start-up cost);
+    (digest, run folder, its CPU seconds, its peak MB)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    from . import detect  # noqa: F401  (imported once here, not again in every child)
+    from .analysis import pipeline, ranks  # noqa: F401
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+            return pool.submit(_export_in_child, work).result()
+    except BrokenProcessPool:
+        raise InputError(path, "the process exporting this rank died (a crash, or out of memory)",
+                         "export this rank alone to see why") from None
+
+
+def _export_in_child(work: tuple):
+    digest, run_dir = _export_one(*work)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return digest, run_dir, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def _export_one(path, position, staging, job, step, trace, window, salvage):
@@ -245,8 +282,9 @@ def _run_on_dask(paths, staging: Path, options: dict, address, workers, skip_bad
     try:
         from distributed import as_completed, wait
         token = os.urandom(4).hex()
-        futures = {client.submit(export_rank, path, i, str(staging), **options, key=f"tb-hwprof-rank-{i}-{token}",
-                                 pure=False): (i, path) for i, path in enumerate(paths)}
+        futures = {client.submit(export_rank, path, i, str(staging), **options, isolate=True,
+                                 key=f"tb-hwprof-rank-{i}-{token}", pure=False): (i, path)
+                   for i, path in enumerate(paths)}
         results, failures = [], []
         for future in as_completed(list(futures)):
             i, path = futures[future]
@@ -296,7 +334,9 @@ def dask_client(address: Optional[str], workers: int, progress):
         progress(f"job: on the Dask cluster at {address} ({len(client.scheduler_info().get('workers', {}))} workers)")
         return client, client.close
     import dask
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": local_worker_environ()}):
+    # Not daemonic: a worker forks a child per rank (export_rank's isolate).
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": local_worker_environ(),
+                          "distributed.worker.daemon": False}):
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                                silence_logs=logging.ERROR)
     client = Client(cluster)

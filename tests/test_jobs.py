@@ -230,3 +230,15 @@ def test_a_job_into_an_s3_logdir_is_published_run_by_run(rank_files, tmp_path, m
             jobs.export_job(rank_files, "s3://jobs/runs", "job2", scheduler="tcp://127.0.0.1:1")
     finally:
         server.stop()
+
+
+def test_a_rank_whose_process_dies_fails_alone_naming_its_file(rank_files, tmp_path, monkeypatch):
+    """On Dask each rank runs in a child forked for it: a crash there (here: the child exits at
+    once, as the OOM killer would end it) is that rank's one-line error, the worker lives on."""
+    monkeypatch.setattr(jobs, "_export_one", lambda *work: os._exit(9))
+    with pytest.raises(InputError, match=f"^{rank_files[0]}: the process exporting this rank died"):
+        jobs.export_rank(str(rank_files[0]), 0, str(tmp_path), "job", isolate=True)
+    monkeypatch.undo()
+    result = jobs.export_rank(str(rank_files[0]), 0, str(tmp_path), "job", isolate=True)
+    assert result.rank == 0 and result.peak_mb > 0 and result.cpu_seconds > 0
+    assert read_manifest(result.staged)["kernel_count"] == raw_kernels(rank_files[0])
