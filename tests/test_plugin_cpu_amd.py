@@ -308,8 +308,14 @@ def total(frame):
 def test_compare_same_kernel_name_across_vendors(app, model, run):
     from tb_hwprof.analysis.compare import DELTA_COLUMNS
     nvidia, amd = model(NVIDIA).kernels, model(SAME_NAME[run]).kernels
-    doc = app.json("/compare", base=NVIDIA, run=run)
-    [m] = doc["matched"]  # "... [clone .kd]" matched the NVIDIA name
+    unpaired = app.json("/compare", base=NVIDIA, run=run)
+    # Kernels of two vendors are never paired by name alone: the compare says why and lists both.
+    assert unpaired["matched"] == [] and len(unpaired["only_in_base"]) == len(unpaired["only_in_run"]) == 1
+    assert any("different vendors" in w["text"] for w in unpaired["warnings"])
+    # Paired by the user, the delta machinery applies as for any pair.
+    [base_only], [run_only] = unpaired["only_in_base"], unpaired["only_in_run"]
+    doc = app.json("/compare", base=NVIDIA, run=run, pair=f"{base_only['key']}:{run_only['key']}")
+    [m] = doc["matched"]
     assert m["key"] == nvidia["demangled_name"][0]
     assert m["base_ns"] == pytest.approx(total(nvidia))
     assert m["run_ns"] == pytest.approx(total(amd))
@@ -324,7 +330,10 @@ def test_compare_same_kernel_name_across_vendors(app, model, run):
 
 def test_compare_where_the_amd_side_lacks_metrics_and_durations(app):
     """The MI300X Omniperf workload has no HBM counters and spreadsheet-rounded timestamps."""
-    doc = app.json("/compare", base=NVIDIA, run="amd/vcopy_mi300x_renamed_naive_gemm")
+    unpaired = app.json("/compare", base=NVIDIA, run="amd/vcopy_mi300x_renamed_naive_gemm")
+    [base_only], [run_only] = unpaired["only_in_base"], unpaired["only_in_run"]
+    doc = app.json("/compare", base=NVIDIA, run="amd/vcopy_mi300x_renamed_naive_gemm",
+                   pair=f"{base_only['key']}:{run_only['key']}")
     [m] = doc["matched"]
     assert m["run_ns"] is None and m["speedup"] is None and doc["totals"]["run_ns"] is None
     assert m["deltas"]["dram_throughput_pct"] is None and m["deltas"]["memory_throughput_pct"] is None
