@@ -18,8 +18,10 @@ another job) stops the export with the staging removed: the logdir is as it was.
 skip_bad_ranks the other ranks are written and the job's notes list the skipped ones.
 
 Which cluster: scheduler None (or $TB_HWPROF_SCHEDULER unset) starts a local cluster of one
-single-threaded worker process per core (at most one per rank), so each worker's peak memory is
-one rank's export; an address ("tcp://host:8786") sends the tasks to that cluster, whose workers
+single-threaded worker process per core (at most one per rank); a worker exports each rank in a
+child process forked for it, so its peak memory is one rank's export, never what earlier ranks left
+behind (a worker that may not have children, such as a daemonic Dask worker, exports in process);
+an address ("tcp://host:8786") sends the tasks to that cluster, whose workers
 read the files and write the runs at the same paths (made absolute here: a path all of them see);
 "none" exports the ranks one after another in this process, without Dask.
 """
