@@ -140,8 +140,17 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
     # occupancy: the occupancy calculator's document for the launch (analysis/occupancy.py; None
     # where the device's limits or the launch configuration are unknown)
     return {"run": entry.run, "launch": launch, "row": row, "raw_metrics": raw, "rules": rules,
-            "rule_messages": ncu_sections.message_parts(rules), "sections": ncu_sections.sections(raw, rules),
+            "rule_messages": ncu_sections.message_parts(rules),
+            "sections": ncu_sections.sections(raw, rules, launch_hotspots(entry, row.get("launch_id"))),
             "occupancy": occupancy.kernel_document(entry.manifest.get("devices") or [], row, raw)}
+
+
+def launch_hotspots(entry: RunEntry, launch_id) -> list:
+    """The launch's rows of the reader's ncu_source_hotspots summary ([] for runs without one)."""
+    if launch_id is None or "ncu_source_hotspots" not in entry.summary_names():
+        return []
+    table = entry.summary("ncu_source_hotspots")
+    return [{k: _plain(v) for k, v in r.items()} for r in table[table["launch_id"] == launch_id].to_dict("records")]
 
 
 # -- compare (docs/http_api.md /compare, /compare_pair) -------------------------------------------
