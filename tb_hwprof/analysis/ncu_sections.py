@@ -361,14 +361,34 @@ def collected(raw: Mapping[str, list], header: Sequence[Tuple[str, str]]) -> boo
     return bool(header) and present >= COLLECTED * len(header)
 
 
-def sections(raw: Mapping[str, list], rules: Sequence[Mapping] = ()) -> List[dict]:
+def source_hotspots(hotspots: Sequence[Mapping]) -> Optional[dict]:
+    """The launch's instructions with most sampled warp stalls (the reader's ncu_source_hotspots
+    rows of this launch) as a table figure, stall reasons in Nsight Compute's words; None without."""
+    if not hotspots:
+        return None
+    out = []
+    for h in sorted(hotspots, key=lambda r: r.get("rank", 0)):
+        reasons = [{"reason": h.get(f"stall_{i}") or "", "label": stall_label(h.get(f"stall_{i}") or ""),
+                    "samples": h.get(f"stall_{i}_samples")} for i in range(1, 4) if h.get(f"stall_{i}")]
+        line = h.get("source_line") or 0
+        out.append({"rank": h.get("rank"), "address": h.get("address"), "sass": h.get("sass") or "",
+                    "source_file": h.get("source_file") or "", "source_line": line if line > 0 else None,
+                    "samples": h.get("samples"), "stalls": reasons})
+    return {"kind": "hotspots", "id": "source_hotspots", "title": "Top instructions by sampled warp stalls",
+            "rows": out, "has_line_info": any(r["source_line"] for r in out)}
+
+
+def sections(raw: Mapping[str, list], rules: Sequence[Mapping] = (), hotspots: Sequence[Mapping] = ()) -> List[dict]:
     """The launch's sections in Nsight Compute's order: {id, title, rows, figures, rules (indexes
-    into `rules`)}; only the sections the report collected (`collected`)."""
+    into `rules`)}; only the sections the report collected (`collected`).  `hotspots`: the launch's
+    rows of the reader's ncu_source_hotspots table, a table under Source Counters."""
     out = []
     for section_id, title, metrics in SECTIONS:
         if not collected(raw, metrics):
             continue
         found, charts = rows(raw, metrics + BODY.get(section_id, ())), figures(section_id, raw)
+        if section_id == "SourceCounters" and source_hotspots(hotspots):
+            charts.append(source_hotspots(hotspots))
         owned = [i for i, rule in enumerate(rules) if rule_section(rule) == section_id]
         out.append({"id": section_id, "title": title, "rows": found, "figures": charts, "rules": owned})
     return out

@@ -463,6 +463,79 @@ def action_rules(action) -> List[dict]:
     return rules
 
 
+# -- source counters: the instructions with the most sampled warp stalls (issue 17) -----------------
+HOTSPOTS = "ncu_source_hotspots"  # the summary table's name (docs/FORMAT.md)
+TOP_INSTRUCTIONS = 10  # instructions kept per launch
+TOP_REASONS = 3  # stall reasons kept per instruction
+STALL_SAMPLE_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
+SAMPLE_COUNT = "smsp__pcsamp_sample_count"  # collected with the stall samples (SourceCounters)
+
+
+def stall_samples_by_address(action, names: List[str]) -> Dict[int, Dict[str, int]]:
+    """{instruction address: {stall reason: samples}} from the per-instruction instances of the
+    sampled stall reasons (all samples: the `_not_issued` subsets are left out)."""
+    by_address: Dict[int, Dict[str, int]] = {}
+    for name in names:
+        if not name.startswith(STALL_SAMPLE_PREFIX) or name.endswith("_not_issued"):
+            continue
+        metric = action.metric_by_name(name)
+        if metric is None or not metric.has_correlation_ids():
+            continue
+        addresses, reason = metric.correlation_ids(), name[len(STALL_SAMPLE_PREFIX):]
+        for i in range(metric.num_instances()):
+            samples = metric.as_uint64(i)
+            if samples:
+                by_address.setdefault(addresses.as_uint64(i), {})[reason] = samples
+    return by_address
+
+
+def top_addresses(by_address: Dict[int, Dict[str, int]], top: int) -> List[Tuple[int, int]]:
+    """[(address, samples)] of the `top` instructions with most samples (lower address on ties)."""
+    totals = ((address, sum(reasons.values())) for address, reasons in by_address.items())
+    return sorted(totals, key=lambda pair: (-pair[1], pair[0]))[:top]
+
+
+def instruction_text(action, address: int) -> Tuple[str, str, int]:
+    """(SASS text, source file, line) at an address; "" and 0 where the report has no SASS or no
+    line information.  Asked only for the top addresses: the first SASS lookup of a report
+    disassembles its code (0.3-1 s), which reports without samples never pay."""
+    sass = (action.sass_by_pc(address) or "").strip()
+    info = action.source_info(address)
+    file, line = (info.file_name() or "", int(info.line() or 0)) if info is not None else ("", 0)
+    if not readable_text(sass) or not readable_text(file):
+        raise DamagedLaunch(f"its SASS or source file name at {address:#x} is not readable text")
+    return sass, file, line
+
+
+def hotspot_row(launch_id: int, rank: int, address: int, samples: int, reasons: Dict[str, int],
+                text: Tuple[str, str, int]) -> dict:
+    row = {"launch_id": launch_id, "rank": rank, "address": address, "sass": text[0],
+           "source_file": text[1], "source_line": text[2], "samples": samples}
+    ranked = sorted(reasons.items(), key=lambda pair: (-pair[1], pair[0]))
+    for i in range(TOP_REASONS):
+        reason, count = ranked[i] if i < len(ranked) else ("", 0)
+        row[f"stall_{i + 1}"], row[f"stall_{i + 1}_samples"] = reason, count
+    return row
+
+
+def source_hotspots(action, launch_id: int, raw: Dict[str, list], top: int = TOP_INSTRUCTIONS) -> List[dict]:
+    """The launch's `top` instructions by sampled warp stalls (hotspot_row), [] for a launch
+    without stall sampling (the SourceCounters section not collected)."""
+    if SAMPLE_COUNT not in raw:  # one lookup: a launch without samples costs nothing more
+        return []
+    with library_call():
+        by_address = stall_samples_by_address(action, list(raw))
+        return [hotspot_row(launch_id, rank, address, samples, by_address[address], instruction_text(action, address))
+                for rank, (address, samples) in enumerate(top_addresses(by_address, top), start=1)]
+
+
+def hotspots_frame(rows: List[dict]) -> "pd.DataFrame":
+    import pandas as pd
+    frame = pd.DataFrame(rows)
+    frame.attrs["units"] = {"samples": "samples", **{f"stall_{i + 1}_samples": "samples" for i in range(TOP_REASONS)}}
+    return frame
+
+
 @dataclasses.dataclass
 class Launches:
     """The launches ncu_report read: the sound ones' rows, raw metrics and rules, and the damaged
@@ -472,6 +545,7 @@ class Launches:
     raws: List[dict] = dataclasses.field(default_factory=list)
     rules: List[list] = dataclasses.field(default_factory=list)
     damaged: Dict[int, str] = dataclasses.field(default_factory=dict)
+    hotspots: List[dict] = dataclasses.field(default_factory=list)  # source_hotspots of the sound launches
     count: int = 0  # launches the library gave, sound or not
 
 
@@ -504,13 +578,15 @@ def read_launches(ctx, ncu_report, container: Container) -> Launches:
         for action_id in range(rng.num_actions()):
             launch_id = launches.count
             launches.count += 1
+            action = rng.action_by_idx(action_id)
             try:
-                row, raw, rules = read_launch(rng.action_by_idx(action_id), launch_id, range_id, ncu_report,
-                                              readers, grammar, sound)
+                row, raw, rules = read_launch(action, launch_id, range_id, ncu_report, readers, grammar, sound)
                 container.check_metrics(launch_id, len(raw))
+                hotspots = source_hotspots(action, launch_id, raw)
             except DamagedLaunch as e:
                 launches.damaged[launch_id] = str(e)
                 continue
+            launches.hotspots.extend(hotspots)
             launches.rows.append(row)
             launches.raws.append(raw)
             launches.rules.append(rules)
@@ -592,7 +668,9 @@ def _profile(path: Path, data: bytes, launches: Launches, notes: List[str]) -> P
     devices = [ncu_metrics.device_from_metrics(d, m, device_peaks.get(d)) for d, m in sorted(device_metrics.items())]
     provenance = Provenance(tool="ncu", tool_version=tool_version(data), source_path=str(path.resolve()),
                             source_sha256=sha256_of(data), source_format="ncu-rep")
-    return Profile(provenance, devices, normalise_kernels(launches.rows), launches.raws, launches.rules, notes=notes)
+    summaries = {HOTSPOTS: hotspots_frame(launches.hotspots)} if launches.hotspots else {}
+    return Profile(provenance, devices, normalise_kernels(launches.rows), launches.raws, launches.rules, notes=notes,
+                   summaries=summaries)
 
 
 # ---------------------------------------------------------------- registry hooks (readers/__init__.py)
