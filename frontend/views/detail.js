@@ -280,8 +280,34 @@ function memoryChart(fig) {
     table);
 }
 
+function hexAddress(address) {
+  return typeof address === "number" && Number.isSafeInteger(address) ? `0x${address.toString(16)}` : fmt.MISSING;
+}
+
+/** Source Counters' top instructions by sampled warp stalls: address, SASS, source line where the
+ * report has line information, samples, and the instruction's top stall reasons. */
+function hotspotsTable(fig) {
+  const withLines = Boolean(fig.has_line_info);
+  const source = (r) => (r.source_line ? `${r.source_file}:${r.source_line}` : fmt.MISSING);
+  return h("div", {class: "section-figure", "data-figure": fig.id},
+    h("div", {class: "figure-title"}, fig.title),
+    h("table", {class: "data hotspots", "data-role": "source-hotspots"},
+      h("thead", null, h("tr", null, h("th", {class: "numeric"}, "#"), h("th", null, "Address"), h("th", null, "SASS"),
+        withLines ? h("th", null, "Source") : null, h("th", {class: "numeric"}, "Samples"), h("th", null, "Top stall reasons (samples)"))),
+      h("tbody", null, fig.rows.map((r) => h("tr", {"data-address": hexAddress(r.address)},
+        h("td", {class: "numeric"}, String(r.rank ?? "")),
+        h("td", {class: "mono"}, hexAddress(r.address)),
+        h("td", {class: "mono", "data-role": "sass"}, String(r.sass || fmt.MISSING)),
+        withLines ? h("td", {class: "mono", "data-role": "source", title: r.source_file || null}, source(r)) : null,
+        h("td", {class: "numeric", "data-value": r.samples ?? null}, sectionValue(r.samples, "")),
+        h("td", {"data-role": "stalls"}, (Array.isArray(r.stalls) ? r.stalls : [])
+          .map((st) => `${st.label} ${sectionValue(st.samples, "")}`).join(", ")))))),
+    withLines ? null : h("p", {class: "muted small"}, "The report has no source line information (compile with -lineinfo to get it)."));
+}
+
 function figure(fig) {
   if (fig.kind === "bars" && Array.isArray(fig.rows) && fig.rows.length) return barChart(fig);
+  if (fig.kind === "hotspots" && Array.isArray(fig.rows) && fig.rows.length) return hotspotsTable(fig);
   if (fig.kind === "memory_chart" && Array.isArray(fig.links) && fig.links.length) return memoryChart(fig);
   return null;
 }
