@@ -73,10 +73,30 @@ def add_compare_command(sub) -> None:
 @dataclasses.dataclass
 class Side:
     path: str
-    kernels: pd.DataFrame
+    kernels: Optional[pd.DataFrame]  # None where the run's compare table stood in for its launches
     info: object  # compare.RunInfo
     phases: Optional[pd.DataFrame]
     operators: Optional[pd.DataFrame] = None  # op_shapes of a PyTorch run: its operators by input shapes
+    kernel_set: object = None  # compare.KernelSet, built from `kernels` where not given
+
+
+def read_compare_table(run_dir: Path, manifest: dict) -> Optional[pd.DataFrame]:
+    """The run's per-instantiation compare table (analysis/compare.compare_table), checked; None for a
+    run exported before it (or without kernels): those compare from their kernels table."""
+    from .analysis.compare import COMPARE_TABLE
+    from .logdir import metadata, reader, run_checks, tables
+    files = dict(metadata.summary_names(manifest.get("files")))
+    if COMPARE_TABLE not in files:
+        return None
+    path = reader.asset_dir(run_dir) / Path(files[COMPARE_TABLE]).name
+    try:
+        doc = tables.read_json_gz(path, metadata.declared_size(manifest, path.name))
+        run_checks.check_columnar(doc)
+        frame = tables.frame_from_json(doc)
+        run_checks.check_compare_table(frame, manifest.get("kernel_count"))
+    except metadata.DAMAGED_FILE_ERRORS as e:
+        raise InputError(path, f"unreadable compare table ({e})", "re-export the run with --overwrite") from None
+    return frame
 
 
 def _summary_table(run_dir: Path, manifest: dict, name: str) -> Optional[pd.DataFrame]:
@@ -224,16 +244,22 @@ def read_compared_kernels(run_dir: Path, manifest: dict, metric: str = "duration
 
 def load_side(path: str, metric: str = "duration_ns") -> Side:
     """An exported run (its kernels table, manifest and NVTX table) or a report read on the fly."""
-    from .analysis.compare import RunInfo, devices_that_ran
+    from .analysis.compare import RunInfo, devices_of, devices_that_ran, kernel_set, kernel_set_from_table
     from .analysis.trace_views import phase_source
     from .logdir import metadata, reader
     where = Path(path)
     if where.is_dir() and (reader.asset_dir(where) / metadata.MANIFEST).is_file():
         manifest = reader.read_manifest(where)
-        kernels = read_compared_kernels(where, manifest, metric)
+        # The compare table has every per-key figure but a gate on another metric's launches.
+        table = read_compare_table(where, manifest) if metric == "duration_ns" else None
+        if table is not None:
+            kernels, kset = None, kernel_set_from_table(table)
+        else:
+            kernels = read_compared_kernels(where, manifest, metric)
+            kset = kernel_set(kernels)
         info = RunInfo((manifest.get("provenance") or {}).get("tool", ""),
-                       devices_that_ran(manifest.get("devices") or [], kernels))
-        return Side(path, kernels, info, _phase_table(where, manifest), _summary_table(where, manifest, "op_shapes"))
+                       devices_of(manifest.get("devices") or [], kset.device_ids))
+        return Side(path, kernels, info, _phase_table(where, manifest), _summary_table(where, manifest, "op_shapes"), kset)
     if not where.exists():
         raise InputError(where, "no such file or folder",
                          "give an exported run folder (<logdir>/<run>) or a profiler report")
@@ -241,7 +267,8 @@ def load_side(path: str, metric: str = "duration_ns") -> Side:
     profile = tb_hwprof.read(where)
     info = RunInfo(profile.provenance.tool, devices_that_ran([d.to_dict() for d in profile.devices], profile.kernels))
     source = phase_source(profile.summaries)
-    return Side(path, profile.kernels, info, profile.summaries[source] if source else None, _op_shapes(profile))
+    return Side(path, profile.kernels, info, profile.summaries[source] if source else None, _op_shapes(profile),
+                kernel_set(profile.kernels))
 
 
 def _op_shapes(profile) -> Optional[pd.DataFrame]:
@@ -265,6 +292,8 @@ def metric_direction(column: str, stated: Optional[str]) -> str:
 
 def _check_metric(column: str, sides) -> None:
     import pandas as pd
+    if column == "duration_ns":  # every kernels table has it (a side read from its compare table has no launches)
+        return
     for side in sides:
         if column not in side.kernels.columns or not pd.api.types.is_numeric_dtype(side.kernels[column]):
             numeric = [c for c in side.kernels.columns if pd.api.types.is_numeric_dtype(side.kernels[c])]
@@ -281,10 +310,8 @@ def _worse_by(base: Optional[float], run: Optional[float], direction: str) -> Op
 
 
 def _overall(kernels: pd.DataFrame, column: str) -> Optional[float]:
-    """The run's figure for `column`: the total for durations, else its duration-weighted mean."""
+    """The run's duration-weighted mean of `column` (durations: the kernel set's total)."""
     from .analysis.compare import _none
-    if column == "duration_ns":
-        return _none(kernels[column].sum(min_count=1))
     both = kernels[column].notna() & kernels["duration_ns"].notna()
     weight = kernels["duration_ns"][both].sum()
     return _none((kernels[column][both] * kernels["duration_ns"][both]).sum() / weight) if weight > 0 else None
@@ -297,7 +324,8 @@ def gate(doc: dict, base_set, run_set, base: Side, run: Side, args) -> dict:
     _check_metric(column, (base, run))
     direction = metric_direction(column, args.direction)
     regressions = []
-    b_total, r_total = _overall(base.kernels, column), _overall(run.kernels, column)
+    b_total, r_total = ((base_set.total_ns, run_set.total_ns) if column == "duration_ns"
+                        else (_overall(base.kernels, column), _overall(run.kernels, column)))
     worse = _worse_by(b_total, r_total, direction)
     if worse is not None and worse > pct:
         regressions.append({"what": "total", "base": b_total, "run": r_total, "worse_pct": worse})
@@ -453,7 +481,7 @@ def compare_sides(base: Side, run: Side, pairs: List[str]):
     """(document, base kernel set, run kernel set): what /compare serves, for two loaded sides."""
     from .analysis import compare
     from .analysis.trace_views import compare_phases
-    b_set, r_set = compare.kernel_set(base.kernels), compare.kernel_set(run.kernels)
+    b_set, r_set = base.kernel_set, run.kernel_set
     try:
         chosen = [compare.resolve_choice(b_set, r_set, p) for p in pairs]
     except ValueError as e:

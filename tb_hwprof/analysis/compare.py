@@ -170,29 +170,35 @@ def _dominant_bounds(codes: np.ndarray, n: int, bound: pd.Series, durations: np.
     return best
 
 
-@dataclasses.dataclass
 class KernelSet:
-    """One run's kernels grouped by instantiation: per launch the index of its key (codes), per key
-    its first row and its names and figures (groups, in order of first appearance)."""
-    kernels: pd.DataFrame
-    codes: np.ndarray
-    keys: List[str]
-    groups: Dict[str, dict]
-    first: np.ndarray
+    """One run's kernels grouped by instantiation: per key (in order of first appearance) its names
+    and figures (groups), the run's total time and the devices its kernels ran on.  Built from the
+    launches (kernel_set: kernels and codes, the index of each launch's key, kept) or from the
+    per-instantiation table an export writes (kernel_set_from_table: no launches; what pairing and
+    the pair detail need per key was computed at export: configs, representative launches)."""
 
-    def __post_init__(self):
+    def __init__(self, keys: List[str], groups: Dict[str, dict], total_ns: Optional[float], device_ids: set,
+                 kernels: Optional[pd.DataFrame] = None, codes: Optional[np.ndarray] = None,
+                 configs: Optional[Dict[str, Optional[str]]] = None, representatives: Optional[Dict[str, int]] = None):
+        self.keys, self.groups, self.total_ns, self.device_ids = keys, groups, total_ns, device_ids
+        self.kernels, self.codes = kernels, codes
+        self.configs, self.representatives = configs, representatives
         self.index = {k: i for i, k in enumerate(self.keys)}
+        self.first = columnar.first_rows(codes, len(keys)) if codes is not None else None
 
     def launches_of(self, key: str) -> np.ndarray:
         """Row positions of `key`'s launches."""
         return np.flatnonzero(self.codes == self.index[key])
 
     def aggregate(self, column: str) -> Dict[str, Optional[float]]:
-        """Per key: `column` summed for durations, else its duration-weighted mean."""
+        """Per key: `column` summed for durations, else its duration-weighted mean (duration_ns and
+        DELTA_COLUMNS from the groups: a set built from the table has no launches)."""
+        if column == "duration_ns":
+            return {k: g["total_ns"] for k, g in self.groups.items()}
+        if column in DELTA_COLUMNS:
+            return {k: g["metrics"][column] for k, g in self.groups.items()}
         durations = _floats(self.kernels, "duration_ns")
-        n = len(self.keys)
-        values = _per_key_totals(self.codes, n, durations) if column == "duration_ns" else \
-            weighted_means(self.codes, n, _floats(self.kernels, column), durations)
+        values = weighted_means(self.codes, len(self.keys), _floats(self.kernels, column), durations)
         return {k: _none(v) for k, v in zip(self.keys, values.tolist())}
 
 
@@ -230,7 +236,93 @@ def kernel_set(kernels: pd.DataFrame) -> KernelSet:
                        "demangled": normalise_kernel_name(demangled[i]), "short": short_name(names[i] or key),
                        "launches": int(launches[i]), "total_ns": _none(totals[i]), "bound": bounds[i],
                        "metrics": {c: _none(means[c][i]) for c in DELTA_COLUMNS}}
-    return KernelSet(kernels, codes, keys, groups, first)
+    return KernelSet(keys, groups, _run_total(totals), _device_ids(kernels), kernels, codes)
+
+
+def _run_total(key_totals: List[float]) -> Optional[float]:
+    """The run's time: its keys' totals summed exactly (math.fsum), so a set built from the launches
+    and one built from the export's per-key table give the same figure; None where nothing is timed."""
+    timed = [t for t in key_totals if t == t]
+    return math.fsum(timed) if timed else None
+
+
+def _device_ids(kernels: pd.DataFrame) -> set:
+    ids = _floats(kernels, "device") if "device" in kernels.columns else np.array([])
+    return set(np.unique(ids[~np.isnan(ids)]).astype(int).tolist())
+
+
+# -- the per-instantiation table an export writes -----------------------------------------------
+# Summary table COMPARE_TABLE: one row per key of kernel_set (in its order) with everything compare
+# reads per key, computed once at export, so comparing two 1M-launch runs reads a few thousand rows
+# instead of a million launches (docs/FORMAT.md).  Runs exported before it compare from the launches.
+COMPARE_TABLE = "compare_kernels"
+TABLE_TEXT = ("key", "name", "label", "mangled", "demangled", "short", "bound", "devices")
+TABLE_COUNTS = ("launches", "launch")  # launch: the representative launch (representative_launch)
+TABLE_FIGURES = ("total_ns",) + DELTA_COLUMNS
+TABLE_COLUMNS = TABLE_TEXT + TABLE_COUNTS + TABLE_FIGURES + ("launch_config",)
+
+
+def compare_table(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The kernels table grouped as kernel_set groups it: one row per key with its names, figures,
+    representative launch, launch configuration (None unless all its launches share one) and the
+    device ids it ran on ("0,1")."""
+    kset = kernel_set(kernels)
+    configs = launch_configs(kset, kset.keys)
+    groups = [kset.groups[k] for k in kset.keys]
+    frame = pd.DataFrame({
+        # Text as pandas infers it (its str dtype on pandas 3), as a summary table read back has it.
+        **{c: pd.Series(list(kset.keys) if c == "key" else [g[c] for g in groups]) for c in TABLE_TEXT if c != "devices"},
+        "devices": pd.Series(_devices_per_key(kset)),
+        "launches": np.array([g["launches"] for g in groups], dtype=np.int64),
+        "launch": _representatives(kset),
+        "total_ns": np.array([np.nan if g["total_ns"] is None else g["total_ns"] for g in groups], dtype=np.float64),
+        **{c: np.array([np.nan if g["metrics"][c] is None else g["metrics"][c] for g in groups], dtype=np.float64)
+           for c in DELTA_COLUMNS},
+        "launch_config": pd.Series([configs[k] for k in kset.keys]),
+    }, columns=list(TABLE_COLUMNS))
+    frame.attrs["units"] = {c: KERNEL_COLUMNS[c][0] for c in DELTA_COLUMNS} | {"total_ns": "ns"}
+    return frame
+
+
+def _representatives(kset: KernelSet) -> np.ndarray:
+    """Per key, representative_launch's row, for all keys at once: its longest launch (the first of
+    equal ones), its first launch where none has a finite duration."""
+    durations = _floats(kset.kernels, "duration_ns")
+    n, rows = len(kset.keys), np.arange(len(durations))
+    order = np.lexsort((rows, -np.where(np.isnan(durations), -np.inf, durations), kset.codes))
+    longest = np.empty(n, dtype=np.int64)
+    longest[kset.codes[order[::-1]]] = order[::-1]  # the last write per key is its first in `order`
+    finite = np.bincount(kset.codes, weights=np.isfinite(durations).astype(np.float64), minlength=n) > 0
+    return np.where(finite, longest, kset.first)
+
+
+def _devices_per_key(kset: KernelSet) -> List[str]:
+    """Per key, the device ids its launches ran on, as "0,1" ("" where the table does not say)."""
+    out: List[List[int]] = [[] for _ in kset.keys]
+    if "device" in kset.kernels.columns:
+        ids = _floats(kset.kernels, "device")
+        known = ~np.isnan(ids)
+        for pair in np.unique(np.stack([kset.codes[known], ids[known].astype(np.int64)], axis=1), axis=0).tolist():
+            out[pair[0]].append(pair[1])
+    return [",".join(map(str, ids)) for ids in out]
+
+
+def kernel_set_from_table(table: pd.DataFrame) -> KernelSet:
+    """The KernelSet of a compare_table read back (checked by logdir.run_checks.check_compare_table)."""
+    text = {c: [v if isinstance(v, str) else "" for v in table[c].tolist()] for c in TABLE_TEXT}
+    figures = {c: [_none(v) for v in table[c].to_numpy(dtype=np.float64).tolist()] for c in TABLE_FIGURES}
+    launches = table["launches"].to_numpy(dtype=np.int64).tolist()
+    keys = text["key"]
+    groups = {key: {"name": text["name"][i], "label": text["label"][i], "mangled": text["mangled"][i],
+                    "demangled": text["demangled"][i], "short": text["short"][i], "launches": launches[i],
+                    "total_ns": figures["total_ns"][i], "bound": text["bound"][i],
+                    "metrics": {c: figures[c][i] for c in DELTA_COLUMNS}}
+              for i, key in enumerate(keys)}
+    configs = {k: v if isinstance(v, str) else None for k, v in zip(keys, table["launch_config"].tolist())}
+    devices = {int(d) for ids in text["devices"] for d in ids.split(",") if d}
+    total = _run_total([np.nan if t is None else t for t in figures["total_ns"]])
+    return KernelSet(keys, groups, total, devices, configs=configs,
+                     representatives=dict(zip(keys, table["launch"].to_numpy(dtype=np.int64).tolist())))
 
 
 # -- pairing ---------------------------------------------------------------------------------
@@ -256,6 +348,8 @@ def _value_codes(values: np.ndarray) -> np.ndarray:
 def launch_configs(kset: KernelSet, keys: Sequence[str]) -> Dict[str, Optional[str]]:
     """Per key: its launch configuration when all its launches share one, else None.  Only the
     launches of `keys` are looked at (what the name stages left)."""
+    if kset.configs is not None:  # computed at export for every key (the same per key: see compare_table)
+        return {k: kset.configs[k] for k in keys}
     out: Dict[str, Optional[str]] = {k: None for k in keys}
     if any(c not in kset.kernels.columns for c in LAUNCH_CONFIG):
         return out
@@ -390,10 +484,6 @@ def _labels_of(groups: Dict[str, dict], keys) -> Dict[str, str]:
     return {k: groups[k]["label"] for k in keys if groups[k]["label"] != groups[k]["name"]}
 
 
-def _total(kernels: pd.DataFrame) -> Optional[float]:
-    return _none(kernels["duration_ns"].sum(min_count=1))
-
-
 @dataclasses.dataclass
 class RunInfo:
     """What the warnings need to know about a run besides its kernels: its tool and the GPUs it ran on."""
@@ -492,7 +582,7 @@ def compare_sets(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, st
     """compare_kernels over kernel sets already built (the plugin keeps them per run)."""
     pairing = pair_kernels(base, run, chosen, automatic=not different_vendors(base_info, run_info))
     paired = [_paired(b, r, how, base.groups[b], run.groups[r]) for b, r, how in pairing.pairs]
-    base_ns, run_ns = _total(base.kernels), _total(run.kernels)
+    base_ns, run_ns = base.total_ns, run.total_ns
     totals = {"base_ns": base_ns, "run_ns": run_ns, "speedup": _ratio(base_ns, run_ns)}
     warnings = comparison_warnings(paired, totals, base_info, run_info, (len(base.keys), len(run.keys)))
     return {
@@ -519,6 +609,8 @@ def compare_kernels(base: pd.DataFrame, run: pd.DataFrame, chosen: Iterable[Tupl
 def representative_launch(kset: KernelSet, key: str) -> int:
     """The row of `key`'s longest launch (its first where none has a duration): the launch whose
     raw metrics stand for the kernel."""
+    if kset.representatives is not None:
+        return kset.representatives[key]
     rows = kset.launches_of(key)
     durations = kset.kernels["duration_ns"].to_numpy()[rows]
     return int(rows[np.nanargmax(durations)]) if np.isfinite(durations).any() else int(rows[0])
@@ -589,8 +681,11 @@ def _detail_side(kset: KernelSet, key: str, row: pd.Series) -> dict:
 def devices_that_ran(devices: List[dict], kernels: pd.DataFrame) -> Tuple[str, ...]:
     """Names of the devices ({id, name} dicts) the kernels ran on; all of them when the table does not
     say (a PyTorch trace lists every GPU of the node: 8 identical names would hide the one that ran)."""
-    ids = _floats(kernels, "device") if "device" in kernels.columns else np.array([])
-    ran = set(np.unique(ids[~np.isnan(ids)]).astype(int).tolist())
+    return devices_of(devices, _device_ids(kernels))
+
+
+def devices_of(devices: List[dict], ran: set) -> Tuple[str, ...]:
+    """Names of the devices whose ids are in `ran` (all of them where none is)."""
     used = [d for d in devices if d.get("id") in ran] or devices
     return tuple(str(d.get("name", "")) for d in used)
 

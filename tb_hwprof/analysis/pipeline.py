@@ -23,6 +23,7 @@ import pandas as pd
 
 from .advice import advise
 from .bottleneck import classify_profile
+from .compare import COMPARE_TABLE, compare_table
 from .findings import Finding
 from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables, label_phases
 from .occupancy import theoretical_occupancy
@@ -130,6 +131,13 @@ def topdown_labels(profile, analysis: Analysis) -> None:
     label_topdown_tables(profile.summaries)
 
 
+def compare_kernels(profile, analysis: Analysis) -> None:
+    """The kernels grouped per instantiation as compare pairs them (analysis/compare.py), so comparing
+    a written run reads this table, not its launches.  None for a run without kernels."""
+    if len(profile.kernels):
+        analysis.summaries[COMPARE_TABLE] = compare_table(profile.kernels)
+
+
 def headline_figures(profile, analysis: Analysis) -> None:
     analysis.scalars = headline_scalars(profile.kernels, analysis.tables(profile))
 
@@ -155,6 +163,7 @@ STEPS = (
     Step(gpu_trace_tables, makes=GPU_TRACE_TABLES),
     Step(torch_tables, makes=TORCH_TABLES),
     Step(operator_counters, makes=(OP_COUNTERS_TABLE,)),  # joined traces (analysis/join.py)
+    Step(compare_kernels, makes=(COMPARE_TABLE,)),
     Step(headline_figures),
     Step(findings),
 )

@@ -155,12 +155,21 @@ def launch_hotspots(entry: RunEntry, launch_id) -> list:
 
 # -- compare (docs/http_api.md /compare, /compare_pair) -------------------------------------------
 def kernel_set(entry: RunEntry) -> "compare.KernelSet":
-    """The run's kernels grouped for comparison, built once per run and files from only the columns
-    compare reads (compare_cli.read_compared_kernels: the whole table of a 1M-launch run costs twice that)."""
+    """The run's kernels grouped for comparison, built once per run: from the compare table the export
+    wrote (a few thousand rows where the kernels table has a million launches), or, for a run exported
+    before it, from only the columns compare reads (compare_cli.read_compared_kernels)."""
     from ..compare_cli import read_compared_kernels
-    from ..logdir import metadata
+    from ..logdir import metadata, run_checks
+
+    def from_table():
+        table = entry.summary(compare.COMPARE_TABLE)
+        path = entry.asset(Path(entry.summary_files()[compare.COMPARE_TABLE]).name)
+        read_asset(path, "compare table", lambda: run_checks.check_compare_table(table, entry.manifest.get("kernel_count")))
+        return compare.kernel_set_from_table(table)
 
     def build():
+        if compare.COMPARE_TABLE in entry.summary_names():
+            return from_table()
         path = entry.asset(metadata.KERNELS)  # 404 where it resolves outside the run
         kernels = read_asset(path, "kernels table", lambda: read_compared_kernels(entry.run_dir, entry.manifest))
         return compare.kernel_set(kernels)
@@ -170,8 +179,8 @@ def kernel_set(entry: RunEntry) -> "compare.KernelSet":
 def compare_info(entry: RunEntry) -> "compare.RunInfo":
     """The run's tool and the GPUs its kernels ran on, for the comparison's warnings."""
     tool = (entry.manifest.get("provenance") or {}).get("tool", "")
-    return compare.RunInfo(tool=tool, devices=compare.devices_that_ran(entry.manifest.get("devices") or [],
-                                                                       kernel_set(entry).kernels))
+    return compare.RunInfo(tool=tool, devices=compare.devices_of(entry.manifest.get("devices") or [],
+                                                                 kernel_set(entry).device_ids))
 
 
 def pair_choices(base: RunEntry, run: RunEntry, values) -> list:
@@ -262,11 +271,14 @@ def series_runs(entry: RunEntry) -> list:
 
 
 def _series_kernel_set(entry: RunEntry, run: str, run_dir: Path) -> "compare.KernelSet":
-    from ..compare_cli import read_compared_kernels
+    from ..compare_cli import read_compare_table, read_compared_kernels
     from ..logdir import reader
     if run == entry.run:
         return kernel_set(entry)
     manifest = read_asset(reader.asset_dir(run_dir) / metadata.MANIFEST, "manifest", lambda: reader.read_manifest(run_dir))
+    table = read_compare_table(run_dir, manifest)  # an InputError of its own naming the file
+    if table is not None:
+        return compare.kernel_set_from_table(table)
     path = reader.asset_dir(run_dir) / metadata.KERNELS
     return compare.kernel_set(read_asset(path, "kernels table", lambda: read_compared_kernels(run_dir, manifest)))
 
