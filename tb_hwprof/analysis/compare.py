@@ -302,8 +302,10 @@ def _devices_per_key(kset: KernelSet) -> List[str]:
     if "device" in kset.kernels.columns:
         ids = _floats(kset.kernels, "device")
         known = ~np.isnan(ids)
-        for pair in np.unique(np.stack([kset.codes[known], ids[known].astype(np.int64)], axis=1), axis=0).tolist():
-            out[pair[0]].append(pair[1])
+        device_codes, devices = pd.factorize(ids[known].astype(np.int64), sort=True)
+        width = max(len(devices), 1)
+        for combo in np.unique(kset.codes[known].astype(np.int64) * width + device_codes).tolist():
+            out[combo // width].append(int(devices[combo % width]))
     return [",".join(map(str, ids)) for ids in out]
 
 
