@@ -293,3 +293,24 @@ def test_kernel_document_of_a_basic_report(kernel_app, samples_dir, ncu_report_m
 def test_kernel_document_of_a_tracer_run_has_no_sections(kernel_app):
     doc = kernel_app.json("/kernel", run="nsys", launch="0")
     assert doc["sections"] == [] and doc["rule_messages"] == [] and doc["raw_metrics"] == {}
+
+
+# -- units: shown as Nsight Compute gives them, with what the stall figures measure ------------------
+@pytest.mark.parametrize("relative", FULL_SETS)
+def test_stall_charts_keep_nsight_computes_units_and_say_what_they_measure(launches, relative):
+    """ncu gives the stall ratios the unit 'inst' and the sampled stalls 'warp', 'inst', 'branches':
+    the rows keep ncu_report's unit, and the chart's note names exactly those units."""
+    notes = 0
+    for action, raw, rules in launches(relative):
+        for section in ncu_sections.sections(raw, rules):
+            for fig in section["figures"]:
+                if fig["id"] not in ("warp_stalls", "sampled_stalls"):
+                    continue
+                units = {action.metric_by_name(r["metric"]).unit() for r in fig["rows"]}
+                assert {r["unit"] for r in fig["rows"]} == units
+                named = set(re.findall(r"'([^']+)'", fig["unit_note"]))
+                assert named == units - {""}, fig["unit_note"]
+                word = "cycles" if fig["id"] == "warp_stalls" else "samples"
+                assert word in fig["unit_note"]
+                notes += 1
+    assert notes, f"{relative}: no stall chart"

@@ -199,10 +199,10 @@ function metricRowsTable(rows, role) {
       h("td", {class: typeof r.value === "number" ? "numeric" : "str", "data-value": r.value ?? null}, sectionValue(r.value, r.unit))))));
 }
 
-/** Nsight Compute gives the stall ratios the unit "inst" and the sampled stalls mixed units (warp,
- * inst, branches); what they count is cycles per issued instruction and samples. */
-function barUnit(fig, r) {
-  return {"cycles per issued instruction": "cycles", samples: "samples"}[fig.quantity] || r.unit;
+/** Values in Nsight Compute's own units; where those mislead (the stall ratios' "inst", the
+ * sampled stalls' "warp" / "inst" / "branches") the chart's unit_note says what the figure is. */
+function unitNote(fig) {
+  return fig.unit_note ? h("p", {class: "muted small", "data-role": "unit-note"}, String(fig.unit_note)) : null;
 }
 
 function barChart(fig) {
@@ -215,8 +215,9 @@ function barChart(fig) {
       return h("div", {class: "ncu-bar-row", "data-ncu-metric": r.metric, title: r.metric},
         h("span", {class: "bar-label"}, r.label),
         h("span", {class: "bar-track"}, h("span", {class: "bar", style: {width: `${width.toFixed(1)}%`}})),
-        h("span", {class: "bar-value numeric", "data-value": r.value}, sectionValue(r.value, barUnit(fig, r))));
-    }));
+        h("span", {class: "bar-value numeric", "data-value": r.value}, sectionValue(r.value, r.unit)));
+    }),
+    unitNote(fig));
 }
 
 // Memory chart layout (viewBox units): the boxes in Nsight Compute's places, left to right; the

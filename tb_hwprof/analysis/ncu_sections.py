@@ -343,11 +343,27 @@ def figures(section_id: str, raw: Mapping[str, list]) -> List[dict]:
     if section_id == "WarpStateStats":
         chart = bars("warp_stalls", "Warp stall reasons (cycles per issued instruction)",
                      [r for _, r in warp_stalls(raw)], "cycles per issued instruction")
-        return [chart] if chart else []
+        return [with_unit_note(chart, STALL_RATIO_NOTE)] if chart else []
     if section_id == "SourceCounters":
         chart = bars("sampled_stalls", "Warp stall sampling (all samples)", sampled_stalls(raw), "samples")
-        return [chart] if chart else []
+        return [with_unit_note(chart, SAMPLED_STALL_NOTE)] if chart else []
     return []
+
+
+# Nsight Compute's units for the stall figures say what is counted, not what the number measures:
+# the drawer shows ncu's unit as given, and says once per chart what the figure is.
+STALL_RATIO_NOTE = ("Nsight Compute gives these ratios the unit {units}: each is the average number of cycles "
+                    "a warp spent stalled for that reason per issued instruction.")
+SAMPLED_STALL_NOTE = ("Nsight Compute gives these counts the unit {units} (by reason): each is a number of "
+                      "samples, a warp found stalled for that reason when its instruction was sampled.")
+
+
+def with_unit_note(chart: dict, note: str) -> dict:
+    """The chart with `unit_note`: what its figures are, naming the units Nsight Compute gave them."""
+    units = sorted({r["unit"] for r in chart["rows"] if r["unit"]})
+    if units:
+        chart["unit_note"] = note.format(units=", ".join(f"'{u}'" for u in units))
+    return chart
 
 
 def rule_section(rule: Mapping) -> str:
