@@ -200,3 +200,36 @@ def test_occupancy_section_has_the_calculator_chart(drawer_page, oracle):
     for i in range(3):
         assert float(marks.nth(i).get_attribute("data-warps")) == pytest.approx(theoretical)
     assert drawer.locator("[data-role=occupancy]").count() == 0  # not twice: the section shows the figures
+
+
+def test_source_counters_list_the_top_instructions(drawer_page, oracle):
+    """Source Counters' table: the instructions with most samples, ncu_report's own per-instruction
+    sample count (smsp__pcsamp_sample_count), SASS text at each address shown as text."""
+    _, frame, drawer = drawer_page
+    action, _ = oracle
+    metric = action.metric_by_name("smsp__pcsamp_sample_count")
+    ids = metric.correlation_ids()
+    counts = sorted(((ids.as_uint64(i), metric.as_uint64(i)) for i in range(metric.num_instances()) if metric.as_uint64(i)),
+                    key=lambda pair: (-pair[1], pair[0]))[:10]
+    table = drawer.locator("section[data-section=SourceCounters] table[data-role=source-hotspots]")
+    shown = table.locator("tbody tr").evaluate_all("""rows => rows.map(r => [r.dataset.address,
+        r.querySelector('[data-value]').getAttribute('data-value'), r.querySelector('[data-role=sass]').textContent])""")
+    assert [(int(a, 16), int(float(v))) for a, v, _ in shown] == counts
+    assert [sass for _, _, sass in shown] == [action.sass_by_pc(a).strip() for a, _ in counts]
+    # armleth has no line information: no Source column, and the drawer says how to get one
+    assert table.locator("[data-role=source]").count() == 0
+    assert "-lineinfo" in drawer.locator("[data-figure=source_hotspots]").inner_text()
+
+
+def test_stall_values_carry_nsight_computes_units(drawer_page, oracle):
+    """The bars show ncu's own unit ('inst' for the stall ratios; 'warp', 'branches', ... for the
+    samples) and each chart says once what its figures measure."""
+    _, frame, drawer = drawer_page
+    action, _ = oracle
+    for figure_id, word in (("warp_stalls", "cycles"), ("sampled_stalls", "samples")):
+        fig = drawer.locator(f"[data-figure={figure_id}]")
+        for metric, _, text in cells(fig, ".ncu-bar-row"):
+            unit = action.metric_by_name(metric).unit()
+            assert text.endswith(f" {unit}") if unit else not text[-1].isalpha(), (metric, text)
+        note = fig.locator("[data-role=unit-note]").inner_text()
+        assert word in note and "Nsight Compute" in note
