@@ -1,5 +1,6 @@
 """Logdirs on object storage (issue 15): export to, load from and serve from s3:// on a real
-S3-compatible server (moto in server mode on 127.0.0.1).
+S3-compatible server (moto in server mode on 127.0.0.1), and from fsspec filesystems that are not
+S3 and need no server (memory://, local://, and one whose listings carry no change field at all).
 
 Expected values come from the reports (NVIDIA's ncu_report, sqlite3 over the nsys export) and from
 the bucket itself read with boto3 (not through tb_hwprof); a local export of the same report is
@@ -23,9 +24,8 @@ from tb_hwprof.logdir import fs, metadata
 from conftest import ncu_actions, sample
 from support_plugin import App, P
 
-moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install 'tb-hwprof[test]')")
-pytest.importorskip("s3fs", reason="s3fs is not installed (pip install 'tb-hwprof[s3]')")
-boto3 = pytest.importorskip("boto3")
+fsspec = pytest.importorskip("fsspec")
+from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BUCKET, OTHER_BUCKET = "hwprof-runs", "hwprof-secret"
@@ -41,6 +41,9 @@ RUNS = {"ncu": NCU, "nsys": NSYS, "torch": TORCH}
 def s3():
     """A moto S3 server on 127.0.0.1, the environment pointing boto3, s3fs and TensorBoard at it
     (AWS_ENDPOINT_URL: the one variable all three read), and a boto3 client of our own."""
+    moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install 'tb-hwprof[test]')")
+    pytest.importorskip("s3fs", reason="s3fs is not installed (pip install 'tb-hwprof[s3]')")
+    boto3 = pytest.importorskip("boto3")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -246,8 +249,9 @@ def test_plugin_fetches_only_what_the_view_needs(exported):
     listed = len(app.json("/runs")["runs"])
     assert fetched == sorted([metadata.MANIFEST] * listed + [metadata.KERNELS])
     app.json("/kernel", run="ncu", launch="1")
-    assert sorted(p.name for p in mirror.rglob("*.json.gz")) == [metadata.details_file(0).split("/")[-1],
-                                                                 metadata.KERNELS]
+    # The launch's details file, and the summary the drawer reads its source hotspots from.
+    assert sorted(p.name for p in mirror.rglob("*.json.gz")) == sorted([
+        metadata.details_file(0).split("/")[-1], metadata.KERNELS, "summary_ncu_source_hotspots.json.gz"])
     # The timeline index is read by ranges where it lies: nothing of it lands in the mirror.
     assert app.json("/timeline", run="nsys")["returned"] > 0
     assert not [p for p in mirror.rglob("*") if p.is_file() and metadata.TIMELINE_INDEX in p.name]
@@ -328,7 +332,8 @@ def test_overwrite_replaces_the_run_and_its_old_files(s3, exported, samples_dir)
     # The ncu run's details are gone (the nsys run has none), one event file: the new one.
     assert not any("/details/" in k for k in keys(s3, "runs/replaced/"))
     new_events = event_keys(s3, "replaced")
-    assert len(new_events) == 1 and new_events != old_events
+    # (An export in the same second, by the same process, writes an event file of the same name.)
+    assert len(new_events) == 1 and (new_events != old_events or old_events[0].split(".")[3] == new_events[0].split(".")[3])
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key="runs/replaced/plugins/tb_hwprof/profile.json")["Body"].read())
     assert manifest["provenance"]["tool"] == "nsys"
 
@@ -418,3 +423,172 @@ def test_tensorboard_on_s3_lists_runs_and_opens_the_views(s3, exported, tmp_path
                 session.shot("remote-s3-timeline")
     finally:
         served.close()
+
+
+# -- any fsspec URL: memory:// (in process), local:// and a filesystem without change fields ----
+MEMORY = "memory://hwprof-mem/runs"
+MEMORY_RUNS = {"ncu": NCU, "nsys": NSYS}
+
+
+@pytest.fixture(scope="module")
+def in_memory(samples_dir, tmp_path_factory):
+    """Two samples exported to memory:// (fsspec's in-process filesystem: no ETag, no mtime, its
+    own listing semantics) and to a local logdir: {run: local run folder}; the memory logdir is
+    removed afterwards."""
+    local = tmp_path_factory.mktemp("memory") / "local"
+    out = {}
+    for run, name in MEMORY_RUNS.items():
+        assert tb_hwprof.export(sample(samples_dir, name), MEMORY, run) == f"{MEMORY}/{run}"
+        out[run] = tb_hwprof.export(sample(samples_dir, name), local, run)
+    yield out
+    fsspec.filesystem("memory").rm("/hwprof-mem", recursive=True)
+
+
+def memory_objects(prefix: str) -> dict:
+    """{key under prefix: bytes} read with fsspec's memory filesystem itself, not through tb_hwprof."""
+    memory = fsspec.filesystem("memory")
+    root = f"/hwprof-mem/runs/{prefix}"
+    return {k[len(root):]: memory.cat_file(k) for k in memory.find(root)}
+
+
+def test_memory_logdir_holds_the_runs_files(in_memory):
+    for run, local_run in in_memory.items():
+        local_assets = local_run.joinpath(*metadata.ASSET_DIR)
+        objects = memory_objects(f"{run}/plugins/tb_hwprof/")
+        local_files = sorted(p.relative_to(local_assets).as_posix() for p in local_assets.rglob("*") if p.is_file())
+        assert sorted(objects) == local_files
+        for name in local_files:
+            if name.endswith(".json.gz"):
+                assert gzip.decompress(objects[name]) == gzip.decompress((local_assets / name).read_bytes()), name
+        assert len([k for k in memory_objects(f"{run}/") if "/" not in k and "tfevents" in k]) == 1
+    assert memory_objects(f"{metadata.WORK_AREA}/") == {}  # no staging left
+
+
+def test_load_run_from_memory_equals_the_local_export(in_memory, samples_dir, ncu_report_module):
+    import pandas.testing as pdt
+    for run, local_run in in_memory.items():
+        remote, local = tb_hwprof.load_run(f"{MEMORY}/{run}"), tb_hwprof.load_run(local_run)
+        pdt.assert_frame_equal(remote.kernels, local.kernels)
+        assert remote.raw_metrics == local.raw_metrics and sorted(remote.summaries) == sorted(local.summaries)
+    assert len(tb_hwprof.load_run(f"{MEMORY}/ncu").kernels) == ncu_launches(ncu_report_module, samples_dir / NCU)
+    assert len(tb_hwprof.load_run(f"{MEMORY}/nsys").kernels) == nsys_kernels(samples_dir / NSYS)
+
+
+def test_plugin_serves_a_memory_logdir_as_the_local_one(in_memory, samples_dir, ncu_report_module):
+    """TensorBoard (its fsspec gfile) lists the memory runs; /runs, /kernels, /timeline, /summary
+    and /trace equal the local plugin's over the same reports."""
+    app, local = App(MEMORY), App(in_memory["ncu"].parent)
+    runs = {r["run"]: r for r in app.json("/runs")["runs"]}
+    assert set(runs) == set(MEMORY_RUNS) and all(r["error"] is None for r in runs.values()), runs
+    assert runs["ncu"]["kernel_count"] == ncu_launches(ncu_report_module, samples_dir / NCU)
+    assert len(app.json("/kernels", run="nsys")["data"]["launch_id"]) == nsys_kernels(samples_dir / NSYS)
+    for route, run in (("/kernels", "ncu"), ("/kernels", "nsys"), ("/timeline", "nsys"), ("/overview", "nsys")):
+        assert app.json(route, run=run) == local.json(route, run=run), route
+    assert app.json("/timeline", run="nsys", max_events=50) == local.json("/timeline", run="nsys", max_events=50)
+    names = [k[len("summary_"):-len(".json.gz")] for k in memory_objects("nsys/plugins/tb_hwprof/")
+             if k.startswith("summary_")]
+    assert names
+    for name in names:
+        assert app.json("/summary", run="nsys", name=name) == local.json("/summary", run="nsys", name=name), name
+    assert app.get(P + "/trace", run="nsys").data == local.get(P + "/trace", run="nsys").data
+
+
+def test_a_burst_of_requests_lists_a_run_once(in_memory, monkeypatch):
+    """The run signatures reuse one listing per run for LISTING_TTL_S: counted on the memory
+    filesystem's ls, with a TTL long enough that timing cannot matter, then with none."""
+    app = App(MEMORY)
+    app.json("/runs")
+    listed = []
+    memory = fsspec.filesystem("memory")
+    real_ls = type(memory).ls
+    monkeypatch.setattr(type(memory), "ls", lambda self, path, *a, **k: listed.append(path) or real_ls(self, path, *a, **k))
+    burst = lambda: [app.json(route, run="nsys") for route in ("/kernels", "/overview", "/timeline", "/kernels")]
+    assets = "/hwprof-mem/runs/nsys/plugins/tb_hwprof"
+    monkeypatch.setattr(fs, "LISTING_TTL_S", 3600.0)
+    fs._RECENT.forget()
+    burst()
+    assert listed.count(assets) == 1
+    listed.clear()
+    monkeypatch.setattr(fs, "LISTING_TTL_S", 0.0)
+    burst()
+    assert listed.count(assets) >= 4  # every request lists again
+
+
+def test_a_run_rewritten_by_another_process_is_seen_after_the_ttl(in_memory, monkeypatch):
+    """A manifest rewritten behind the plugin's back (the memory filesystem directly, as another
+    process would): the cached signature holds for LISTING_TTL_S, then the new one is read."""
+    app = App(MEMORY)
+    monkeypatch.setattr(fs, "LISTING_TTL_S", 3600.0)
+    before = app.json("/runs")
+    memory = fsspec.filesystem("memory")
+    key = "/hwprof-mem/runs/ncu/plugins/tb_hwprof/profile.json"
+    original = memory.cat_file(key)
+    manifest = json.loads(original)
+    memory.pipe_file(key, json.dumps({**manifest, "kernel_count": manifest["kernel_count"] + 1}).encode())
+    try:
+        assert app.json("/runs") == before  # within the TTL: the cached signature and manifest
+        monkeypatch.setattr(fs, "LISTING_TTL_S", 0.0)
+        runs = {r["run"]: r for r in app.json("/runs")["runs"]}
+        assert runs["ncu"]["kernel_count"] == manifest["kernel_count"] + 1
+    finally:
+        memory.pipe_file(key, original)
+        fs._RECENT.forget()
+
+
+class UntaggedMemory(MemoryFileSystem):
+    """fsspec's memory filesystem whose listings carry no field that changes when an object is
+    rewritten (as some HTTP or FTP servers): only names, sizes and types."""
+
+    protocol = "untaggedmem"
+    store, pseudo_dirs = {}, [""]  # its own objects, not memory://'s
+
+    @classmethod
+    def _strip_protocol(cls, path):  # the base strips "memory://" only
+        return super()._strip_protocol(path.replace("untaggedmem://", "memory://", 1))
+
+    def info(self, path, **kwargs):
+        return {k: v for k, v in super().info(path, **kwargs).items() if k in ("name", "size", "type")}
+
+    def ls(self, path, detail=True, **kwargs):
+        out = super().ls(path, detail=detail, **kwargs)
+        return [{k: v for k, v in i.items() if k in ("name", "size", "type")} for i in out] if detail else out
+
+
+def test_a_filesystem_without_change_fields_still_sees_a_rewritten_run(samples_dir, monkeypatch):
+    """A run rewritten with objects of the same sizes: a signature of sizes alone would keep the old
+    run; the manifest's content hash tells them apart."""
+    fsspec.register_implementation("untaggedmem", UntaggedMemory, clobber=True)
+    url = "untaggedmem://bucket/runs"
+    try:
+        tb_hwprof.export(sample(samples_dir, NCU), url, "ncu")
+        remote = fs.RemoteRun(fs.RemoteDir(url), "ncu")
+        monkeypatch.setattr(fs, "LISTING_TTL_S", 0.0)
+        before = remote.signature()
+        assert all(tag is not None for _, tag, _ in before)
+        memory = fsspec.filesystem("untaggedmem")
+        key = "/bucket/runs/ncu/plugins/tb_hwprof/profile.json"
+        original = memory.cat_file(key)
+        same_size = original.replace(b'"format_version": 2', b'"format_version": 3')
+        assert same_size != original and len(same_size) == len(original)
+        memory.pipe_file(key, same_size)
+        after = remote.signature()
+        assert [size for *_, size in after] == [size for *_, size in before] and after != before
+    finally:
+        UntaggedMemory.store.clear()
+        UntaggedMemory.pseudo_dirs[:] = [""]
+
+
+def test_plugin_on_a_local_url(samples_dir, tmp_path, ncu_report_module):
+    """local:// (fsspec's local filesystem reached through the URL code: mtimes, real folders)."""
+    url = f"local://{tmp_path}/runs"
+    assert tb_hwprof.export(sample(samples_dir, NCU), url, "ncu") == f"{url}/ncu"
+    assert len(tb_hwprof.load_run(f"{url}/ncu").kernels) == ncu_launches(ncu_report_module, samples_dir / NCU)
+    staging = tmp_path / "runs" / metadata.WORK_AREA / "staging"
+    assert not staging.exists() or not list(staging.iterdir())  # objects and their folders removed
+    app = App(url)
+    assert [r["run"] for r in app.json("/runs")["runs"]] == ["ncu"]
+    assert app.json("/kernels", run="ncu") == App(tmp_path / "runs").json("/kernels", run="ncu")
+    tb_hwprof.export(sample(samples_dir, NSYS), url, "ncu", overwrite=True)
+    assert len(app.json("/kernels", run="ncu")["data"]["launch_id"]) == nsys_kernels(samples_dir / NSYS)
+    assert not (tmp_path / "runs/ncu/plugins/tb_hwprof/details").exists() or not list(
+        (tmp_path / "runs/ncu/plugins/tb_hwprof/details").rglob("*.json.gz"))  # the ncu run's details gone

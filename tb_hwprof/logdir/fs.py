@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -39,6 +40,15 @@ STAGING = f"{metadata.WORK_AREA}/staging"
 COPYING = "COPYING"
 # A staging prefix whose export is neither on this host nor finished after this long is abandoned.
 STALE_AFTER_S = 6 * 3600
+# The plugin's run signatures reuse a listing this long (one LIST per run for a view's burst of
+# requests): a run replaced by another process is seen up to this late (this process's own writes
+# drop the cached listings at once).
+LISTING_TTL_S = 1.0
+# Listing fields that change when an object is rewritten, by filesystem (s3fs ETag, gcsfs md5Hash /
+# generation, adlfs etag / last_modified, local mtime, memory created); without any (some HTTP and
+# FTP servers) a run's signature hashes its manifest, which every export rewrites.
+CHANGE_FIELDS = ("ETag", "etag", "md5Hash", "generation", "LastModified", "last_modified", "mtime", "updated",
+                 "created")
 # Tests only: the export kills itself (SIGKILL) after this many object writes, to leave what a
 # killed export leaves at a known point.
 KILL_AFTER_WRITES_ENV = "TB_HWPROF_TEST_KILL_AFTER_WRITES"
@@ -104,6 +114,43 @@ class RemoteDir:
             return {}
 
 
+class RecentListings:
+    """What was read from listings (run signatures), by (URL, filesystem), each kept LISTING_TTL_S;
+    any write of this process drops them all."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._listings: Dict[Tuple, Tuple[float, object]] = {}
+
+    def get(self, key: Tuple, list_now):
+        now = time.monotonic()
+        with self._lock:
+            known = self._listings.get(key)
+        if known is not None and now - known[0] < LISTING_TTL_S:
+            return known[1]
+        listing = list_now()
+        with self._lock:
+            self._listings = {k: v for k, v in self._listings.items() if now - v[0] < LISTING_TTL_S}
+            self._listings[key] = (now, listing)
+        return listing
+
+    def forget(self) -> None:
+        with self._lock:
+            self._listings.clear()
+
+
+_RECENT = RecentListings()
+
+
+def change_tag(info: dict) -> Optional[str]:
+    """What changes in an object's listing entry when it is rewritten (CHANGE_FIELDS); None if none."""
+    for field in CHANGE_FIELDS:
+        value = info.get(field)
+        if value not in (None, ""):
+            return f"{field}:{value}"
+    return None
+
+
 def our_event_keys(listing: Dict[str, dict]) -> List[str]:
     return sorted(k for k, info in listing.items() if info.get("type") != "directory"
                   and is_our_events(posixpath.basename(k)))
@@ -124,6 +171,7 @@ class Publisher:
         self.kill_after = int(kill_after) if kill_after.isdigit() else None
 
     def _wrote(self) -> None:
+        _RECENT.forget()
         self.writes += 1
         if self.kill_after is not None and self.writes >= self.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -131,16 +179,27 @@ class Publisher:
     # Single-object calls only (put_file, cp_file, rm_file): fsspec's put / copy / rm expand glob
     # characters, and a run may be named 'a*b' or '[x]'.
     def put(self, local: Path, key: str) -> None:
-        self.remote.fs.put_file(str(local), key)
+        with_parent(self.remote.fs, key, lambda: self.remote.fs.put_file(str(local), key))
         self._wrote()
 
     def mark(self, key: str) -> None:
-        self.remote.fs.pipe_file(key, b"")
+        with_parent(self.remote.fs, key, lambda: self.remote.fs.pipe_file(key, b""))
         self._wrote()
 
     def copy(self, source: str, key: str) -> None:
-        self.remote.fs.cp_file(source, key)
+        with_parent(self.remote.fs, key, lambda: self.remote.fs.cp_file(source, key))
         self._wrote()
+
+
+def with_parent(filesystem, key: str, write) -> None:
+    """write(); on a filesystem of real folders (local://, hdfs://) whose parent folder of `key` is
+    missing, the folder is made and write() run again.  Object stores never miss one, and pay no
+    extra request for it."""
+    try:
+        write()
+    except FileNotFoundError:
+        filesystem.makedirs(posixpath.dirname(key), exist_ok=True)
+        write()
 
 
 def check_free(remote: RemoteDir, run: str, overwrite: bool, beside: bool = False) -> str:
@@ -217,12 +276,24 @@ def copy_into_place(publisher: Publisher, staging: str, run_key: str, relatives:
 def delete(remote: RemoteDir, keys: List[str], recursive: bool = False) -> None:
     """Delete these objects (recursive: every object under these prefixes), one object at a time
     by its exact key: never a glob, so a run named 'a*b' touches no other run's objects."""
+    _RECENT.forget()
     for key in keys:
         for target in (sorted(remote.listing(key, recursive=True)) if recursive else []) + [key]:
             try:
                 remote.fs.rm_file(target)
             except FileNotFoundError:
                 pass
+            except IsADirectoryError:  # a filesystem of real folders (local://, hdfs://): the prefix's
+                remove_folders(remote, target)  # folders are left once its objects are gone
+
+
+def remove_folders(remote: RemoteDir, key: str) -> None:
+    """The (emptied) folders under `key` and `key` itself, deepest first."""
+    found = remote.fs.find(key, withdirs=True, detail=True)
+    folders = [k for k, info in found.items() if info.get("type") == "directory" and k != key]
+    for folder in sorted(folders, key=lambda k: -k.count("/")) + [key]:
+        with contextlib.suppress(FileNotFoundError):
+            remote.fs.rmdir(folder)
 
 
 def staging_owner(name: str) -> Tuple[str, str, int]:
@@ -299,6 +370,7 @@ def publish_series_events(remote: RemoteDir, local_logdir: Path, group: str) -> 
         pending = events.name.replace("events.out.tfevents.", metadata.PENDING_EVENTS_PREFIX, 1)
         key, tmp = f"{group_key}/{events.name}", f"{remote.root}/{STAGING}/{pending}@{owner_tag()}"
         remote.fs.put_file(str(events), tmp)
+        _RECENT.forget()
         try:
             remote.fs.cp_file(tmp, key)
         finally:
@@ -318,18 +390,34 @@ class RemoteRun:
         self.fetched = {"requests": 0, "bytes": 0}  # what was downloaded, for benchmarks
 
     def signature(self) -> Tuple:
-        """(name, etag, size) of metadata.RUN_FILES-like names (manifest, kernels, details) from one
-        listing; etag None for a missing one (the local store's stat signature, over the network)."""
+        """(name, change tag, size) of metadata.RUN_FILES-like names (manifest, kernels, details) from
+        one listing, reused for LISTING_TTL_S; tag None for a missing one (the local store's stat
+        signature, over the network).  An object whose listing has no change field (CHANGE_FIELDS)
+        is tagged with the manifest's content hash: one small GET, never a stale run."""
+        return _RECENT.get((self.remote.url_of(self.assets), self.remote.fs), self._signature_now)
+
+    def _signature_now(self) -> Tuple:
         listing = self.remote.listing(self.assets)
-        out = []
+        out, manifest_hash = [], None
         for name in (metadata.MANIFEST, metadata.KERNELS, metadata.DETAILS_DIR):
             info = listing.get(f"{self.assets}/{name}")
             if info is None:
                 out.append((name, None, None))
-            else:
-                tag = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified") or "dir"
-                out.append((name, str(tag), info.get("size")))
+                continue
+            tag = "dir" if info.get("type") == "directory" else change_tag(info)
+            if tag is None:
+                manifest_hash = manifest_hash or self._manifest_hash()
+                tag = manifest_hash
+            out.append((name, tag, info.get("size")))
         return tuple(out)
+
+    def _manifest_hash(self) -> str:
+        """sha256 of the manifest's bytes (it names the export's time and source hash)."""
+        try:
+            data = self.remote.fs.cat_file(f"{self.assets}/{metadata.MANIFEST}")
+        except FileNotFoundError:
+            return "missing"
+        return "sha256:" + hashlib.sha256(data).hexdigest()
 
     def visible(self) -> bool:
         """Whether TensorBoard would list it: our event file is there (written last by an export)."""
