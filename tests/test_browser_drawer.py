@@ -15,8 +15,10 @@ from browser_support import SHOTS, export_run, wait_rows
 from conftest import ncu_actions
 
 RUN = "armleth"
-EXPECTED_RUNS = {RUN}
+TRACE_RUN = "kmeans"  # an Nsight Systems capture: occupancy computed from the launch configuration
+EXPECTED_RUNS = {RUN, TRACE_RUN}
 REPORT = "ncu/armleth_t4_full_2024.2.1.ncu-rep"
+TRACE = "nsys/kmeans_rtx3080_openacc_2020.5.1.sqlite"
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "img" / "drawer-sections.png"
 # The units the drawer scales (frontend/views/detail.js sectionValue) and their factors.
 SCALE = {"B/s": 1, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9,
@@ -36,6 +38,7 @@ def report(samples_dir):
 def logdir(tmp_path_factory, report):
     root = tmp_path_factory.mktemp("drawer") / "logs"
     export_run([report], root, RUN)
+    export_run([report.parent.parent / TRACE], root, TRACE_RUN)
     return root
 
 
@@ -233,3 +236,40 @@ def test_stall_values_carry_nsight_computes_units(drawer_page, oracle):
             assert text.endswith(f" {unit}") if unit else not text[-1].isalpha(), (metric, text)
         note = fig.locator("[data-role=unit-note]").inner_text()
         assert word in note and "Nsight Compute" in note
+
+
+def test_computed_occupancy_is_marked_in_the_kernels_table(session, logdir, samples_dir, ncu_report_module):
+    """A trace's theoretical occupancy and limiter are computed (occupancy_source): the headers and
+    each such cell are marked, the cell titled with the launch's occupancy_source; the ncu run's
+    measured ones are not."""
+    import sqlite3
+    from tb_hwprof.logdir import columns, tables
+    with sqlite3.connect(f"file:{samples_dir / TRACE}?mode=ro", uri=True) as db:  # the tracer gave no occupancy
+        kernel_columns = [r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+        launches = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    assert not any("occupancy" in c.lower() for c in kernel_columns)
+    data = columns.data_only(tables.read_json_gz(logdir / TRACE_RUN / "plugins/tb_hwprof/kernels.json.gz"))["data"]
+    session.open()
+    frame = session.go(f"#view=kernels&run={TRACE_RUN}")
+    wait_rows(frame, "kernels", launches)
+    for col in ("theoretical_occupancy_pct", "occupancy_limiter"):
+        th = frame.locator(f"table[data-role=kernels] thead th[data-col={col}]")
+        assert "*" in th.inner_text() and "computed from the launch configuration" in th.get_attribute("title")
+        marked = frame.eval_on_selector_all(f"table[data-role=kernels] td[data-col={col}]", """tds => tds.map(td => [
+            td.closest('tr').dataset.launchId, td.getAttribute('data-value'),
+            td.querySelector('[data-occupancy-source]')?.getAttribute('title')])""")
+        assert len(marked) == launches
+        for launch, value, title in marked:
+            i = data["launch_id"].index(int(launch))
+            assert title == data["occupancy_source"][i] == "theoretical (from launch configuration)"
+            assert str(value) == str(data[col][i]) or float(value) == pytest.approx(data[col][i])
+    note = frame.locator("[data-role=occupancy-source-note]").inner_text()
+    assert "every launch" in note and "Nsight Systems" in note and "not measured" in note
+    # Nsight Compute measured its own: no mark
+    action = next(ncu_actions(ncu_report_module, samples_dir / REPORT))
+    assert action.metric_by_name("sm__maximum_warps_per_active_cycle_pct") is not None
+    frame = session.go(f"#view=kernels&run={RUN}")
+    wait_rows(frame, "kernels", 1)
+    assert "*" not in frame.locator("table[data-role=kernels] thead th[data-col=theoretical_occupancy_pct]").inner_text()
+    assert frame.locator("[data-occupancy-source]").count() == 0
+    assert frame.locator("[data-role=occupancy-source-note]").count() == 0

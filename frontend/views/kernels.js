@@ -103,14 +103,42 @@ function boundNotMeasured(get, n) {
   return true;
 }
 
+// Columns the occupancy step fills from the launch configuration where the tool gave none
+// (occupancy_source, docs/FORMAT.md): marked so that computed figures are not read as measured.
+const COMPUTED_OCCUPANCY = new Set(["theoretical_occupancy_pct", "occupancy_limiter"]);
+const COMPUTED_MARK = "*";
+
+function computedRows(get, n) {
+  let count = 0;
+  for (let i = 0; i < n; i++) if (get("occupancy_source", i)) count++;
+  return count;
+}
+
+/** A computed-occupancy column: its header marked and titled, each computed cell marked with the
+ * launch's occupancy_source as its title; the tool's own values as the table shows them. */
+function markComputed(c, get) {
+  const show = (v) => (c.kind === "pct" ? fmt.pct(v) : String(v));
+  return {...c, label: `${c.label}${COMPUTED_MARK}`,
+    title: `${c.title ? `${c.title}; ` : ""}${COMPUTED_MARK} computed from the launch configuration (occupancy calculator rules) where the tool gave none: not measured`,
+    display: (i) => {
+      const v = get(c.key, i);
+      if (fmt.isMissing(v)) return fmt.MISSING;
+      const source = get("occupancy_source", i);
+      return source ? h("span", {class: "computed", "data-occupancy-source": source, title: String(source)}, show(v),
+        h("sup", {class: "computed-mark"}, COMPUTED_MARK)) : show(v);
+    }};
+}
+
 function launchTable(doc, ctx) {
   const units = doc.units || {};
   const n = doc.rows ?? 0;
   const get = columnReader(doc);
   const t = runTerms(ctx);
+  const computed = computedRows(get, n);
   const columns = presentColumns(launchColumns(t), get, n).map((c) => ({...c,
     unit: c.unitCol ? units[c.unitCol] || null : c.unit,
-    value: SIZE_FALLBACK[c.key] ? (i) => (fmt.isMissing(get(c.key, i)) ? get(SIZE_FALLBACK[c.key], i) : get(c.key, i)) : undefined}));
+    value: SIZE_FALLBACK[c.key] ? (i) => (fmt.isMissing(get(c.key, i)) ? get(SIZE_FALLBACK[c.key], i) : get(c.key, i)) : undefined}))
+    .map((c) => (computed && COMPUTED_OCCUPANCY.has(c.key) ? markComputed(c, get) : c));
   const launchOf = (i) => get("launch_id", i) ?? i;
   const hidden = LAUNCH_COLUMNS.length - columns.length;
   const table = new DataTable({
@@ -127,6 +155,12 @@ function launchTable(doc, ctx) {
   if (boundNotMeasured(get, n)) {
     notes.push(h("p", {class: "note", "data-role": "bound-note"}, `Bound: not measured. ${t.toolName} records when each kernel ran, `,
       `not how busy the ${t.sm}s and memory were, so no launch can be classified. For the bound, collect ${t.counters}.`));
+  }
+  if (computed) {
+    notes.push(h("p", {class: "muted small", "data-role": "occupancy-source-note"},
+      `${COMPUTED_MARK} Occ. theoretical and Occ. limiter of ${computed === n ? "every launch" : `${fmt.int(computed)} of ${fmt.int(n)} launches`}: `,
+      `${t.toolName} gave none, so they are computed from the launch configuration (${t.block} size, registers, `,
+      `${t.amd ? "LDS" : "shared memory"}) with the occupancy calculator's rules — theoretical, not measured.`));
   }
   if (hidden > 0 && n > 0) {
     notes.push(h("p", {class: "muted small", "data-role": "hidden-columns"},
