@@ -3,11 +3,15 @@
 The runs are synthetic for scale: the two real PyTorch traces HTA's trace-diff example ships
 (control on an A100, test on a V100: 170 and 131 kernels, 107 paired), their kernels tables
 repeated under new launch ids up to --launches, written with tb_hwprof.logdir.writer.write_run
-as kernels-only runs (no trace, no operator level: compare reads only the kernels table).
+as kernels-only runs (no trace, no operator level).  The export writes each run's compare table
+(summary compare_kernels: one row per kernel instantiation), which is what both comparisons read;
+its size beside the kernels table is printed.
 
 Timed in-process, each side read from disk every time (nothing cached):
   cli     tb_hwprof.cli.main(["compare", BASE, RUN])   target <= 2 s
   plugin  views.compare_runs on fresh run entries      target ~1 s
+then `tb-hwprof compare` as a command (interpreter start and imports included), and the CLI on copies
+of the runs without their compare table (runs exported before it: the kernels tables are read).
 
     python benchmarks/bench_compare.py [--launches N] [--repeat N]
 """
@@ -46,7 +50,11 @@ def build_run(report: Path, logdir: Path, name: str, launches: int) -> Path:
     started = time.perf_counter()
     profile = grow(tb_hwprof.read(report), launches)
     run_dir = write_run(profile, tb_hwprof.analyse(profile), logdir, name, overwrite=True)
-    print(f"wrote {name}: {launches:,} launches in {time.perf_counter() - started:.1f} s")
+    assets = run_dir / "plugins" / "tb_hwprof"
+    sizes = {p.name: p.stat().st_size for p in assets.glob("*.json.gz")}
+    table = sizes.get("summary_compare_kernels.json.gz", 0)
+    print(f"wrote {name}: {launches:,} launches in {time.perf_counter() - started:.1f} s; compare table "
+          f"{table:,} bytes beside the kernels table's {sizes['kernels.json.gz']:,} (run: {sum(sizes.values()):,})")
     return run_dir
 
 
@@ -61,6 +69,29 @@ def cli_compare(base: Path, run: Path):
     if code != 0:
         raise SystemExit(f"tb-hwprof compare exited {code}:\n{out.getvalue()[-2000:]}")
     return elapsed
+
+
+def process_compare(base: Path, run: Path) -> float:
+    """Wall seconds of `tb-hwprof compare` as a command (interpreter start and imports included)."""
+    import subprocess
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "tb_hwprof.cli", "compare", str(base), str(run)], check=True,
+                   stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return time.perf_counter() - started
+
+
+def as_exported_before(run_dir: Path, folder: Path) -> Path:
+    """A copy of the run without its compare table, as runs exported before it are: compare reads
+    the kernels table then."""
+    import json
+    import shutil
+    copy = folder / run_dir.name
+    shutil.copytree(run_dir, copy)
+    assets = copy / "plugins" / "tb_hwprof"
+    manifest = json.loads((assets / "profile.json").read_text())
+    (assets / manifest["files"].pop("summary_compare_kernels")).unlink()
+    (assets / "profile.json").write_text(json.dumps(manifest))
+    return copy
 
 
 def plugin_compare(logdir: Path):
@@ -85,10 +116,16 @@ def main() -> None:
         cli_compare(base, run)  # warm imports and the page cache
         cli = [cli_compare(base, run) for _ in range(args.repeat)]
         plugin = [plugin_compare(logdir) for _ in range(args.repeat)]
+        process = [(process_compare(base, run), 0.0) for _ in range(args.repeat)]
+        old = Path(tmp) / "old"
+        old_cli = [cli_compare(*(as_exported_before(d, old / str(i)) for d in (base, run))) for i in range(args.repeat)]
     for label, times, target in (("tb-hwprof compare, two exported runs", cli, "<= 2 s"),
-                                 ("plugin /compare (fresh run entries) ", plugin, "~1 s")):
+                                 ("plugin /compare (fresh run entries) ", plugin, "~1 s"),
+                                 ("tb-hwprof compare as a command (its CPU not measured)", process, "<= 2 s"),
+                                 ("tb-hwprof compare, runs exported before the compare table", old_cli, "-")):
         wall, cpu = statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)
-        print(f"{label} of {args.launches:,} launches: median wall {wall:.2f} s, CPU {cpu:.2f} s "
+        cpu_text = f", CPU {cpu:.2f} s" if cpu else ""
+        print(f"{label} of {args.launches:,} launches: median wall {wall:.2f} s{cpu_text} "
               f"over {args.repeat} (target {target}; load average now {os.getloadavg()[0]:.1f})")
 
 
