@@ -394,10 +394,43 @@ def source_hotspots(hotspots: Sequence[Mapping]) -> Optional[dict]:
             "rows": out, "has_line_info": any(r["source_line"] for r in out)}
 
 
-def sections(raw: Mapping[str, list], rules: Sequence[Mapping] = (), hotspots: Sequence[Mapping] = ()) -> List[dict]:
+KNOWN_SECTIONS = {section_id for section_id, _, _ in SECTIONS} | set(CHILD_SECTIONS)
+
+
+def other_sections(raw: Mapping[str, list], listed: Sequence[Mapping], rules: Sequence[Mapping]) -> List[dict]:
+    """The report's sections that SECTIONS does not know (custom section files: LoadMetrics,
+    SharedMemAnalysis, ...), from the reader's ncu_report_sections rows (`listed`): Nsight Compute's
+    title, description, labels and header / body metrics, with the launch's values.  A section shows
+    when the launch holds one of its metrics; child sections (a parent id) are left out."""
+    by_id: Dict[str, List[Mapping]] = {}
+    for r in listed:
+        if r.get("section_id") not in KNOWN_SECTIONS and not r.get("parent_id"):
+            by_id.setdefault(str(r.get("section_id")), []).append(r)
+    out = []
+    for section_id, entries in sorted(by_id.items(), key=lambda item: (item[1][0].get("order") or 0, item[0])):
+        def part_rows(part):
+            metrics = sorted((e for e in entries if e.get("part") == part), key=lambda e: e.get("position") or 0)
+            return rows(raw, [(str(e["metric"]), str(e.get("label") or e["metric"])) for e in metrics])
+        header, body = part_rows("header"), part_rows("body")
+        if not header and not body:
+            continue
+        owned = [i for i, rule in enumerate(rules) if rule_section(rule) == section_id]
+        out.append({"id": section_id, "title": str(entries[0].get("title") or section_id), "rows": header,
+                    "body": body, "figures": [], "rules": owned, "custom": True,
+                    "description": str(entries[0].get("description") or "")})
+    return out
+
+
+def sections(raw: Mapping[str, list], rules: Sequence[Mapping] = (), hotspots: Sequence[Mapping] = (),
+             listed: Sequence[Mapping] = ()) -> List[dict]:
     """The launch's sections in Nsight Compute's order: {id, title, rows, figures, rules (indexes
     into `rules`)}; only the sections the report collected (`collected`).  `hotspots`: the launch's
-    rows of the reader's ncu_source_hotspots table, a table under Source Counters."""
+    rows of the reader's ncu_source_hotspots table, a table under Source Counters; `listed`: the
+    reader's ncu_report_sections rows, whose sections SECTIONS lacks follow (other_sections)."""
+    return known_sections(raw, rules, hotspots) + other_sections(raw, listed, rules)
+
+
+def known_sections(raw: Mapping[str, list], rules: Sequence[Mapping], hotspots: Sequence[Mapping]) -> List[dict]:
     out = []
     for section_id, title, metrics in SECTIONS:
         if not collected(raw, metrics):

@@ -141,16 +141,24 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
     # where the device's limits or the launch configuration are unknown)
     return {"run": entry.run, "launch": launch, "row": row, "raw_metrics": raw, "rules": rules,
             "rule_messages": ncu_sections.message_parts(rules),
-            "sections": ncu_sections.sections(raw, rules, launch_hotspots(entry, row.get("launch_id"))),
+            "sections": ncu_sections.sections(raw, rules, launch_hotspots(entry, row.get("launch_id")),
+                                              _summary_records(entry, "ncu_report_sections")),
             "occupancy": occupancy.kernel_document(entry.manifest.get("devices") or [], row, raw)}
+
+
+def _summary_records(entry: RunEntry, name: str, launch_id=None) -> list:
+    """A reader summary's rows as plain dicts (those of one launch_id when given); [] without it."""
+    if name not in entry.summary_names():
+        return []
+    table = entry.summary(name)
+    if launch_id is not None:
+        table = table[table["launch_id"] == launch_id]
+    return [{k: _plain(v) for k, v in r.items()} for r in table.to_dict("records")]
 
 
 def launch_hotspots(entry: RunEntry, launch_id) -> list:
     """The launch's rows of the reader's ncu_source_hotspots summary ([] for runs without one)."""
-    if launch_id is None or "ncu_source_hotspots" not in entry.summary_names():
-        return []
-    table = entry.summary("ncu_source_hotspots")
-    return [{k: _plain(v) for k, v in r.items()} for r in table[table["launch_id"] == launch_id].to_dict("records")]
+    return [] if launch_id is None else _summary_records(entry, "ncu_source_hotspots", launch_id)
 
 
 # -- compare (docs/http_api.md /compare, /compare_pair) -------------------------------------------
