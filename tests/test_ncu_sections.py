@@ -314,3 +314,47 @@ def test_stall_charts_keep_nsight_computes_units_and_say_what_they_measure(launc
                 assert word in fig["unit_note"]
                 notes += 1
     assert notes, f"{relative}: no stall chart"
+
+
+# -- custom sections: the report's own section files (lashi: LoadMetrics, StoreMetrics, SharedMemAnalysis)
+LASHI = "ncu/lashi_rtx4090_sections_2023.1.0.ncu-rep"
+
+
+@pytest.fixture(scope="module")
+def lashi_app(tmp_path_factory, samples_dir):
+    import tb_hwprof
+    from support_plugin import App
+    if not (samples_dir / LASHI).is_file():
+        pytest.skip(f"{LASHI} not in the samples")
+    logdir = tmp_path_factory.mktemp("custom-sections")
+    tb_hwprof.export(samples_dir / LASHI, logdir, run="lashi")
+    return App(logdir)
+
+
+def test_custom_sections_are_shown_with_nsight_computes_titles_labels_and_values(lashi_app, samples_dir, ncu_report_module):
+    known = {section_id for section_id, _, _ in ncu_sections.SECTIONS}
+    customs = 0
+    for launch, action in enumerate(ncu_actions(ncu_report_module, samples_dir / LASHI)):
+        doc = lashi_app.json("/kernel", run="lashi", launch=str(launch))
+        ours = {s["id"]: s for s in doc["sections"]}
+        assert len(ours) == len(doc["sections"])  # no section twice
+        for section in action.sections():
+            if section.identifier() in known or section.parent_identifier():
+                continue
+            expected = {part: [(m.name(), m.label()) for m in metrics if not m.name().startswith("regex:")]
+                        for part, metrics in (("rows", section.header_metrics()), ("body", section.body_metrics()))}
+            shown = ours[section.identifier()]
+            assert shown["custom"] and shown["title"] == section.name() and shown["description"] == section.description()
+            for part, listed in expected.items():
+                assert [(r["metric"], r["label"]) for r in shown[part]] == listed, (section.identifier(), part)
+                for r in shown[part]:
+                    value = ncu_value(action, r["metric"])
+                    assert r["value"] == (value if isinstance(value, str) else pytest.approx(value, rel=1e-12))
+                    assert r["unit"] == action.metric_by_name(r["metric"]).unit()
+            customs += 1
+    assert customs >= 3 * 5  # LoadMetrics, StoreMetrics, SharedMemAnalysis in each of the 5 launches
+
+
+def test_a_report_of_known_sections_only_adds_none(kernel_app):
+    doc = kernel_app.json("/kernel", run="spy", launch="0")
+    assert not any(s.get("custom") for s in doc["sections"])

@@ -337,7 +337,10 @@ function sectionsPart(sections, rules, shown, body, ctx) {
     sections.map((sec) => sectionLink(sec.id, sec.title, body)));
   const blocks = sections.map((sec) => h("section", {class: "ncu-section", id: sectionAnchor(sec.id), "data-section": sec.id},
     h("h4", null, sec.title),
+    sec.custom ? h("p", {class: "muted small", "data-role": "section-about"},
+      sec.description ? `${sec.description} · ` : "", "a section of the report's own section files, shown as listed") : null,
     sec.rows && sec.rows.length ? metricRowsTable(sec.rows, "section-rows") : null,
+    Array.isArray(sec.body) && sec.body.length ? metricRowsTable(sec.body, "section-body") : null,
     (sec.figures || []).map(figure),
     sec.id === "Occupancy" ? occupancySlot(ctx) : null,
     sectionRules(sec, rules, shown, body)));
