@@ -35,7 +35,7 @@ def _has_summary(*names: str) -> ManifestTest:
 
 def _has_any_summary(manifest: dict) -> bool:
     """Runs that exported a tool's own summary tables (shown as they are in the Summaries view)."""
-    return any(True for _ in metadata.summary_names(manifest.get("files")))
+    return any(True for _ in metadata.listed_summary_names(manifest.get("files")))
 
 
 def _has_file(key: str) -> ManifestTest:
