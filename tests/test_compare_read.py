@@ -188,3 +188,14 @@ def test_a_damaged_compare_table_is_refused(logdir, tmp_path, damage, capsys):
         views.compare_runs(*(runs.entry(r, runs.run_dir(r)) for r in ("ncu", "ncu_series")))
     assert path.name in str(served.value)
 
+
+
+def test_the_compare_table_is_not_listed_as_a_summary(logdir):
+    """The compare table indexes the run for compare: the Summaries view does not list it."""
+    assert compare.COMPARE_TABLE in metadata.UNLISTED_SUMMARIES
+    manifest = reader.read_manifest(logdir / "nsys")
+    listed = dict(metadata.listed_summary_names(manifest["files"]))
+    assert compare.COMPARE_TABLE in dict(metadata.summary_names(manifest["files"])) and compare.COMPARE_TABLE not in listed
+    runs = store.RunStore(str(logdir))
+    names = [t["name"] for t in views.summary_views.summaries(runs.entry("nsys", runs.run_dir("nsys")))["tables"]]
+    assert sorted(names) == sorted(listed)

@@ -90,6 +90,16 @@ def summary_names(files: dict):
             yield name, filename
 
 
+# Summary tables that index a run for a view rather than show it: the Summaries view lists the others.
+# compare_kernels (analysis/compare.COMPARE_TABLE): the kernels per instantiation that compare reads.
+UNLISTED_SUMMARIES = ("compare_kernels",)
+
+
+def listed_summary_names(files: dict):
+    """summary_names of the tables the Summaries view lists (UNLISTED_SUMMARIES left out)."""
+    return ((name, filename) for name, filename in summary_names(files) if name not in UNLISTED_SUMMARIES)
+
+
 def run_name_problem(run) -> "str | None":
     """Why `run` cannot name a run folder inside a logdir (None when it can): runs are relative
     names of non-empty parts, none of them '.', '..' or hidden (leading '.': staging folders),

@@ -4,6 +4,7 @@ exported, the profiler's own first (nsys `cuda_api_sum` / `osrt_sum`, rocprof `a
 already shows it.  The tables themselves come from /summary (one at a time, as exported)."""
 from __future__ import annotations
 
+from ..logdir import metadata
 from .store import HttpError, RunEntry
 
 # Tables tb-hwprof computes from the trace (not a profiler's own output), by the view that shows them.
@@ -48,7 +49,7 @@ def table_entry(entry: RunEntry, name: str, tool: str) -> dict:
 
 
 def summaries(entry: RunEntry) -> dict:
-    names = entry.summary_names()
+    names = [n for n in entry.summary_names() if n not in metadata.UNLISTED_SUMMARIES]  # not compare's index
     if not names:
         raise HttpError(404, f"run {entry.run!r} exported no summary tables")
     tool = (entry.manifest.get("provenance") or {}).get("tool", "") or "the profiler"
