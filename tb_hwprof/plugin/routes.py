@@ -33,9 +33,14 @@ def _has_summary(*names: str) -> ManifestTest:
     return test
 
 
+# Reader tables the kernel drawer reads per launch (Nsight Compute's top instructions by stall
+# samples, its sections' metric lists): not summaries of the run, so not in the Summaries view.
+DRAWER_TABLES = ("ncu_source_hotspots", "ncu_report_sections")
+
+
 def _has_any_summary(manifest: dict) -> bool:
     """Runs that exported a tool's own summary tables (shown as they are in the Summaries view)."""
-    return any(True for _ in metadata.listed_summary_names(manifest.get("files")))
+    return any(name not in DRAWER_TABLES for name, _ in metadata.listed_summary_names(manifest.get("files")))
 
 
 def _has_file(key: str) -> ManifestTest:
