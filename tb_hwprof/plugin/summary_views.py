@@ -5,6 +5,7 @@ already shows it.  The tables themselves come from /summary (one at a time, as e
 from __future__ import annotations
 
 from ..logdir import metadata
+from . import routes
 from .store import HttpError, RunEntry
 
 # Tables tb-hwprof computes from the trace (not a profiler's own output), by the view that shows them.
@@ -49,7 +50,8 @@ def table_entry(entry: RunEntry, name: str, tool: str) -> dict:
 
 
 def summaries(entry: RunEntry) -> dict:
-    names = [n for n in entry.summary_names() if n not in metadata.UNLISTED_SUMMARIES]  # not compare's index
+    # not compare's index, nor the tables the kernel drawer reads
+    names = [n for n in entry.summary_names() if n not in metadata.UNLISTED_SUMMARIES and n not in routes.DRAWER_TABLES]
     if not names:
         raise HttpError(404, f"run {entry.run!r} exported no summary tables")
     tool = (entry.manifest.get("provenance") or {}).get("tool", "") or "the profiler"
