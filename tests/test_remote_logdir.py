@@ -592,3 +592,42 @@ def test_plugin_on_a_local_url(samples_dir, tmp_path, ncu_report_module):
     assert len(app.json("/kernels", run="ncu")["data"]["launch_id"]) == nsys_kernels(samples_dir / NSYS)
     assert not (tmp_path / "runs/ncu/plugins/tb_hwprof/details").exists() or not list(
         (tmp_path / "runs/ncu/plugins/tb_hwprof/details").rglob("*.json.gz"))  # the ncu run's details gone
+
+
+def test_a_dead_export_is_not_rolled_over_a_later_one_on_memory(samples_dir, monkeypatch):
+    """The roll-forward's 'exported again since' check on a filesystem that lists times as numbers
+    ('created', seconds) rather than S3's LastModified datetimes."""
+    url = "memory://hwprof-mem-dead/runs"
+
+    def copies_fail(*args):
+        raise RuntimeError("the export dies while copying into place")
+    try:
+        monkeypatch.setattr(fs, "copy_into_place", copies_fail)
+        with pytest.raises(RuntimeError):
+            tb_hwprof.export(sample(samples_dir, NCU), url, "later")  # staged, COPYING marked, kept
+        monkeypatch.undo()
+        [staging] = memory_objects_under("/hwprof-mem-dead/runs/.tb-hwprof/staging/")
+        monkeypatch.setattr(fs, "staging_stale", lambda name, now: False)  # another host's, not yet stale
+        import time
+        time.sleep(1.1)  # the later export's event file is named by a later second than the dead one's
+        tb_hwprof.export(sample(samples_dir, NSYS), url, "later")
+        monkeypatch.setattr(fs, "staging_stale", lambda name, now: True)  # hours later
+        tb_hwprof.export(sample(samples_dir, NSYS), url, "later-too")
+        assert memory_objects_under("/hwprof-mem-dead/runs/.tb-hwprof/") == [] and staging.startswith("later@")
+        assert len(tb_hwprof.load_run(f"{url}/later").kernels) == nsys_kernels(samples_dir / NSYS)
+    finally:
+        fsspec.filesystem("memory").rm("/hwprof-mem-dead", recursive=True)
+
+
+def memory_objects_under(prefix: str) -> list:
+    """The first key part under `prefix` of each object of fsspec's memory filesystem there."""
+    return sorted({k[len(prefix):].split("/")[0] for k in fsspec.filesystem("memory").find(prefix)})
+
+
+def test_modified_time_of_each_filesystems_listing():
+    import datetime
+    when = datetime.datetime(2026, 12, 1, 22, 0, tzinfo=datetime.timezone.utc)
+    for info in ({"LastModified": when}, {"last_modified": when}, {"mtime": when.timestamp()},
+                 {"updated": "2026-12-01T22:00:00.000Z"}, {"created": when.timestamp()}):
+        assert fs.modified_time(info) == when.timestamp(), info
+    assert fs.modified_time({"size": 3}) is None

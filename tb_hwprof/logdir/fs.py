@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import posixpath
 import re
@@ -235,9 +236,14 @@ def staged_name(relative: str) -> str:
         if is_our_events(relative) else relative
 
 
+_EXPORTS = itertools.count()
+
+
 def owner_tag() -> str:
+    """'<pid>@<host>@<time>@<n>': n tells apart two exports of one process in one second (one staging
+    prefix each, never shared)."""
     from .writer import owner_tag as local_owner_tag
-    return f"{local_owner_tag()}@{int(time.time())}"
+    return f"{local_owner_tag()}@{int(time.time())}@{next(_EXPORTS)}"
 
 
 def publish_run(remote: RemoteDir, local_run: Path, run: str, overwrite: bool, beside: bool = False) -> str:
@@ -297,7 +303,7 @@ def remove_folders(remote: RemoteDir, key: str) -> None:
 
 
 def staging_owner(name: str) -> Tuple[str, str, int]:
-    """(pid, host, start time) from '<run key>@<pid>@<host>@<time>'; time 0 when unreadable."""
+    """(pid, host, start time) from '<run key>@<pid>@<host>@<time>[@<n>]'; time 0 when unreadable."""
     parts = name.split("@")
     stamp = parts[3] if len(parts) >= 4 and parts[3].isdigit() else "0"
     return (parts[1], parts[2], int(stamp)) if len(parts) >= 3 else ("", "", 0)
@@ -347,11 +353,29 @@ def published_since(remote: RemoteDir, run_key: str, started: int, own: set) -> 
     """Whether an event file not among `own` (the dead export's) was written under the run after
     `started` (unix time): another export published the run since."""
     for key, info in remote.listing(run_key).items():
-        name, stamp = posixpath.basename(key), info.get("LastModified") or info.get("mtime")
-        if (is_our_events(name) and name not in own and hasattr(stamp, "timestamp")
-                and stamp.timestamp() > started):
+        name, stamp = posixpath.basename(key), modified_time(info)
+        if is_our_events(name) and name not in own and stamp is not None and stamp > started:
             return True
     return False
+
+
+MODIFIED_FIELDS = ("LastModified", "last_modified", "mtime", "updated", "created")
+
+
+def modified_time(info: dict) -> Optional[float]:
+    """When the object was written (unix time) from its listing entry, whatever the filesystem calls
+    it and however it writes it (datetime: s3fs, adlfs; seconds: local, memory; ISO text: gcsfs)."""
+    import datetime
+    for field in MODIFIED_FIELDS:
+        value = info.get(field)
+        if isinstance(value, datetime.datetime):
+            return value.timestamp()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return None
 
 
 def published_name(staged: str) -> str:
