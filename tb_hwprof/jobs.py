@@ -19,8 +19,8 @@ skip_bad_ranks the other ranks are written and the job's notes list the skipped 
 
 Which cluster: scheduler None (or $TB_HWPROF_SCHEDULER unset) starts a local cluster of one
 single-threaded worker process per core (at most one per rank); a worker exports each rank in a
-child process forked for it, so its peak memory is one rank's export, never what earlier ranks left
-behind (a worker that may not have children, such as a daemonic Dask worker, exports in process);
+child process of its own (in_child), so its peak memory is one rank's export, never what earlier
+ranks left behind (a worker that may not have children, such as a daemonic Dask worker, exports in process);
 an address ("tcp://host:8786") sends the tasks to that cluster, whose workers
 read the files and write the runs at the same paths (made absolute here: a path all of them see);
 "none" exports the ranks one after another in this process, without Dask.
@@ -63,7 +63,9 @@ class RankResult:
     worker: str  # the Dask worker's address, or IN_PROCESS_WORKER
     seconds: float
     cpu_seconds: float  # the worker process' CPU time meanwhile (all its threads)
-    peak_mb: float  # the worker process' peak resident memory so far (ru_maxrss)
+    peak_mb: float  # the peak resident memory (ru_maxrss) of the process that exported the rank
+    worker_mb: float = 0.0  # the worker process' own peak so far (the same process without a child)
+    helper_mb: float = 0.0  # the resident memory of the worker's other children (the fork server) now
 
     @property
     def rank(self) -> int:
@@ -95,7 +97,26 @@ def export_rank(path: str, position: int, staging: str, job: str, step: int = 0,
         child_cpu = child_mb = 0.0
     own_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return RankResult(position, str(path), digest, str(run_dir), _worker_address(), time.perf_counter() - started,
-                      time.process_time() - cpu + child_cpu, max(own_mb, child_mb))
+                      time.process_time() - cpu + child_cpu, child_mb or own_mb, own_mb, children_mb())
+
+
+def children_mb() -> float:
+    """Resident MB of this process' children now (the fork server; 0 without psutil, a Dask dependency)."""
+    try:
+        import psutil
+        return sum(c.memory_info().rss for c in psutil.Process().children(recursive=True)) / 2 ** 20
+    except Exception:  # noqa: BLE001  (gone meanwhile, or no psutil: a figure for the notes only)
+        return 0.0
+
+
+# Each rank's child forks from a server process started once per worker, with our modules imported
+# and none of Dask's (multiprocessing's forkserver): no start-up cost per rank, and the child's peak
+# is an export's own, as a plain `tb-hwprof export` of the rank has it (forked from the Dask worker
+# itself, each child also counted the worker's ~100 MB).  The readers a job meets are imported too.
+CHILD_CONTEXT = "forkserver"
+CHILD_PRELOAD = ["tb_hwprof.jobs", "tb_hwprof.detect", "tb_hwprof.analysis.pipeline", "tb_hwprof.analysis.ranks",
+                 "tb_hwprof.readers.torch.kineto", "tb_hwprof.readers.nvidia.nsys_sqlite",
+                 "tb_hwprof.readers.amd.rocprof"]
 
 
 def can_fork() -> bool:
@@ -106,15 +127,17 @@ def can_fork() -> bool:
 
 
 def in_child(path: str, work: tuple):
-    """_export_one(*work) in a child forked for it (modules already imported: no start-up cost);
-    (digest, run folder, its CPU seconds, its peak MB)."""
+    """_export_one(*work) in a child process of its own (CHILD_CONTEXT); (digest, run folder, its
+    CPU seconds, its peak MB)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
-    from . import detect  # noqa: F401  (imported once here, not again in every child)
-    from .analysis import pipeline, ranks  # noqa: F401
+    method = CHILD_CONTEXT if CHILD_CONTEXT in multiprocessing.get_all_start_methods() else "fork"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(CHILD_PRELOAD)  # read when the server starts (once per process)
     try:
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        with ProcessPoolExecutor(1, mp_context=context) as pool:
             return pool.submit(_export_in_child, work).result()
     except BrokenProcessPool:
         raise InputError(path, "the process exporting this rank died (a crash, or out of memory)",
@@ -446,7 +469,8 @@ def write_job_run(results: List[RankResult], failures: List[RankFailure], stagin
 def job_notes(results: List[RankResult], failures: List[RankFailure]) -> List[str]:
     """Where each rank ran and which were skipped (--skip-bad-ranks), for the job's notes."""
     notes = [f"rank {r.rank}: {r.path} exported on {r.worker} in {r.seconds:.2f} s (CPU {r.cpu_seconds:.2f} s; "
-             f"the worker's peak memory so far {r.peak_mb:.0f} MB)" for r in results]
+             f"peak memory {r.peak_mb:.0f} MB; the worker's own {r.worker_mb:.0f} MB, its fork server "
+             f"{r.helper_mb:.0f} MB)" for r in results]
     notes += [f"skipped rank file {f.path} (position {f.position + 1}): {f.error}" for f in failures]
     return notes
 

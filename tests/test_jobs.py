@@ -233,8 +233,9 @@ def test_a_job_into_an_s3_logdir_is_published_run_by_run(rank_files, tmp_path, m
 
 
 def test_a_rank_whose_process_dies_fails_alone_naming_its_file(rank_files, tmp_path, monkeypatch):
-    """On Dask each rank runs in a child forked for it: a crash there (here: the child exits at
+    """On Dask each rank runs in a child process of its own: a crash there (here: the child exits at
     once, as the OOM killer would end it) is that rank's one-line error, the worker lives on."""
+    monkeypatch.setattr(jobs, "CHILD_CONTEXT", "fork")  # a child that sees the patch below
     monkeypatch.setattr(jobs, "_export_one", lambda *work: os._exit(9))
     with pytest.raises(InputError, match=f"^{rank_files[0]}: the process exporting this rank died"):
         jobs.export_rank(str(rank_files[0]), 0, str(tmp_path), "job", isolate=True)
