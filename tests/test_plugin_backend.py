@@ -17,7 +17,7 @@ import pytest
 import tb_hwprof
 from tb_hwprof.analysis import compare
 from tb_hwprof.logdir import columns, metadata, reader, tables
-from tb_hwprof.plugin import hwprof_plugin, static, store
+from tb_hwprof.plugin import hwprof_plugin, routes, static, store
 
 from conftest import free_port, get_json
 from support_plugin import P, App, body
@@ -496,7 +496,8 @@ def views_from_files(run_dir: Path) -> set:
     has = {"cpu": table("cpu_hotspots"), "timeline": (assets / metadata.TIMELINE_INDEX).is_file(),
            "phases": table("nvtx_phases") or table("nvtx_sum"),
            "operators": table("op_gpu_time"), "steps": table("step_time_breakdown"),
-           "summaries": any(assets.glob("summary_*.json.gz")), "distributed": table("ranks"),
+           "summaries": any(p.name[len("summary_"):-len(".json.gz")] not in routes.DRAWER_TABLES + metadata.UNLISTED_SUMMARIES
+                            for p in assets.glob("summary_*.json.gz")), "distributed": table("ranks"),
            "overview": bool(manifest.get("summary")) or "advice" in manifest or table("gpu_activity"),
            **{name: launches > 0 for name in KERNEL_VIEWS}}
     return {name for name, yes in has.items() if yes}
