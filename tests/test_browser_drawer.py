@@ -16,7 +16,9 @@ from conftest import ncu_actions
 
 RUN = "armleth"
 TRACE_RUN = "kmeans"  # an Nsight Systems capture: occupancy computed from the launch configuration
-EXPECTED_RUNS = {RUN, TRACE_RUN}
+CUSTOM_RUN = "lashi"  # custom section files (LoadMetrics, StoreMetrics, SharedMemAnalysis)
+EXPECTED_RUNS = {RUN, TRACE_RUN, CUSTOM_RUN}
+CUSTOM = "ncu/lashi_rtx4090_sections_2023.1.0.ncu-rep"
 REPORT = "ncu/armleth_t4_full_2024.2.1.ncu-rep"
 TRACE = "nsys/kmeans_rtx3080_openacc_2020.5.1.sqlite"
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "img" / "drawer-sections.png"
@@ -39,6 +41,7 @@ def logdir(tmp_path_factory, report):
     root = tmp_path_factory.mktemp("drawer") / "logs"
     export_run([report], root, RUN)
     export_run([report.parent.parent / TRACE], root, TRACE_RUN)
+    export_run([report.parent.parent / CUSTOM], root, CUSTOM_RUN)
     return root
 
 
@@ -222,6 +225,8 @@ def test_source_counters_list_the_top_instructions(drawer_page, oracle):
     # armleth has no line information: no Source column, and the drawer says how to get one
     assert table.locator("[data-role=source]").count() == 0
     assert "-lineinfo" in drawer.locator("[data-figure=source_hotspots]").inner_text()
+    frame.evaluate("document.querySelector('[data-figure=sampled_stalls]').scrollIntoView({block: 'start'})")
+    drawer_page[0].page.screenshot(path=str(SCREENSHOT.parent / "drawer-source-counters.png"))
 
 
 def test_stall_values_carry_nsight_computes_units(drawer_page, oracle):
@@ -273,3 +278,32 @@ def test_computed_occupancy_is_marked_in_the_kernels_table(session, logdir, samp
     assert "*" not in frame.locator("table[data-role=kernels] thead th[data-col=theoretical_occupancy_pct]").inner_text()
     assert frame.locator("[data-occupancy-source]").count() == 0
     assert frame.locator("[data-role=occupancy-source-note]").count() == 0
+
+
+def test_custom_sections_show_their_titles_labels_and_values(session, samples_dir, ncu_report_module):
+    """lashi's own section files, as ncu_report lists them for launch 0: title, header and body
+    metrics with Nsight Compute's labels, each value equal to ncu_report's."""
+    action = next(ncu_actions(ncu_report_module, samples_dir / CUSTOM))
+    known = {"LaunchStats", "Occupancy", "WarpStateStats"}
+    listed = [sec for sec in action.sections() if sec.identifier() not in known and not sec.parent_identifier()]
+    assert {sec.identifier() for sec in listed} == {"LoadMetrics", "StoreMetrics", "SharedMemAnalysis"}
+    session.open()
+    frame = session.go(f"#view=kernels&run={CUSTOM_RUN}")
+    wait_rows(frame, "kernels")
+    frame.click("table[data-role=kernels] tr[data-launch-id='0']")
+    drawer = frame.locator("aside#detail")
+    drawer.locator("section[data-section=LoadMetrics]").wait_for()
+    for sec in listed:
+        block = drawer.locator(f"section[data-section={sec.identifier()}]")
+        assert block.locator("h4").inner_text() == sec.name()
+        assert sec.description() in block.locator("[data-role=section-about]").inner_text()
+        for role, metrics in (("section-rows", sec.header_metrics()), ("section-body", sec.body_metrics())):
+            expected = [(m.name(), m.label()) for m in metrics if not m.name().startswith("regex:")]
+            table = block.locator(f"table[data-role={role}]")
+            labels = table.locator("tr[data-ncu-metric]").evaluate_all(
+                "els => els.map(e => [e.dataset.ncuMetric, e.cells[0].textContent])")
+            assert [tuple(x) for x in labels] == expected, (sec.identifier(), role)
+            for metric, value, text in cells(table, "tr[data-ncu-metric]"):
+                assert_shows(action, metric, value, text)
+    frame.evaluate("document.querySelector('section[data-section=LoadMetrics]').scrollIntoView({block: 'start'})")
+    session.shot("drawer-custom-sections")

@@ -297,7 +297,7 @@ function hotspotsTable(fig) {
         withLines ? h("th", null, "Source") : null, h("th", {class: "numeric"}, "Samples"), h("th", null, "Top stall reasons (samples)"))),
       h("tbody", null, fig.rows.map((r) => h("tr", {"data-address": hexAddress(r.address)},
         h("td", {class: "numeric"}, String(r.rank ?? "")),
-        h("td", {class: "mono"}, hexAddress(r.address)),
+        h("td", {class: "mono", style: {"white-space": "nowrap"}}, hexAddress(r.address)),
         h("td", {class: "mono", "data-role": "sass"}, String(r.sass || fmt.MISSING)),
         withLines ? h("td", {class: "mono", "data-role": "source", title: r.source_file || null}, source(r)) : null,
         h("td", {class: "numeric", "data-value": r.samples ?? null}, sectionValue(r.samples, "")),
