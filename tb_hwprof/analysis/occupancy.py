@@ -383,36 +383,29 @@ def amd_curves(limits: dict, workgroup_size, vgprs, lds_bytes, sgprs=None, arch_
 LAUNCH_INPUTS = ("block_size", "registers_per_thread", "shared_mem_bytes")
 
 
+# Rows handled at a time: the step's temporaries stay a few MB on a 1M-launch trace (all at once
+# they added ~160 MB to the export's peak).
+CHUNK = 1 << 17
+
+
 def theoretical_occupancy(profile, analysis=None) -> None:
     """Fill the kernels table's theoretical occupancy, limiter and waves per SM from each launch's
     configuration where the tool gave none (never over a tool's own figure), labelled in
     occupancy_source, and the occupancy note of those launches.  Computed once per distinct
-    (device, block size, registers, shared memory): a trace of 1M launches has a few hundred."""
+    (device, block size, registers, shared memory) of each chunk of rows: a trace of 1M launches
+    has a few hundred."""
     kernels = profile.kernels
     if kernels.empty or not all(c in kernels for c in LAUNCH_INPUTS):
         return
     theoretical = _floats(kernels["theoretical_occupancy_pct"])
-    inputs = np.stack([_floats(kernels[c]) for c in LAUNCH_INPUTS])
-    todo = np.isnan(theoretical) & ~np.isnan(inputs).any(axis=0) & (inputs[0] > 0)
-    if not todo.any():
+    if not np.isnan(theoretical).any():
         return
-    devices = _floats(kernels["device"])
     limiter = kernels["occupancy_limiter"].to_numpy(dtype=object).copy()
     waves = _floats(kernels["waves_per_sm"])
     filled = np.zeros(len(kernels), dtype=bool)
-    for device_id in np.unique(devices[todo]):
-        rows = todo & ((devices == device_id) | (np.isnan(devices) & np.isnan(device_id)))
-        device = profile.device(None if np.isnan(device_id) else int(device_id))
-        got = _device_occupancy(profile, device, inputs, rows) if device is not None else None
-        if got is None:
-            continue
-        theoretical[rows], ours, active = got
-        limiter[rows] = np.where(limiter[rows] == "", ours, limiter[rows])  # a tool's own limiter stays
-        grid = _floats(kernels["grid_size"])[rows]
-        per_wave = active * float(device.sm_count or math.nan)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            waves[rows] = np.where(np.isnan(waves[rows]) & (per_wave > 0), grid / per_wave, waves[rows])
-        filled |= rows
+    for start in range(0, len(kernels), CHUNK):
+        part = slice(start, min(start + CHUNK, len(kernels)))
+        _fill_chunk(profile, part, theoretical, limiter, waves, filled)
     if not filled.any():
         return
     kernels["theoretical_occupancy_pct"] = theoretical
@@ -425,13 +418,38 @@ def theoretical_occupancy(profile, analysis=None) -> None:
     _rewrite_notes(profile, filled)
 
 
+def _fill_chunk(profile, part: slice, theoretical, limiter, waves, filled) -> None:
+    """theoretical / limiter / waves / filled of the rows `part`, in place, where computable."""
+    kernels = profile.kernels
+    inputs = np.stack([_floats(kernels[c].iloc[part]) for c in LAUNCH_INPUTS])
+    todo = np.isnan(theoretical[part]) & ~np.isnan(inputs).any(axis=0) & (inputs[0] > 0)
+    if not todo.any():
+        return
+    devices = _floats(kernels["device"].iloc[part])
+    grid_all = _floats(kernels["grid_size"].iloc[part])
+    for device_id in np.unique(devices[todo]):
+        rows = todo & ((devices == device_id) | (np.isnan(devices) & np.isnan(device_id)))
+        device = profile.device(None if np.isnan(device_id) else int(device_id))
+        got = _device_occupancy(profile, device, inputs, rows, part.start) if device is not None else None
+        if got is None:
+            continue
+        at = np.flatnonzero(rows) + part.start
+        theoretical[at], ours, active = got
+        limiter[at] = np.where(limiter[at] == "", ours, limiter[at])  # a tool's own limiter stays
+        per_wave = active * float(device.sm_count or math.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            waves[at] = np.where(np.isnan(waves[at]) & (per_wave > 0), grid_all[rows] / per_wave, waves[at])
+        filled[at] = True
+
+
 # Raw metric names (rocprof v1 / rocprof-compute) of the AMD inputs the kernels table does not hold.
 AMD_RAW = {"arch_vgpr": ("arch_vgpr", "Arch_VGPR"), "accum_vgpr": ("accum_vgpr", "Accum_VGPR"), "sgpr": ("sgpr", "SGPR")}
 
 
-def _device_occupancy(profile, device, inputs: np.ndarray, rows: np.ndarray):
+def _device_occupancy(profile, device, inputs: np.ndarray, rows: np.ndarray, offset: int = 0):
     """(occupancy %, limiter, active blocks / work-groups per SM / CU) of the launches `rows` of one
-    device, computed once per distinct configuration; None when its limits are unknown."""
+    device (of the chunk starting at kernels row `offset`), computed once per distinct configuration;
+    None when its limits are unknown."""
     limits = cuda_limits(device)
     if limits is not None:
         which, firsts = group_codes(list(inputs[:, rows]))
@@ -440,7 +458,7 @@ def _device_occupancy(profile, device, inputs: np.ndarray, rows: np.ndarray):
     amd = amd_limits(device)
     if amd is None:
         return None
-    index = np.flatnonzero(rows)
+    index = np.flatnonzero(rows) + offset
     extra = [_raw_column(profile, index, names) for names in AMD_RAW.values()]
     columns = list(inputs[:, rows]) + extra
     which, firsts = group_codes(columns)
@@ -489,11 +507,26 @@ def _rewrite_notes(profile, rows: np.ndarray) -> None:
     capture = capture_of(profile)
     fields = ["achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter", "waves_per_sm", "grid_size",
               "bound"]
-    columns = [kernels[f].to_numpy()[rows] for f in fields]
-    codes, firsts = group_codes(columns)
-    part = pd.DataFrame({f: column[firsts] for f, column in zip(fields, columns)})
-    part["achieved_occupancy_pct"] = part["achieved_occupancy_pct"].astype(float)
-    phrased = np.array([occupancy_note(row, row["bound"], capture) for row in part.to_dict("records")], dtype=object)
     notes = kernels["occupancy_note"].to_numpy(dtype=object).copy()
-    notes[rows] = phrased[codes]
+    phrased: Dict[tuple, str] = {}  # across chunks: the same figures are phrased once
+    for start in range(0, len(kernels), CHUNK):
+        local = np.flatnonzero(rows[start:start + CHUNK])
+        if not len(local):
+            continue
+        columns = [kernels[f].iloc[start:start + CHUNK].to_numpy()[local] for f in fields]
+        codes, firsts = group_codes(columns)
+        texts = np.empty(len(firsts), dtype=object)
+        for j, first in enumerate(firsts):
+            row = {f: column[first] for f, column in zip(fields, columns)}
+            row["achieved_occupancy_pct"] = float(row["achieved_occupancy_pct"])
+            key = tuple(_hashable(v) for v in row.values())
+            if key not in phrased:
+                phrased[key] = occupancy_note(row, row["bound"], capture)
+            texts[j] = phrased[key]
+        notes[local + start] = texts[codes]
     kernels["occupancy_note"] = pd.Series(notes, index=kernels.index, dtype=object)
+
+
+def _hashable(value):
+    """A dict key for one figure: NaN (never equal to itself) as None."""
+    return None if isinstance(value, float) and math.isnan(value) else value
