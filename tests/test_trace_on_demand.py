@@ -1,6 +1,7 @@
 """The Chrome trace rendered from a written run's timeline index: byte for byte what the export
 writes, `--trace auto|always|never`, the `tb-hwprof trace` subcommand, the plugin's /trace streaming
-it when the run has no file, and v1 indexes (no flow / bytes columns).  Runs are exported from the
+it when the run has no file, v1 indexes (no flow / bytes columns), and the v3 index's chunks and
+overview that the Timeline reads by ranges (checked against sqlite3 over the capture).  Runs are exported from the
 real Nsight Systems exports in the shared samples."""
 import gzip
 import json
@@ -66,10 +67,10 @@ def test_windowed_trace_from_the_index_is_the_exported_file(tmp_path, samples_di
     assert sum(e["ph"] == "s" for e in events(written)) == info["kept"]["flow"]
 
 
-def test_index_v2_holds_flows_and_bytes(tmp_path, samples_dir):
+def test_index_holds_flows_and_bytes(tmp_path, samples_dir):
     run = export(sample(samples_dir, DLPROF), tmp_path / "logs", "r")
     index = trace.read_index(assets_of(run) / metadata.TIMELINE_INDEX)
-    assert index["meta"]["version"] == 2 and set(trace.INDEX_COLUMNS) <= set(index)
+    assert index["meta"]["version"] == trace.INDEX_VERSION == 3 and set(trace.INDEX_COLUMNS) <= set(index)
     slices = tb_hwprof.read(sample(samples_dir, DLPROF)).timeline.slices
     for column in ("flow", "bytes"):  # the same values per slice, in event order
         assert sorted(index[column].tolist()) == sorted(slices[column].tolist())
@@ -229,3 +230,95 @@ def test_trace_is_streamed_when_the_run_has_no_file_then_served_from_it(plugin):
     assert cli_main(["trace", str(logs / "lazy run"), "--quiet"]) == 0
     again = app.get(P + "/trace", run="lazy run")
     assert again.headers["Content-Length"] == str(len(written.data)) and again.data == written.data
+
+
+# ------------------------------------------------------------------ v3: chunks read by ranges, the overview
+SLICE_TABLES = (("CUPTI_ACTIVITY_KIND_KERNEL", ""), ("CUPTI_ACTIVITY_KIND_MEMCPY", ""),
+                ("CUPTI_ACTIVITY_KIND_MEMSET", ""), ("CUPTI_ACTIVITY_KIND_RUNTIME", ""),
+                ("NVTX_EVENTS", " AND eventType IN (59, 60)"))
+
+
+def sqlite_slices(path: Path, lo: int, hi: int) -> list:
+    """(start, end) of every slice of the capture overlapping lo..hi, by sqlite3 over the export."""
+    from support_nsys import query
+    return sorted((s, e) for table, extra in SLICE_TABLES
+                  for s, e in query(path, f"SELECT start, end FROM {table} WHERE end >= ? AND start <= ?{extra}", lo, hi))
+
+
+@pytest.fixture
+def chunked(tmp_path, samples_dir, monkeypatch):
+    """DLProf's capture (423 slices) exported with 16-slice chunks and a 100-slice overview; the
+    byte ranges the plugin then reads of the index are recorded."""
+    monkeypatch.setattr(trace, "CHUNK_ROWS", 16)
+    monkeypatch.setattr(trace, "OVERVIEW_EVENTS", 100)
+    run = export(sample(samples_dir, DLPROF), tmp_path / "logs", "r")
+    reads = []
+    real = trace._read_range
+    monkeypatch.setattr(trace, "_read_range", lambda path, a, b: reads.append((a, b)) or real(path, a, b))
+    return run, App(tmp_path / "logs"), reads
+
+
+def test_the_whole_capture_comes_from_the_overview(chunked, samples_dir):
+    run, app, reads = chunked
+    path = assets_of(run) / metadata.TIMELINE_INDEX
+    doc = app.json("/timeline", run="r", max_events=100)
+    everything = sqlite_slices(sample(samples_dir, DLPROF), -(1 << 62), 1 << 62)
+    assert doc["in_window"] == sum(doc["events"]["merged"]) == len(everything) == 423
+    assert doc["decimated"] and doc["returned"] <= 100
+    assert set(zip(doc["events"]["start_ns"], doc["events"]["end_ns"])) <= set(everything)
+    # The zip's directory aside, one read at the front, which ends before the first column.
+    with np.load(path) as z:
+        front = min(i.header_offset for i in z.zip.infolist() if i.filename[:-4] in trace.RANGED_COLUMNS)
+    assert reads == [(0, front)]
+    # A budget above the overview's reads the columns: every slice, none merged.
+    full = app.json("/timeline", run="r", max_events=1000)
+    assert full["returned"] == 423 and not full["decimated"]
+    assert sorted(zip(full["events"]["start_ns"], full["events"]["end_ns"])) == everything
+
+
+def test_a_window_reads_only_the_chunks_it_overlaps(chunked, samples_dir):
+    run, app, reads = chunked
+    path = assets_of(run) / metadata.TIMELINE_INDEX
+    lo, hi = app.json("/timeline", run="r", max_events=100)["capture_ns"]
+    reads.clear()
+    a, b = lo + (hi - lo) * 2 // 5, lo + (hi - lo) // 2
+    doc = app.json("/timeline", run="r", start=a, end=b, max_events=100_000)
+    expected = sqlite_slices(sample(samples_dir, DLPROF), a, b)
+    assert doc["in_window"] == doc["returned"] == len(expected) > 0
+    assert sorted(zip(doc["events"]["start_ns"], doc["events"]["end_ns"])) == expected
+    index = trace.read_index(path, ("start", "end"))
+    with np.load(path) as z:
+        chunk_first, chunk_start, chunk_end = (z[m] for m in trace.CHUNK_MEMBERS)
+    overlapping = int(((chunk_start <= b) & (chunk_end >= a)).sum())
+    assert 0 < overlapping < chunk_first.size
+    # Each column's bytes read: the overlapping chunks' rows, not the column.
+    column_bytes = sum(r[1] - r[0] for r in reads if r[1] - r[0] != trace.HEADER_READ)
+    itemsizes = sum(np.dtype(d).itemsize for d in ("<i8", "<i8", "<i4", "<i4", "<i1", "<i8", "<i2"))
+    assert column_bytes <= overlapping * 16 * itemsizes < index["start"].size * itemsizes
+    # The same window again: its chunks are kept, nothing is read.
+    reads.clear()
+    assert app.json("/timeline", run="r", start=a, end=b, max_events=100_000) == doc and reads == []
+
+
+def as_v2_index(path: Path) -> None:
+    """Rewrite a v3 index as tb-hwprof 0.1's v2 writer laid it out (INDEX_COLUMNS and meta only)."""
+    index = trace.read_index(path)
+    meta = {k: v for k, v in index["meta"].items() if k in ("categories", "names", "tracks")}
+    blob = np.frombuffer(json.dumps({**meta, "version": 2}).encode(), dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **{c: index[c] for c in trace.INDEX_COLUMNS}, meta=blob)
+
+
+def test_a_v2_index_is_read_whole_and_shows_the_same_windows(tmp_path, samples_dir):
+    logs = tmp_path / "logs"
+    export(sample(samples_dir, DLPROF), logs, "new")
+    old = export(sample(samples_dir, DLPROF), logs, "old")
+    as_v2_index(assets_of(old) / metadata.TIMELINE_INDEX)
+    assert trace.open_ranged(assets_of(old) / metadata.TIMELINE_INDEX) is None
+    app = App(logs)
+    lo, hi = app.json("/timeline", run="new")["capture_ns"]
+    for params in ({}, {"start": lo + (hi - lo) // 3, "end": lo + (hi - lo) // 2}, {"max_events": 40}):
+        new, older = app.json("/timeline", run="new", **params), app.json("/timeline", run="old", **params)
+        assert {k: v for k, v in new.items() if k != "run"} == {k: v for k, v in older.items() if k != "run"}, params
+    whole = app.json("/timeline", run="old")
+    assert whole["in_window"] == len(sqlite_slices(sample(samples_dir, DLPROF), lo, hi))

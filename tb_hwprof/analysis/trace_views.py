@@ -8,7 +8,9 @@
 """
 from __future__ import annotations
 
+import collections
 import math
+import threading
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -102,78 +104,140 @@ def compare_phases(base: pd.DataFrame, run: pd.DataFrame) -> dict:
 
 
 class TimelineIndex:
-    """Sorted slices of one run's trace (start, end, track, name, cat) plus per-slice nesting depth."""
+    """One run's trace slices for the Timeline view: a window cut from them and decimated to a budget
+    of events (per lane, depth and time bin the longest slice, with how many slices it stands for).
 
-    def __init__(self, index: dict):
-        self.start, self.end = index["start"], index["end"]
-        self.track, self.name, self.cat = index["track"], index["name"], index["cat"]
-        # The tracer's correlation id joining an API call to the GPU work it launched (-1: none);
-        # None for an index written before flows were kept, or read without them.
-        self.flow = index.get("flow")
-        meta = index["meta"]
+    Built from a whole index (logdir.trace.read_index: v1 / v2, depths computed here), or from a
+    v3 index read by ranges (logdir.trace.RangedIndex): then a window reads only the chunks its
+    time range overlaps (kept, up to CACHED_ROWS), and the whole capture comes from the overview
+    the export decimated."""
+
+    CACHED_ROWS = 2_000_000  # chunk rows kept between windows (~50 MB)
+
+    def __init__(self, index: Optional[dict] = None, ranged=None):
+        self.ranged = ranged
+        meta = ranged.meta if ranged is not None else index["meta"]
         self.names: List[str] = meta["names"]
         self.categories: List[str] = meta["categories"]
         self.tracks: List[dict] = meta["tracks"]
-        self.depth = self._depths()
-        self.longest = int((self.end - self.start).max()) if self.start.size else 0
-
-    def _depths(self) -> np.ndarray:
-        """Nesting depth of each slice in its track (slices are sorted by start, longer first on ties,
-        so a slice's depth is how many earlier slices of its track have not ended by its start)."""
-        depth = np.zeros(self.start.size, dtype=np.int16)
-        for t in pd.unique(self.track).tolist():
-            idx = np.flatnonzero(self.track == t)
-            ends = np.sort(self.end[idx])
-            ended = np.searchsorted(ends, self.start[idx], side="right")
-            depth[idx] = np.clip(np.arange(idx.size) - ended, 0, None)
-        return depth
+        if ranged is None:
+            from ..logdir.trace import nesting_depths
+            self.all = {c: index[c] for c in ("start", "end", "track", "name", "cat")}
+            # The tracer's correlation id joining an API call to the GPU work it launched (-1: none);
+            # None for an index written before flows were kept.
+            self.all["flow"] = index.get("flow")
+            self.all["depth"] = nesting_depths(index["start"], index["end"], index["track"])
+            self.all["merged"] = np.ones(index["start"].size, dtype=np.int64)
+            start, end = index["start"], index["end"]
+            self.longest = int((end - start).max()) if start.size else 0
+            self._capture = [int(start.min()), int(end.max())] if start.size else [0, 0]
+        else:
+            first, chunk_start, chunk_end = ranged.chunks
+            self._capture = [int(chunk_start.min()), int(chunk_end.max())] if first.size else [0, 0]
+            self._chunks: "collections.OrderedDict[int, dict]" = collections.OrderedDict()
+            self._lock = threading.Lock()
+            self.overview_events = int(meta.get("overview_events", 0))
 
     def capture(self):
-        return [int(self.start.min()), int(self.end.max())] if self.start.size else [0, 0]
+        return list(self._capture)
 
     def window(self, start: Optional[int], end: Optional[int], max_events: int) -> dict:
         lo, hi = self.capture()
         start = lo if start is None else int(start)
         end = hi if end is None else max(int(end), start + 1)
-        first = np.searchsorted(self.start, start - self.longest, side="left")  # nothing longer starts earlier
-        last = np.searchsorted(self.start, end, side="right")
-        idx = np.arange(first, last)
-        idx = idx[self.end[idx] >= start]
-        total = int(idx.size)
-        merged = np.ones(idx.size, dtype=np.int64)
+        part = self._slices(start, end, max_events)
+        idx = np.flatnonzero((part["end"] >= start) & (part["start"] <= end))
+        total = int(part["merged"][idx].sum())
+        merged = part["merged"][idx]
         if idx.size > max_events:
-            idx, merged = self._decimate(idx, start, end, max_events)
-        used = np.sort(pd.unique(self.name[idx]))
-        remap = np.searchsorted(used, self.name[idx])
+            idx, merged = decimate(part["start"], part["end"], part["track"], part["depth"], part["merged"], idx,
+                                   start, end, max_events)
+        used = np.sort(pd.unique(part["name"][idx]))
+        remap = np.searchsorted(used, part["name"][idx])
         return {"start_ns": start, "end_ns": end, "capture_ns": [lo, hi], "in_window": total,
                 "returned": int(idx.size), "decimated": bool(idx.size < total),
                 "lanes": [{"id": i, **t} for i, t in enumerate(self.tracks)], "categories": self.categories,
                 "names": [self.names[i] for i in used.tolist()],
-                "events": {"start_ns": self.start[idx].tolist(), "end_ns": self.end[idx].tolist(),
-                           "lane": self.track[idx].tolist(), "name": remap.tolist(), "cat": self.cat[idx].tolist(),
-                           "depth": self.depth[idx].tolist(), "merged": merged.tolist(),
-                           "flow": self._flows(idx, merged)}}
+                "events": {"start_ns": part["start"][idx].tolist(), "end_ns": part["end"][idx].tolist(),
+                           "lane": part["track"][idx].tolist(), "name": remap.tolist(),
+                           "cat": part["cat"][idx].tolist(), "depth": part["depth"][idx].tolist(),
+                           "merged": merged.tolist(), "flow": _flows(part["flow"], idx, merged)}}
 
-    def _flows(self, idx: np.ndarray, merged: np.ndarray) -> list:
-        """Each returned slice's flow id, -1 where it has none or stands for several (merged)."""
-        if self.flow is None:
-            return [-1] * int(idx.size)
-        return np.where(merged > 1, -1, self.flow[idx]).tolist()
+    def _slices(self, start: int, end: int, max_events: int) -> dict:
+        """Columns holding every slice overlapping start..end (and others), each with its "merged"
+        weight: the whole index's rows near the window, or the v3 chunks it overlaps, or (the whole
+        capture at a budget the export's overview was made for) that overview."""
+        if self.ranged is None:
+            s = self.all
+            first = np.searchsorted(s["start"], start - self.longest, side="left")  # nothing longer starts earlier
+            last = np.searchsorted(s["start"], end, side="right")
+            return {c: (None if v is None else v[first:last]) for c, v in s.items()}
+        lo, hi = self._capture
+        overview = self.ranged.overview
+        if (start <= lo and end >= hi and max_events <= self.overview_events
+                and overview["start"].size < self.ranged.events):
+            return overview
+        return self._chunk_rows(start, end)
 
-    def _decimate(self, idx: np.ndarray, start: int, end: int, max_events: int):
-        """Per (lane, depth, time bin) the longest slice, and how many slices its bin held.  Bins per
-        row: the budget shared by the rows that have slices here, so the result fits max_events."""
-        rows = self.track[idx].astype(np.int64) * 64 + np.minimum(self.depth[idx], 63)
-        row_ids, row_of = np.unique(rows, return_inverse=True)
-        bins = max(1, max_events // max(1, row_ids.size))
-        width = max(1, end - start)
-        b = np.clip((np.maximum(self.start[idx], start) - start) * bins // width, 0, bins - 1)
-        key = row_of.astype(np.int64) * bins + b
-        order = np.lexsort((-(self.end[idx] - self.start[idx]), key))
-        keys, first, counts = np.unique(key[order], return_index=True, return_counts=True)
-        picked, counts = idx[order[first]], counts
-        if picked.size > max_events:  # more rows than budget: the longest slices win
-            keep = np.argsort(-(self.end[picked] - self.start[picked]), kind="stable")[:max_events]
-            picked, counts = picked[keep], counts[keep]
-        resort = np.lexsort((-(self.end[picked]), self.start[picked]))
-        return picked[resort], counts[resort]
+    def _chunk_rows(self, start: int, end: int) -> dict:
+        """The rows of the chunks overlapping start..end, read by runs of adjacent chunks not kept yet."""
+        first, chunk_start, chunk_end = self.ranged.chunks
+        wanted = np.flatnonzero((chunk_start <= end) & (chunk_end >= start)).tolist()
+        with self._lock:
+            missing = [c for c in wanted if c not in self._chunks]
+            for run in _runs(missing):
+                last_row = int(first[run[-1] + 1]) if run[-1] + 1 < first.size else self.ranged.events
+                rows = self.ranged.rows(int(first[run[0]]), last_row)
+                for c in run:
+                    a = int(first[c]) - int(first[run[0]])
+                    b = (int(first[c + 1]) if c + 1 < first.size else self.ranged.events) - int(first[run[0]])
+                    self._chunks[c] = {k: v[a:b] for k, v in rows.items()}
+            parts = [self._chunks[c] for c in wanted]
+            for c in wanted:
+                self._chunks.move_to_end(c)
+            while len(self._chunks) > max(len(wanted), 1) and \
+                    sum(p["start"].size for p in self._chunks.values()) > self.CACHED_ROWS:
+                self._chunks.popitem(last=False)
+        out = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+               for k in ("start", "end", "track", "name", "cat", "flow", "depth")}
+        out["merged"] = np.ones(out["start"].size, dtype=np.int64)
+        return out
+
+
+def _runs(chunks: List[int]) -> List[List[int]]:
+    """Sorted chunk numbers grouped into runs of adjacent ones (one range read each)."""
+    runs: List[List[int]] = []
+    for c in chunks:
+        if runs and runs[-1][-1] + 1 == c:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return runs
+
+
+def _flows(flow: Optional[np.ndarray], idx: np.ndarray, merged: np.ndarray) -> list:
+    """Each returned slice's flow id, -1 where it has none or stands for several (merged)."""
+    if flow is None:
+        return [-1] * int(idx.size)
+    return np.where(merged > 1, -1, flow[idx]).tolist()
+
+
+def decimate(start: np.ndarray, end: np.ndarray, track: np.ndarray, depth: np.ndarray, weight: np.ndarray,
+             idx: np.ndarray, wstart: int, wend: int, max_events: int):
+    """(rows kept, slices each stands for) of rows `idx`: per (lane, depth, time bin) the longest
+    slice, its weight the sum of its bin's.  Bins per row: the budget shared by the rows that have
+    slices here, so the result fits max_events.  Also the export's overview (logdir.trace)."""
+    rows = track[idx].astype(np.int64) * 64 + np.minimum(depth[idx], 63)
+    row_ids, row_of = np.unique(rows, return_inverse=True)
+    bins = max(1, max_events // max(1, row_ids.size))
+    width = max(1, wend - wstart)
+    b = np.clip((np.maximum(start[idx], wstart) - wstart) * bins // width, 0, bins - 1)
+    key = row_of.astype(np.int64) * bins + b
+    order = np.lexsort((-(end[idx] - start[idx]), key))
+    keys, first = np.unique(key[order], return_index=True)
+    picked, counts = idx[order[first]], np.add.reduceat(weight[idx][order], first)
+    if picked.size > max_events:  # more rows than budget: the longest slices win
+        keep = np.argsort(-(end[picked] - start[picked]), kind="stable")[:max_events]
+        picked, counts = picked[keep], counts[keep]
+    resort = np.lexsort((-(end[picked]), start[picked]))
+    return picked[resort], counts[resort]

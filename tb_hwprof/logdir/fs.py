@@ -519,6 +519,10 @@ class RemoteFile:
     def open(self):
         return self.remote.fs.open(self.key, "rb", block_size=self.BLOCK, cache_type="readahead")
 
+    def read_range(self, start: int, end: int) -> bytes:
+        """Bytes start..end-1: one range request for exactly those (a timeline window's rows)."""
+        return self.remote.fs.cat_file(self.key, start=start, end=end)
+
 
 @contextlib.contextmanager
 def fetched_run(url: str, wanted=tables_but_timeline) -> Iterator[Path]:

@@ -29,9 +29,20 @@ CHUNK = 100_000  # events formatted and compressed at a time
 GZIP_LEVEL = 1  # the trace is repetitive text: level 1 is ~as small as 6 and several times faster
 FLOW_CAT, FLOW_NAME = "cuda_flow", "launch"
 # 2: + flow and bytes, so the whole trace can be rendered from the index (v1 renders without them).
-INDEX_VERSION = 2
+# 3: + each slice's nesting depth, a table of time-sorted chunks and an overview of the whole
+#    capture, written first, so the Timeline reads a window's chunks by range (RangedIndex).
+INDEX_VERSION = 3
 INDEX_COLUMNS = ("start", "end", "track", "name", "cat", "flow", "bytes")
 VIEW_COLUMNS = INDEX_COLUMNS[:5]  # all the Timeline view reads (and all a v1 index has)
+DEPTH = "depth"
+RANGED_COLUMNS = (*VIEW_COLUMNS, "flow", DEPTH)  # what the Timeline reads of a window's chunks
+CHUNK_ROWS = 8192  # slices per chunk: a window reads the chunks its time range overlaps
+CHUNK_MEMBERS = ("chunk_first", "chunk_start", "chunk_end")  # first row, earliest start, latest end
+# The whole capture decimated at export to this many slices (the most the Timeline page asks for):
+# its first request reads these and the chunk table, not the columns.
+OVERVIEW_EVENTS = 20_000
+OVERVIEW_COLUMNS = ("start", "end", "track", "name", "cat", "flow", DEPTH, "merged")
+OVERVIEW = "overview_"
 # `--trace auto` writes timeline.json.gz at export up to this many kept slices; bigger runs get it on
 # demand (`tb-hwprof trace`, the plugin's /trace).  Rendering costs ~0.12-0.15 s per 100k slices
 # (with their flows) on the project's 2-core machine, so 500k slices add at most ~0.75 s to an export.
@@ -206,19 +217,63 @@ def timeline_counts(timeline: Timeline, keep: np.ndarray, flows: np.ndarray) -> 
 
 
 def write_index(timeline: Timeline, path: Path, order: np.ndarray) -> None:
-    """The kept slices in event order (columns INDEX_COLUMNS) plus the tracks and names as JSON, in one
-    uncompressed .npz: the plugin loads it in milliseconds, no parsing; the trace renders from it."""
+    """The kept slices in event order (columns INDEX_COLUMNS and their depth) plus the tracks and
+    names as JSON, in one uncompressed .npz: the plugin loads it in milliseconds, no parsing; the
+    trace renders from it.  The meta, chunk table and overview come first (one range read)."""
     s = timeline.slices
     meta = {"version": INDEX_VERSION, "categories": list(TIMELINE_CATEGORIES), "names": timeline.names,
             "tracks": [{"pid": t.pid, "tid": t.tid, "process": t.process, "thread": t.thread, "kind": t.kind,
-                        "device": t.device} for t in timeline.tracks]}
+                        "device": t.device} for t in timeline.tracks],
+            "events": int(order.size), "chunk_rows": CHUNK_ROWS, "overview_events": OVERVIEW_EVENTS}
     blob = np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
-    # What np.savez writes, one member at a time: each column is put in event order just before it
-    # is written, never all at once (at 1M kernels the gathered copy of all of them is ~90 MB).
+    start, end, track = s["start"][order], s["end"][order], s["track"][order]
+    depth = nesting_depths(start, end, track)
+    # What np.savez writes, one member at a time: the other columns are put in event order just before
+    # they are written, never all at once (at 1M kernels the gathered copy of all of them is ~90 MB).
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
-        for name in INDEX_COLUMNS:
-            _write_member(z, name, s[name][order])
         _write_member(z, "meta", blob)
+        for name, values in zip(CHUNK_MEMBERS, chunk_table(start, end)):
+            _write_member(z, name, values)
+        for name, values in overview(s, order, start, end, track, depth).items():
+            _write_member(z, OVERVIEW + name, values)
+        for name in INDEX_COLUMNS:
+            _write_member(z, name, {"start": start, "end": end, "track": track}.get(name, s[name][order]))
+        _write_member(z, DEPTH, depth)
+
+
+def nesting_depths(start: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
+    """Nesting depth of each slice in its track (slices sorted by start, longer first on ties, so a
+    slice's depth is how many earlier slices of its track have not ended by its start)."""
+    import pandas as pd
+    depth = np.zeros(start.size, dtype=np.int16)
+    for t in pd.unique(track).tolist():
+        idx = np.flatnonzero(track == t)
+        ends = np.sort(end[idx])
+        ended = np.searchsorted(ends, start[idx], side="right")
+        depth[idx] = np.clip(np.arange(idx.size) - ended, 0, np.iinfo(np.int16).max)
+    return depth
+
+
+def chunk_table(start: np.ndarray, end: np.ndarray):
+    """(first row, earliest start, latest end) of each CHUNK_ROWS slices in event order."""
+    first = np.arange(0, start.size, CHUNK_ROWS, dtype=np.int64)
+    if not start.size:
+        return first, first.copy(), first.copy()
+    return first, start[first].astype(np.int64), np.maximum.reduceat(end, first).astype(np.int64)
+
+
+def overview(s: dict, order: np.ndarray, start, end, track, depth) -> Dict[str, np.ndarray]:
+    """The whole capture as the Timeline's window shows it at OVERVIEW_EVENTS (analysis.trace_views's
+    decimation): OVERVIEW_COLUMNS of the slices kept, each with how many it stands for."""
+    from ..analysis.trace_views import decimate
+    idx = np.arange(start.size)
+    merged = np.ones(start.size, dtype=np.int64)
+    if start.size > OVERVIEW_EVENTS:
+        lo, hi = int(start.min()), int(end.max())
+        idx, merged = decimate(start, end, track, depth, merged, idx, lo, max(hi, lo + 1), OVERVIEW_EVENTS)
+    rows = order[idx]
+    return {"start": start[idx], "end": end[idx], "track": track[idx], "name": s["name"][rows],
+            "cat": s["cat"][rows], "flow": s["flow"][rows], DEPTH: depth[idx], "merged": merged.astype(np.int64)}
 
 
 def _write_member(z: zipfile.ZipFile, name: str, values: np.ndarray) -> None:
@@ -368,3 +423,135 @@ def write_timeline(timeline: Timeline, trace_path: Path, index_path: Path, windo
                                                    "label": window.label}
     stats["capture_ns"] = span
     return stats
+
+
+# ---------------------------------------------------------------- a v3 index read by ranges
+LOCAL_HEADER = 30  # bytes of a zip local file header before its name and extra field
+HEADER_READ = 1024  # bytes read at a column's local header: its name, zip64 extra and .npy header
+
+
+class RangedIndex:
+    """A v3 timeline index read where it lies, by byte ranges (a local file or logdir.fs.RemoteFile):
+    opening reads the zip's directory and one range at the front (meta, chunk table, overview); a
+    window then reads its chunks' rows of RANGED_COLUMNS, one range per column and run of chunks
+    (and, the first time, each column's headers).
+    Every member is checked as read_index checks it (1-D integers no larger than the file, ids
+    within the lists, start order)."""
+
+    def __init__(self, path, members: Dict[str, zipfile.ZipInfo], expected_events: Optional[int] = None):
+        self.path, self.members = path, members
+        self.limit = path.size() if _is_remote(path) else os.path.getsize(path)
+        self.layouts: Dict[str, tuple] = {}
+        self._read_front()
+        self.events = int(self.meta.get("events", -1))
+        if expected_events is not None and self.events != expected_events:
+            raise ValueError(f"columns hold {self.events} slices, profile.json says {expected_events}")
+
+    def _read_front(self) -> None:
+        """meta, the chunk table and the overview: the members before the first column, one read."""
+        small = ["meta", *CHUNK_MEMBERS, *(OVERVIEW + c for c in OVERVIEW_COLUMNS)]
+        missing = [m for m in small + list(RANGED_COLUMNS) if m not in self.members]
+        if missing:
+            raise ValueError(f"not a v{INDEX_VERSION} timeline index (no {', '.join(missing[:5])})")
+        front = min(self.members[c].header_offset for c in RANGED_COLUMNS)
+        if any(self.members[m].header_offset + self.members[m].file_size > front for m in small):
+            raise ValueError("index members are not laid out as tb-hwprof writes them")
+        data = _read_range(self.path, 0, front)
+        values = {m: self._member(m, data, "u" if m == "meta" else "iu") for m in small}
+        self.meta = _index_meta(values.pop("meta"))
+        self.chunks = [values.pop(m) for m in CHUNK_MEMBERS]
+        self.overview = {c: values[OVERVIEW + c] for c in OVERVIEW_COLUMNS}
+        sizes = {v.size for v in self.overview.values()}
+        if len(sizes) != 1 or len({v.size for v in self.chunks}) != 1:
+            raise ValueError("index overview or chunk table columns differ in length")
+        self._check_ids(self.overview)
+
+    def _member(self, name: str, data: bytes, kinds: str) -> np.ndarray:
+        layout = self._parse_layout(name, data, 0, kinds)
+        offset, dtype, count = layout
+        return np.frombuffer(data, dtype=dtype, count=count, offset=offset).copy()
+
+    def _layout(self, name: str) -> tuple:
+        """(data offset, dtype, values) of a column, its headers read once."""
+        if name not in self.layouts:
+            info = self.members[name]
+            head = _read_range(self.path, info.header_offset, min(info.header_offset + HEADER_READ, self.limit))
+            self.layouts[name] = self._parse_layout(name, head, info.header_offset, "iu")
+            if self.layouts[name][2] != self.meta.get("events"):
+                raise ValueError(f"member {name}.npy holds {self.layouts[name][2]:,} slices, "
+                                 f"the index lists {self.meta.get('events')}")
+        return self.layouts[name]
+
+    def _parse_layout(self, name: str, data: bytes, base: int, kinds: str) -> tuple:
+        """The member's local zip header and .npy header, found in `data` (read from `base`)."""
+        import io
+        import struct
+        info = self.members[name]
+        at = info.header_offset - base
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size > self.limit:
+            raise ValueError(f"member {info.filename} is compressed or larger than the file: not written by tb-hwprof")
+        if data[at:at + 4] != b"PK\x03\x04":
+            raise ValueError(f"member {info.filename}: no zip header where the directory says")
+        name_len, extra_len = struct.unpack("<HH", data[at + 26:at + LOCAL_HEADER])
+        start = at + LOCAL_HEADER + name_len + extra_len
+        f = io.BytesIO(data[start:start + HEADER_READ])
+        read_header = NPY_HEADERS.get(np.lib.format.read_magic(f))
+        if read_header is None:
+            raise ValueError(f"member {info.filename} is not a .npy array of format 1 or 2")
+        shape, _, dtype = read_header(f)
+        if len(shape) != 1 or dtype.kind not in kinds or dtype.hasobject:
+            raise ValueError(f"member {info.filename} is {dtype} of shape {shape}, not a column of integers")
+        size = shape[0] * dtype.itemsize
+        if size != info.file_size - f.tell():
+            raise ValueError(f"member {info.filename} declares {shape[0]:,} values ({size:,} bytes) "
+                             f"but holds {info.file_size - f.tell():,} bytes")
+        return base + start + f.tell(), dtype, int(shape[0])
+
+    def rows(self, first: int, last: int) -> Dict[str, np.ndarray]:
+        """RANGED_COLUMNS of rows first..last-1 (one range read per column), checked."""
+        out = {}
+        for column in RANGED_COLUMNS:
+            offset, dtype, _ = self._layout(column)
+            data = _read_range(self.path, offset + first * dtype.itemsize, offset + last * dtype.itemsize)
+            if len(data) != (last - first) * dtype.itemsize:
+                raise EOFError(f"member {column}.npy ends early")
+            out[column] = np.frombuffer(data, dtype=dtype).copy()
+        if out["start"].size > 1 and bool((out["start"][1:] < out["start"][:-1]).any()):
+            raise ValueError("slices are not in start order")
+        self._check_ids(out)
+        return out
+
+    def _check_ids(self, columns: Dict[str, np.ndarray]) -> None:
+        meta = self.meta
+        for column, listed in (("track", "tracks"), ("name", "names"), ("cat", "categories")):
+            values = columns[column]
+            if values.size and (int(values.min()) < 0 or int(values.max()) >= len(meta[listed])):
+                raise ValueError(f"{column} ids {int(values.min())}..{int(values.max())} beyond the "
+                                 f"{len(meta[listed])} {listed} the index lists")
+        if columns[DEPTH].size and int(columns[DEPTH].min()) < 0:
+            raise ValueError("negative nesting depths")
+
+
+def open_ranged(path, expected_events: Optional[int] = None) -> Optional[RangedIndex]:
+    """The index at `path` to read by ranges, or None for an index older than v3 (read it whole)."""
+    try:
+        with _index_file(path) as source, zipfile.ZipFile(source) as z:
+            members = {i.filename[:-len(".npy")]: i for i in z.infolist() if i.filename.endswith(".npy")}
+    except zipfile.BadZipFile as e:
+        raise ValueError(f"damaged zip ({e})") from None
+    return RangedIndex(path, members, expected_events) if CHUNK_MEMBERS[0] in members else None
+
+
+def _is_remote(path) -> bool:
+    return hasattr(path, "open") and not isinstance(path, Path)
+
+
+def _read_range(path, start: int, end: int) -> bytes:
+    """Bytes start..end-1 of a local file or a remote one (one range request)."""
+    if end <= start:
+        return b""
+    if _is_remote(path):
+        return path.read_range(start, end)
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(end - start)
