@@ -11,8 +11,11 @@ TensorBoard's own reads of the event file (its boto3 client, not s3fs) are not t
 are not counted.
 
 With --timeline N (default 100,000), the same for the Timeline view of an Nsight Systems capture
-grown to N kernels (bench_nsys_export.py's grower over the real dlprof export): its timeline
-index is read by ranges, so only the columns the view reads travel.
+grown to N kernels (bench_nsys_export.py's grower over the real dlprof export): its first request
+(the whole capture, at the page's budget for a 1200-pixel canvas) and a window zoomed to 1/16 of
+the capture, on the run as exported (timeline index v3: read by ranges, the first request from the
+overview at its front, a window from the chunks it overlaps) and on a copy of it whose index is
+rewritten as the v2 layout older runs have (the view then reads its columns whole).
 
     python benchmarks/bench_remote.py [--launches N] [--timeline N]
 """
@@ -92,26 +95,61 @@ def view_cost(client, counter, requests) -> tuple:
     return dict(counter.requests), counter.bytes, elapsed
 
 
-def report(what: str, cost: tuple, total: int, goal: str = "") -> float:
+def report(what: str, cost: tuple, total: int, goal: str = "", of: str = "the run's") -> float:
     requests, fetched, elapsed = cost
     share = fetched / total
     print(f"{what}: {sum(requests.values())} requests ({', '.join(f'{n} {k}' for k, n in sorted(requests.items()))}), "
-          f"{fetched / 1e6:.2f} MB fetched = {share:.1%} of the run's {total / 1e6:.1f} MB{goal}, {elapsed:.2f} s")
+          f"{fetched / 1e6:.2f} MB fetched = {share:.1%} of {of} {total / 1e6:.1f} MB{goal}, {elapsed:.2f} s")
     return share
 
 
-def publish_nsys_run(kernels: int) -> str:
-    """A real nsys export grown to `kernels` kernels, exported and published as run nsys_<kernels>."""
+PAGE_EVENTS = 4800  # what the Timeline page asks for on a 1200-pixel canvas (timeline.js maxEvents)
+
+
+def publish_nsys_runs(kernels: int) -> tuple:
+    """A real nsys export grown to `kernels` kernels, exported and published as run nsys_<k>k, and
+    again as nsys_<k>k_v2 with its index rewritten in the v2 layout; the two run names."""
     import tb_hwprof
     from bench_nsys_export import DEFAULT, grow
-    from tb_hwprof.logdir import fs
+    from tb_hwprof.logdir import fs, metadata
     run = f"nsys_{kernels // 1000}k"
     with tempfile.TemporaryDirectory() as local:
         grown = Path(local) / "grown.sqlite"
         grow(DEFAULT, grown, kernels=kernels, nvtx=kernels // 5)
         run_dir = tb_hwprof.export(grown, Path(local) / "logs", run, trace="never")
         fs.publish_run(fs.RemoteDir(LOGDIR), run_dir, run, overwrite=False)
-    return run
+        as_v2_index(run_dir.joinpath(*metadata.ASSET_DIR, metadata.TIMELINE_INDEX))
+        fs.publish_run(fs.RemoteDir(LOGDIR), run_dir, run + "_v2", overwrite=False)
+    return run, run + "_v2"
+
+
+def as_v2_index(path: Path) -> None:
+    """The index rewritten as the v2 writer laid it out (INDEX_COLUMNS and meta only)."""
+    import json
+    import numpy as np
+    from tb_hwprof.logdir import trace
+    index = trace.read_index(path)
+    meta = {k: v for k, v in index["meta"].items() if k in ("categories", "names", "tracks")}
+    blob = np.frombuffer(json.dumps({**meta, "version": 2}).encode(), dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **{c: index[c] for c in trace.INDEX_COLUMNS}, meta=blob)
+
+
+def timeline_costs(counter, runs: tuple, kernels: int) -> None:
+    """The Timeline's first request and a zoomed window, per run (a fresh app each: nothing cached)."""
+    for run in runs:
+        sizes = run_bytes(run)
+        index = next(size for key, size in sizes.items() if key.endswith("timeline_index.npz"))
+        client = tensorboard_client()
+        first = view_cost(client, counter, [("/timeline", {"run": run, "max_events": str(PAGE_EVENTS)})])
+        report(f"Timeline of {kernels:,} kernels, {run}: first request", first, index, of="its index's")
+        response = client.get("/data/plugin/tb_hwprof/timeline", query_string={"run": run, "max_events": "1"})
+        import json
+        lo, hi = json.loads(response.get_data())["capture_ns"]
+        zoom = {"run": run, "start": str(lo + (hi - lo) // 2), "end": str(lo + (hi - lo) // 2 + (hi - lo) // 16),
+                "max_events": str(PAGE_EVENTS)}
+        report(f"Timeline of {kernels:,} kernels, {run}: then a window of 1/16 of the capture",
+               view_cost(client, counter, [("/timeline", zoom)]), index, of="its index's")
 
 
 def tensorboard_client():
@@ -144,13 +182,7 @@ def main() -> None:
         share = report(f"Kernels view of {args.launches:,} launches over S3 (/runs + /kernels)", cost, total,
                        f" (goal < {GOAL:.0%})")
         if args.timeline:
-            nsys_run = publish_nsys_run(args.timeline)
-            nsys_sizes = run_bytes(nsys_run)
-            index = next(size for key, size in nsys_sizes.items() if key.endswith("timeline_index.npz"))
-            cost = view_cost(tensorboard_client(), counter, [("/timeline", {"run": nsys_run})])
-            # The view holds the whole index in memory (5 of its 7 columns): ranges spare the other two.
-            report(f"Timeline view of {args.timeline:,} kernels over S3 (/timeline; index {index / 1e6:.1f} MB)",
-                   cost, sum(nsys_sizes.values()), " (no goal: the view reads the index's 5 view columns whole)")
+            timeline_costs(counter, publish_nsys_runs(args.timeline), args.timeline)
     finally:
         server.stop()
     if share >= GOAL:
