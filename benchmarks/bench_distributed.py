@@ -13,9 +13,9 @@ Then, each in a child process of its own reporting its wall time and peak RSS:
           the sum scaled to all ranks),
   job:    `tb-hwprof export rank_*.json --ranks --run job` on a local cluster of --workers
           single-threaded worker processes (default: the machine's cores), the cluster's start
-          included; a worker exports each rank in a child process of its own (tb_hwprof/jobs.py
-          in_child), whose peak (ru_maxrss, in the job's notes) is the one compared; the worker's
-          own peak and its fork server's size are printed beside it.
+          included; a worker exports each rank in a child process forked for it (tb_hwprof/jobs.py
+          in_child), whose peak (ru_maxrss, in the job's notes, counting the worker's pages it
+          shares) is the one compared; the worker's own peak is printed beside it.
 Targets: job wall <= 1.3 x (sum of the single exports / workers); every worker's peak <= the
 single exports' highest peak; the straggler (and only it) found by the job's ranks table.
 
@@ -209,21 +209,20 @@ print(json.dumps({"s": time.perf_counter() - t, "rc": rc, "cpu_s": usage.ru_utim
 """
 
 NOTE = re.compile(r"^rank (\d+): .* exported on (\S+) in ([\d.]+) s \(CPU ([\d.]+) s; peak memory (\d+) MB; "
-                  r"the worker's own (\d+) MB, its fork server (\d+) MB\)$")
+                  r"the worker's own (\d+) MB\)$")
 
 
 def job_figures(job_dir: Path) -> dict:
     """Per worker: its peak memory and ranks (from the job's notes); the straggler verdicts."""
     sys.path.insert(0, str(REPO))
     from tb_hwprof.logdir.reader import load_run, read_manifest
-    workers = collections.defaultdict(lambda: {"mb": 0.0, "ranks": 0, "s": 0.0, "cpu_s": 0.0, "own_mb": 0.0,
-                                               "server_mb": 0.0})
+    workers = collections.defaultdict(lambda: {"mb": 0.0, "ranks": 0, "s": 0.0, "cpu_s": 0.0, "own_mb": 0.0})
     for note in read_manifest(job_dir)["notes"]:
         m = NOTE.match(note)
         if m:
             w = workers[m.group(2)]
             w["mb"], w["ranks"] = max(w["mb"], float(m.group(5))), w["ranks"] + 1
-            w["own_mb"], w["server_mb"] = max(w["own_mb"], float(m.group(6))), max(w["server_mb"], float(m.group(7)))
+            w["own_mb"] = max(w["own_mb"], float(m.group(6)))
             w["s"], w["cpu_s"] = w["s"] + float(m.group(3)), w["cpu_s"] + float(m.group(4))
     ranks = load_run(job_dir).summaries["ranks"]
     found = ranks[ranks["straggler"].astype(bool)]
@@ -278,8 +277,8 @@ def main() -> int:
           f"= {budget:.1f} s; ratio {job['s'] / (single_sum / args.workers):.2f}); driver peak {job['mb']:.0f} MB")
     for address, w in sorted(figures["workers"].items()):
         print(f"  worker {address}: {w['ranks']} ranks, {w['s']:.1f} s of tasks (CPU {w['cpu_s']:.1f} s), "
-              f"peak of a rank's process {w['mb']:.0f} MB (beside it: the worker {w['own_mb']:.0f} MB, its fork "
-              f"server {w['server_mb']:.0f} MB, pages partly shared)")
+              f"peak of a rank's process {w['mb']:.0f} MB (forked from the worker, whose pages it counts; the "
+              f"worker's own peak {w['own_mb']:.0f} MB)")
     print(f"stragglers found: {figures['stragglers']} (made: [{straggler}])")
     for reason in figures["reasons"]:
         print(f"  {reason}")

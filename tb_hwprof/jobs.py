@@ -19,7 +19,7 @@ skip_bad_ranks the other ranks are written and the job's notes list the skipped 
 
 Which cluster: scheduler None (or $TB_HWPROF_SCHEDULER unset) starts a local cluster of one
 single-threaded worker process per core (at most one per rank); a worker exports each rank in a
-child process of its own (in_child), so its peak memory is one rank's export, never what earlier
+child process forked for it (in_child), so its peak memory is one rank's export, never what earlier
 ranks left behind (a worker that may not have children, such as a daemonic Dask worker, exports in process);
 an address ("tcp://host:8786") sends the tasks to that cluster, whose workers
 read the files and write the runs at the same paths (made absolute here: a path all of them see);
@@ -65,7 +65,6 @@ class RankResult:
     cpu_seconds: float  # the worker process' CPU time meanwhile (all its threads)
     peak_mb: float  # the peak resident memory (ru_maxrss) of the process that exported the rank
     worker_mb: float = 0.0  # the worker process' own peak so far (the same process without a child)
-    helper_mb: float = 0.0  # the resident memory of the worker's other children (the fork server) now
 
     @property
     def rank(self) -> int:
@@ -97,26 +96,15 @@ def export_rank(path: str, position: int, staging: str, job: str, step: int = 0,
         child_cpu = child_mb = 0.0
     own_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return RankResult(position, str(path), digest, str(run_dir), _worker_address(), time.perf_counter() - started,
-                      time.process_time() - cpu + child_cpu, child_mb or own_mb, own_mb, children_mb())
+                      time.process_time() - cpu + child_cpu, child_mb or own_mb, own_mb)
 
 
-def children_mb() -> float:
-    """Resident MB of this process' children now (the fork server; 0 without psutil, a Dask dependency)."""
-    try:
-        import psutil
-        return sum(c.memory_info().rss for c in psutil.Process().children(recursive=True)) / 2 ** 20
-    except Exception:  # noqa: BLE001  (gone meanwhile, or no psutil: a figure for the notes only)
-        return 0.0
-
-
-# Each rank's child forks from a server process started once per worker, with our modules imported
-# and none of Dask's (multiprocessing's forkserver): no start-up cost per rank, and the child's peak
-# is an export's own, as a plain `tb-hwprof export` of the rank has it (forked from the Dask worker
-# itself, each child also counted the worker's ~100 MB).  The readers a job meets are imported too.
-CHILD_CONTEXT = "forkserver"
-CHILD_PRELOAD = ["tb_hwprof.jobs", "tb_hwprof.detect", "tb_hwprof.analysis.pipeline", "tb_hwprof.analysis.ranks",
-                 "tb_hwprof.readers.torch.kineto", "tb_hwprof.readers.nvidia.nsys_sqlite",
-                 "tb_hwprof.readers.amd.rocprof"]
+# Each rank's child is forked from the worker itself, our modules imported there first (no start-up
+# cost per rank).  Not multiprocessing's forkserver: a fork server outlives a worker that is closed
+# while a rank runs (the cluster closing after another rank failed), and its children then block
+# writing their result to nobody, holding the terminal's pipes; a forked child's result pipe breaks
+# when its worker is gone, so it ends.  Its peak counts the worker's own pages (~100 MB, shared).
+CHILD_CONTEXT = "fork"
 
 
 def can_fork() -> bool:
@@ -132,10 +120,9 @@ def in_child(path: str, work: tuple):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
-    method = CHILD_CONTEXT if CHILD_CONTEXT in multiprocessing.get_all_start_methods() else "fork"
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        context.set_forkserver_preload(CHILD_PRELOAD)  # read when the server starts (once per process)
+    from . import detect  # noqa: F401  (imported once here, not again in every child)
+    from .analysis import pipeline, ranks  # noqa: F401
+    context = multiprocessing.get_context(CHILD_CONTEXT)
     try:
         with ProcessPoolExecutor(1, mp_context=context) as pool:
             return pool.submit(_export_in_child, work).result()
@@ -305,7 +292,7 @@ def _run_in_process(paths, staging: Path, options: dict, skip_bad_ranks: bool, p
 def _run_on_dask(paths, staging: Path, options: dict, address, workers, skip_bad_ranks: bool, progress):
     client, close = dask_client(address, workers or default_workers(len(paths)), progress)
     try:
-        from distributed import as_completed, wait
+        from distributed import as_completed
         token = os.urandom(4).hex()
         futures = {client.submit(export_rank, path, i, str(staging), **options, isolate=True,
                                  key=f"tb-hwprof-rank-{i}-{token}", pure=False): (i, path)
@@ -317,8 +304,7 @@ def _run_on_dask(paths, staging: Path, options: dict, address, workers, skip_bad
                 failures.append(RankFailure(i, path, worker_death(future.exception(), path)))
                 _tell_failed(progress, len(results) + len(failures), len(paths), failures[-1])
                 if not (skip_bad_ranks and skippable(failures[-1].error)):
-                    client.cancel([f for f in futures if not f.done()])
-                    wait(list(futures))  # the running ones finish: none writes into a removed staging
+                    stop_queued(client, futures)
                     break
             elif future.status == "finished":
                 results.append(future.result())
@@ -326,6 +312,17 @@ def _run_on_dask(paths, staging: Path, options: dict, address, workers, skip_bad
         return results, failures
     finally:
         close()
+
+
+def stop_queued(client, futures) -> None:
+    """Cancel the ranks not started yet and wait for those running (a cancelled running task would
+    go on writing into the staging folder the job is about to remove)."""
+    from distributed import wait
+    running = {key for keys in client.processing().values() for key in keys}
+    client.cancel([f for f in futures if not f.done() and f.key not in running])
+    started = [f for f in futures if f.key in running and not f.done()]
+    if started:
+        wait(started)  # they end as they do; their errors were not the first
 
 
 def worker_death(error: BaseException, path: str) -> BaseException:
@@ -469,8 +466,7 @@ def write_job_run(results: List[RankResult], failures: List[RankFailure], stagin
 def job_notes(results: List[RankResult], failures: List[RankFailure]) -> List[str]:
     """Where each rank ran and which were skipped (--skip-bad-ranks), for the job's notes."""
     notes = [f"rank {r.rank}: {r.path} exported on {r.worker} in {r.seconds:.2f} s (CPU {r.cpu_seconds:.2f} s; "
-             f"peak memory {r.peak_mb:.0f} MB; the worker's own {r.worker_mb:.0f} MB, its fork server "
-             f"{r.helper_mb:.0f} MB)" for r in results]
+             f"peak memory {r.peak_mb:.0f} MB; the worker's own {r.worker_mb:.0f} MB)" for r in results]
     notes += [f"skipped rank file {f.path} (position {f.position + 1}): {f.error}" for f in failures]
     return notes
 

@@ -116,6 +116,16 @@ def test_a_bad_rank_stops_the_job_and_leaves_the_logdir_as_it_was(rank_files, tm
         assert tree(logs) == before
 
 
+def test_a_bad_rank_on_a_dask_cluster_stops_the_job_too(rank_files, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    bad = truncated_copy(rank_files[1], tmp_path)
+    (tmp_path / "logs").mkdir()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with pytest.raises(InputError, match=f"^{bad}: .*nothing was written"):
+            jobs.export_job([bad, *rank_files], tmp_path / "logs", "job", scheduler=cluster.scheduler_address)
+    assert tree(tmp_path / "logs") == {}
+
+
 def test_skip_bad_ranks_writes_the_others_and_lists_the_skipped_one(rank_files, tmp_path):
     bad = truncated_copy(rank_files[1], tmp_path)
     runs = jobs.export_job([rank_files[0], bad], tmp_path / "logs", "job", scheduler="none", skip_bad_ranks=True)
@@ -235,7 +245,6 @@ def test_a_job_into_an_s3_logdir_is_published_run_by_run(rank_files, tmp_path, m
 def test_a_rank_whose_process_dies_fails_alone_naming_its_file(rank_files, tmp_path, monkeypatch):
     """On Dask each rank runs in a child process of its own: a crash there (here: the child exits at
     once, as the OOM killer would end it) is that rank's one-line error, the worker lives on."""
-    monkeypatch.setattr(jobs, "CHILD_CONTEXT", "fork")  # a child that sees the patch below
     monkeypatch.setattr(jobs, "_export_one", lambda *work: os._exit(9))
     with pytest.raises(InputError, match=f"^{rank_files[0]}: the process exporting this rank died"):
         jobs.export_rank(str(rank_files[0]), 0, str(tmp_path), "job", isolate=True)
