@@ -631,3 +631,29 @@ def test_modified_time_of_each_filesystems_listing():
                  {"updated": "2026-12-01T22:00:00.000Z"}, {"created": when.timestamp()}):
         assert fs.modified_time(info) == when.timestamp(), info
     assert fs.modified_time({"size": 3}) is None
+
+
+def test_timeline_windows_read_by_ranges_from_s3_equal_the_local_ones(s3, samples_dir, tmp_path, monkeypatch):
+    """An index of many chunks and a decimated overview (both shrunk for the 423-slice DLProf
+    capture): the whole capture and zoomed windows served from S3 (chunks read by ranges) equal
+    the local plugin's, and nothing of the index lands in the mirror."""
+    from support_nsys import DLPROF
+    from tb_hwprof.logdir import trace
+    monkeypatch.setattr(trace, "CHUNK_ROWS", 16)
+    monkeypatch.setattr(trace, "OVERVIEW_EVENTS", 100)
+    local = tmp_path / "local"
+    tb_hwprof.export(sample(samples_dir, DLPROF), LOGDIR, "chunked")
+    tb_hwprof.export(sample(samples_dir, DLPROF), local, "chunked")
+    try:
+        remote_app, local_app = App(LOGDIR), App(local)
+        whole = remote_app.json("/timeline", run="chunked", max_events=100)
+        assert whole == local_app.json("/timeline", run="chunked", max_events=100) and whole["decimated"]
+        lo, hi = whole["capture_ns"]
+        for k in (2, 5, 9):
+            window = {"start": lo + (hi - lo) * k // 10, "end": lo + (hi - lo) * (k + 1) // 10}
+            assert remote_app.json("/timeline", run="chunked", **window) == local_app.json("/timeline", run="chunked", **window)
+        mirror = remote_app.store.mirror
+        assert not [p for p in mirror.rglob("*") if p.is_file() and metadata.TIMELINE_INDEX in p.name]
+    finally:
+        for key in keys(s3, "runs/chunked/"):
+            s3.delete_object(Bucket=BUCKET, Key=key)

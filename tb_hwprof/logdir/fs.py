@@ -523,6 +523,17 @@ class RemoteFile:
         """Bytes start..end-1: one range request for exactly those (a timeline window's rows)."""
         return self.remote.fs.cat_file(self.key, start=start, end=end)
 
+    def read_ranges(self, ranges) -> List[bytes]:
+        """Bytes of each (start, end) range, one request each, sent together by filesystems that
+        can (s3fs, gcsfs: concurrently); the first failure is raised."""
+        if not ranges:
+            return []
+        out = self.remote.fs.cat_ranges([self.key] * len(ranges), [a for a, _ in ranges], [b for _, b in ranges])
+        for data in out:
+            if isinstance(data, BaseException):
+                raise data
+        return out
+
 
 @contextlib.contextmanager
 def fetched_run(url: str, wanted=tables_but_timeline) -> Iterator[Path]:

@@ -471,16 +471,19 @@ class RangedIndex:
         offset, dtype, count = layout
         return np.frombuffer(data, dtype=dtype, count=count, offset=offset).copy()
 
-    def _layout(self, name: str) -> tuple:
-        """(data offset, dtype, values) of a column, its headers read once."""
-        if name not in self.layouts:
-            info = self.members[name]
-            head = _read_range(self.path, info.header_offset, min(info.header_offset + HEADER_READ, self.limit))
-            self.layouts[name] = self._parse_layout(name, head, info.header_offset, "iu")
-            if self.layouts[name][2] != self.meta.get("events"):
-                raise ValueError(f"member {name}.npy holds {self.layouts[name][2]:,} slices, "
+    def _read_layouts(self) -> None:
+        """(data offset, dtype, values) of each of RANGED_COLUMNS, their headers read once (together:
+        one round trip where the filesystem reads ranges concurrently)."""
+        if self.layouts:
+            return
+        offsets = [self.members[c].header_offset for c in RANGED_COLUMNS]
+        heads = _read_ranges(self.path, [(o, min(o + HEADER_READ, self.limit)) for o in offsets])
+        for column, offset, head in zip(RANGED_COLUMNS, offsets, heads):
+            layout = self._parse_layout(column, head, offset, "iu")
+            if layout[2] != self.meta.get("events"):
+                raise ValueError(f"member {column}.npy holds {layout[2]:,} slices, "
                                  f"the index lists {self.meta.get('events')}")
-        return self.layouts[name]
+            self.layouts[column] = layout
 
     def _parse_layout(self, name: str, data: bytes, base: int, kinds: str) -> tuple:
         """The member's local zip header and .npy header, found in `data` (read from `base`)."""
@@ -509,13 +512,14 @@ class RangedIndex:
 
     def rows(self, first: int, last: int) -> Dict[str, np.ndarray]:
         """RANGED_COLUMNS of rows first..last-1 (one range read per column), checked."""
+        self._read_layouts()
         out = {}
-        for column in RANGED_COLUMNS:
-            offset, dtype, _ = self._layout(column)
-            data = _read_range(self.path, offset + first * dtype.itemsize, offset + last * dtype.itemsize)
-            if len(data) != (last - first) * dtype.itemsize:
+        ranges = [(offset + first * dtype.itemsize, offset + last * dtype.itemsize)
+                  for offset, dtype, _ in (self.layouts[c] for c in RANGED_COLUMNS)]
+        for column, (a, b), data in zip(RANGED_COLUMNS, ranges, _read_ranges(self.path, ranges)):
+            if len(data) != b - a:
                 raise EOFError(f"member {column}.npy ends early")
-            out[column] = np.frombuffer(data, dtype=dtype).copy()
+            out[column] = np.frombuffer(data, dtype=self.layouts[column][1]).copy()
         if out["start"].size > 1 and bool((out["start"][1:] < out["start"][:-1]).any()):
             raise ValueError("slices are not in start order")
         self._check_ids(out)
@@ -544,6 +548,13 @@ def open_ranged(path, expected_events: Optional[int] = None) -> Optional[RangedI
 
 def _is_remote(path) -> bool:
     return hasattr(path, "open") and not isinstance(path, Path)
+
+
+def _read_ranges(path, ranges) -> list:
+    """Bytes of each (start, end) range: a remote file's requests go out together."""
+    if _is_remote(path):
+        return path.read_ranges(ranges)
+    return [_read_range(path, a, b) for a, b in ranges]
 
 
 def _read_range(path, start: int, end: int) -> bytes:
