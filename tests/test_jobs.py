@@ -221,6 +221,8 @@ def test_a_job_into_an_s3_logdir_is_published_run_by_run(rank_files, tmp_path, m
     moto_server = pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
     boto3 = pytest.importorskip("boto3")
+    import s3fs
+    s3fs.S3FileSystem.clear_instance_cache()  # an earlier server's filesystem holds its endpoint
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
@@ -240,6 +242,7 @@ def test_a_job_into_an_s3_logdir_is_published_run_by_run(rank_files, tmp_path, m
             jobs.export_job(rank_files, "s3://jobs/runs", "job2", scheduler="tcp://127.0.0.1:1")
     finally:
         server.stop()
+        s3fs.S3FileSystem.clear_instance_cache()
 
 
 def test_a_rank_whose_process_dies_fails_alone_naming_its_file(rank_files, tmp_path, monkeypatch):

@@ -44,6 +44,10 @@ def s3():
     moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install 'tb-hwprof[test]')")
     pytest.importorskip("s3fs", reason="s3fs is not installed (pip install 'tb-hwprof[s3]')")
     boto3 = pytest.importorskip("boto3")
+    import s3fs
+    # s3fs keeps one filesystem per set of arguments, whose client holds the endpoint it was made
+    # with: one made by an earlier test module against its own (stopped) server must not be reused.
+    s3fs.S3FileSystem.clear_instance_cache()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -59,6 +63,7 @@ def s3():
         client.put_object(Bucket=OTHER_BUCKET, Key="runs/secret/plugins/tb_hwprof/profile.json", Body=b"{}")
         yield client
     server.stop()
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 def keys(client, prefix: str, bucket: str = BUCKET) -> list:
