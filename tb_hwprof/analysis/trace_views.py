@@ -225,21 +225,52 @@ def _flows(flow: Optional[np.ndarray], idx: np.ndarray, merged: np.ndarray) -> l
 
 
 def decimate(start: np.ndarray, end: np.ndarray, track: np.ndarray, depth: np.ndarray, weight: np.ndarray,
-             idx: np.ndarray, wstart: int, wend: int, max_events: int):
-    """(rows kept, slices each stands for) of rows `idx`: per (lane, depth, time bin) the longest
-    slice, its weight the sum of its bin's.  Bins per row: the budget shared by the rows that have
-    slices here, so the result fits max_events.  Also the export's overview (logdir.trace)."""
-    rows = track[idx].astype(np.int64) * 64 + np.minimum(depth[idx], 63)
-    row_ids, row_of = np.unique(rows, return_inverse=True)
-    bins = max(1, max_events // max(1, row_ids.size))
+             idx: Optional[np.ndarray], wstart: int, wend: int, max_events: int):
+    """(rows kept, slices each stands for) of rows `idx` (None: every row): per (lane, depth, time
+    bin) the longest slice, its weight the sum of its bin's.  Bins per row: the budget shared by the
+    rows that have slices here, so the result fits max_events.  Also the export's overview
+    (logdir.trace), over 2M+ slices: temporaries are made in place and freed as soon as used."""
+    take = (lambda a: a) if idx is None else (lambda a: a[idx])
+    rows = take(track).astype(np.int64)
+    rows *= 64
+    rows += np.minimum(take(depth), 63)
+    row_count, row_of = _dense_ids(rows)
+    del rows
+    bins = max(1, max_events // max(1, row_count))
     width = max(1, wend - wstart)
-    b = np.clip((np.maximum(start[idx], wstart) - wstart) * bins // width, 0, bins - 1)
-    key = row_of.astype(np.int64) * bins + b
-    order = np.lexsort((-(end[idx] - start[idx]), key))
-    keys, first = np.unique(key[order], return_index=True)
-    picked, counts = idx[order[first]], np.add.reduceat(weight[idx][order], first)
+    key = np.maximum(take(start), wstart).astype(np.int64)
+    key -= wstart
+    key *= bins
+    key //= width
+    np.clip(key, 0, bins - 1, out=key)
+    row_of *= bins
+    key += row_of
+    del row_of
+    longest_first = take(start).astype(np.int64)
+    longest_first -= take(end)  # -(duration): the longest slice of a bin sorts first
+    order = np.lexsort((longest_first, key))
+    del longest_first
+    key = key[order]
+    first = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    del key
+    picked, counts = order[first], np.add.reduceat(take(weight)[order], first)
+    del order
+    if idx is not None:
+        picked = idx[picked]
     if picked.size > max_events:  # more rows than budget: the longest slices win
         keep = np.argsort(-(end[picked] - start[picked]), kind="stable")[:max_events]
         picked, counts = picked[keep], counts[keep]
     resort = np.lexsort((-(end[picked]), start[picked]))
     return picked[resort], counts[resort]
+
+
+def _dense_ids(values: np.ndarray):
+    """(how many distinct, each value's rank among the distinct ones) of non-negative integers:
+    by counting where the values are small (lane ids), else by sorting."""
+    top = int(values.max()) if values.size else 0
+    if values.size and values.min() >= 0 and top < (1 << 22):
+        present = np.bincount(values, minlength=top + 1) > 0
+        rank = np.cumsum(present) - 1
+        return int(present.sum()), rank[values]
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return distinct.size, inverse.astype(np.int64)

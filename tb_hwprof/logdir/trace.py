@@ -270,7 +270,7 @@ def overview(s: dict, order: np.ndarray, start, end, track, depth) -> Dict[str, 
     merged = np.ones(start.size, dtype=np.int64)
     if start.size > OVERVIEW_EVENTS:
         lo, hi = int(start.min()), int(end.max())
-        idx, merged = decimate(start, end, track, depth, merged, idx, lo, max(hi, lo + 1), OVERVIEW_EVENTS)
+        idx, merged = decimate(start, end, track, depth, merged, None, lo, max(hi, lo + 1), OVERVIEW_EVENTS)
     rows = order[idx]
     return {"start": start[idx], "end": end[idx], "track": track[idx], "name": s["name"][rows],
             "cat": s["cat"][rows], "flow": s["flow"][rows], DEPTH: depth[idx], "merged": merged.astype(np.int64)}
