@@ -37,14 +37,10 @@ def _rewrite(run_dir, filename, edit):
     tables.write_json_gz(path, doc)
 
 
-def _rename_kernels(doc, name, demangled):
-    doc["data"]["name"] = [name] * doc["rows"]
-    doc["data"]["demangled_name"] = [demangled] * doc["rows"]
-
-
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, samples_dir, ncu_report_module):
     import tb_hwprof
+    from tb_hwprof.logdir.writer import write_run
     root = tmp_path_factory.mktemp("browser_cpu_amd") / "logs"
     for run, rel in SOURCES.items():
         _export([samples_dir / rel], root, run)
@@ -58,9 +54,11 @@ def logdir(tmp_path_factory, samples_dir, ncu_report_module):
     # with the " [clone .kd]" suffix AMD tools append.
     nvidia = tb_hwprof.read(samples_dir / SOURCES[NVIDIA]).kernels
     for run, rel in ((SAME_MI200, SOURCES[MI200]), (SAME_MI300, "rocprof/omniperf_vcopy_mi300x")):
-        _export([samples_dir / rel], root, run)
-        _rewrite(root / run, "kernels.json.gz",
-                 lambda d: _rename_kernels(d, nvidia["name"][0], nvidia["demangled_name"][0] + " [clone .kd]"))
+        # Renamed in the model, so every table of the run (kernels, compare_kernels) holds the name.
+        profile = tb_hwprof.read(samples_dir / rel)
+        profile.kernels["name"] = nvidia["name"][0]
+        profile.kernels["demangled_name"] = nvidia["demangled_name"][0] + " [clone .kd]"
+        write_run(profile, tb_hwprof.analyse(profile), root, run)
     return root
 
 

@@ -11,7 +11,7 @@ import math
 import pytest
 
 import tb_hwprof
-from tb_hwprof.logdir import columns, tables
+from tb_hwprof.logdir import columns
 
 from support_plugin import App
 
@@ -29,13 +29,14 @@ SOURCES = {
 }
 
 
-def rename_kernels(run_dir, name: str, demangled: str) -> None:
-    """Give every launch of an exported run one kernel name (no NVIDIA and AMD sample share one)."""
-    path = run_dir / "plugins/tb_hwprof/kernels.json.gz"
-    doc = columns.data_only(tables.read_json_gz(path))
-    doc["data"]["name"] = [name] * doc["rows"]
-    doc["data"]["demangled_name"] = [demangled] * doc["rows"]
-    tables.write_json_gz(path, doc)
+def export_renamed(source, logdir, run: str, name: str, demangled: str) -> None:
+    """Export `source` with every launch given one kernel name (no NVIDIA and AMD sample share one),
+    renamed in the model so every table of the run (kernels, compare_kernels) holds the new name."""
+    from tb_hwprof.logdir.writer import write_run
+    profile = tb_hwprof.read(source)
+    profile.kernels["name"] = name
+    profile.kernels["demangled_name"] = demangled
+    write_run(profile, tb_hwprof.analyse(profile), logdir, run)
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,7 @@ def logdir(tmp_path_factory, samples_dir, ncu_report_module):
     # Compare must match them by name although their metric sets differ.
     nvidia = tb_hwprof.read(samples_dir / SOURCES[NVIDIA]).kernels
     for run, amd in SAME_NAME.items():
-        tb_hwprof.export(samples_dir / SOURCES[amd], path, run)
-        rename_kernels(path / run, nvidia["name"][0], nvidia["demangled_name"][0] + " [clone .kd]")
+        export_renamed(samples_dir / SOURCES[amd], path, run, nvidia["name"][0], nvidia["demangled_name"][0] + " [clone .kd]")
     return path
 
 
