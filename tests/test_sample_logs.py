@@ -24,6 +24,7 @@ def test_sample_run_matches_a_fresh_export(run_dir, samples_dir, ncu_report_modu
     assert list(run_dir.glob("events.out.tfevents.*")), "TensorBoard lists only folders with an event file"
     source = samples_dir / stored.provenance.source_path.removeprefix("shared/samples/")
     fresh = tb_hwprof.read(source)
+    tb_hwprof.analyse(fresh)  # as the export does: the analysis fills kernel columns (theoretical occupancy)
     assert stored.provenance.source_sha256 == fresh.provenance.source_sha256
     pd.testing.assert_frame_equal(stored.kernels, fresh.kernels)  # a tracer's all-NaN counters sparse in both
     assert [d.to_dict() for d in stored.devices] == [d.to_dict() for d in fresh.devices]  # peaks and their sources

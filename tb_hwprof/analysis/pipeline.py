@@ -111,7 +111,6 @@ def label_tables(profile):
     in them too): the kernels' labels, the CPU hotspots' top-down labels, a trace's GPU time
     projected onto its NVTX ranges.  Returns the profile (tb_hwprof.read gives it so)."""
     label_kernels(profile)
-    theoretical_occupancy(profile)
     label_topdown_tables(profile.summaries)
     label_phases(profile)
     return profile
