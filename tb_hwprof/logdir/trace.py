@@ -319,20 +319,27 @@ def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, kinds: s
     if info.compress_type != zipfile.ZIP_STORED or info.file_size > limit:
         raise ValueError(f"member {info.filename} is compressed or larger than the file: not written by tb-hwprof")
     with z.open(info) as f:
-        read_header = NPY_HEADERS.get(np.lib.format.read_magic(f))
-        if read_header is None:
-            raise ValueError(f"member {info.filename} is not a .npy array of format 1 or 2")
-        shape, _, dtype = read_header(f)
-        if len(shape) != 1 or dtype.kind not in kinds or dtype.hasobject:
-            raise ValueError(f"member {info.filename} is {dtype} of shape {shape}, not a column of integers")
-        size = shape[0] * dtype.itemsize
-        if size != info.file_size - f.tell():
-            raise ValueError(f"member {info.filename} declares {shape[0]:,} values ({size:,} bytes) "
-                             f"but holds {info.file_size - f.tell():,} bytes")
-        values = np.empty(shape[0], dtype=dtype)
-        if f.readinto(memoryview(values).cast("B")) != size:
+        dtype, count = _column_header(f, info, kinds)
+        values = np.empty(count, dtype=dtype)
+        if f.readinto(memoryview(values).cast("B")) != count * dtype.itemsize:
             raise EOFError(f"member {info.filename} ends early")
     return values
+
+
+def _column_header(f, info: zipfile.ZipInfo, kinds: str) -> tuple:
+    """(dtype, values) of the .npy header `f` is at, checked to be one 1-D column of `kinds` that fills
+    the rest of the member; `f` is left at the first value."""
+    read_header = NPY_HEADERS.get(np.lib.format.read_magic(f))
+    if read_header is None:
+        raise ValueError(f"member {info.filename} is not a .npy array of format 1 or 2")
+    shape, _, dtype = read_header(f)
+    if len(shape) != 1 or dtype.kind not in kinds or dtype.hasobject:
+        raise ValueError(f"member {info.filename} is {dtype} of shape {shape}, not a column of integers")
+    size = shape[0] * dtype.itemsize
+    if size != info.file_size - f.tell():
+        raise ValueError(f"member {info.filename} declares {shape[0]:,} values ({size:,} bytes) "
+                         f"but holds {info.file_size - f.tell():,} bytes")
+    return dtype, int(shape[0])
 
 
 def _index_meta(blob: np.ndarray) -> dict:
@@ -498,17 +505,8 @@ class RangedIndex:
         name_len, extra_len = struct.unpack("<HH", data[at + 26:at + LOCAL_HEADER])
         start = at + LOCAL_HEADER + name_len + extra_len
         f = io.BytesIO(data[start:start + HEADER_READ])
-        read_header = NPY_HEADERS.get(np.lib.format.read_magic(f))
-        if read_header is None:
-            raise ValueError(f"member {info.filename} is not a .npy array of format 1 or 2")
-        shape, _, dtype = read_header(f)
-        if len(shape) != 1 or dtype.kind not in kinds or dtype.hasobject:
-            raise ValueError(f"member {info.filename} is {dtype} of shape {shape}, not a column of integers")
-        size = shape[0] * dtype.itemsize
-        if size != info.file_size - f.tell():
-            raise ValueError(f"member {info.filename} declares {shape[0]:,} values ({size:,} bytes) "
-                             f"but holds {info.file_size - f.tell():,} bytes")
-        return base + start + f.tell(), dtype, int(shape[0])
+        dtype, count = _column_header(f, info, kinds)
+        return base + start + f.tell(), dtype, count
 
     def rows(self, first: int, last: int) -> Dict[str, np.ndarray]:
         """RANGED_COLUMNS of rows first..last-1 (one range read per column), checked."""
