@@ -419,52 +419,77 @@ def theoretical_occupancy(profile, analysis=None) -> None:
 
 
 def _fill_chunk(profile, part: slice, theoretical, limiter, waves, filled) -> None:
-    """theoretical / limiter / waves / filled of the rows `part`, in place, where computable."""
+    """theoretical / limiter / waves / filled of the rows `part`, in place, where computable: the rows
+    grouped once by (device, configuration), each distinct configuration computed once."""
     kernels = profile.kernels
-    inputs = np.stack([_floats(kernels[c].iloc[part]) for c in LAUNCH_INPUTS])
-    todo = np.isnan(theoretical[part]) & ~np.isnan(inputs).any(axis=0) & (inputs[0] > 0)
+    columns = [_floats(kernels[c].iloc[part]) for c in ("device",) + LAUNCH_INPUTS]
+    inputs = columns[1:]
+    todo = np.isnan(theoretical[part]) & (inputs[0] > 0)
+    for column in inputs:
+        todo &= ~np.isnan(column)
     if not todo.any():
         return
-    devices = _floats(kernels["device"].iloc[part])
-    grid_all = _floats(kernels["grid_size"].iloc[part])
-    for device_id in np.unique(devices[todo]):
-        rows = todo & ((devices == device_id) | (np.isnan(devices) & np.isnan(device_id)))
-        device = profile.device(None if np.isnan(device_id) else int(device_id))
-        got = _device_occupancy(profile, device, inputs, rows, part.start) if device is not None else None
-        if got is None:
-            continue
-        at = np.flatnonzero(rows) + part.start
-        theoretical[at], ours, active = got
-        limiter[at] = np.where(limiter[at] == "", ours, limiter[at])  # a tool's own limiter stays
-        per_wave = active * float(device.sm_count or math.nan)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            waves[at] = np.where(np.isnan(waves[at]) & (per_wave > 0), grid_all[rows] / per_wave, waves[at])
-        filled[at] = True
+    local = np.flatnonzero(todo)
+    rows = local + part.start
+    key = [c[local] for c in columns]
+    if _has_amd_device(profile):  # AMD's occupancy reads registers the kernels table does not hold
+        key += [_raw_column(profile, rows, names) for names in AMD_RAW.values()]
+    codes, firsts = group_codes(key)
+    occupancy, ours, active, known = _configs_occupancy(profile, [c[firsts] for c in key])
+    ok = known[codes]
+    rows, codes, local = rows[ok], codes[ok], local[ok]
+    theoretical[rows] = occupancy[codes]
+    limiter[rows] = np.where(limiter[rows] == "", ours[codes], limiter[rows])  # a tool's own limiter stays
+    grid = _floats(kernels["grid_size"].iloc[part])[local]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        waves[rows] = np.where(np.isnan(waves[rows]) & (active[codes] > 0), grid / active[codes], waves[rows])
+    filled[rows] = True
+
+
+def _has_amd_device(profile) -> bool:
+    return any(amd_limits(d) is not None for d in profile.devices)
 
 
 # Raw metric names (rocprof v1 / rocprof-compute) of the AMD inputs the kernels table does not hold.
 AMD_RAW = {"arch_vgpr": ("arch_vgpr", "Arch_VGPR"), "accum_vgpr": ("accum_vgpr", "Accum_VGPR"), "sgpr": ("sgpr", "SGPR")}
 
 
-def _device_occupancy(profile, device, inputs: np.ndarray, rows: np.ndarray, offset: int = 0):
-    """(occupancy %, limiter, active blocks / work-groups per SM / CU) of the launches `rows` of one
-    device (of the chunk starting at kernels row `offset`), computed once per distinct configuration;
-    None when its limits are unknown."""
+def _configs_occupancy(profile, configs: List[np.ndarray]):
+    """Per distinct configuration (columns: device, block size, registers, shared memory, then the AMD
+    raw registers where read): occupancy %, limiter, launches a wave of the whole device holds
+    (active blocks / work-groups per SM / CU x SMs / CUs), and whether its device's limits are known."""
+    n = len(configs[0])
+    occupancy, active = np.full(n, np.nan), np.full(n, np.nan)
+    ours = np.full(n, "", dtype=object)
+    known = np.zeros(n, dtype=bool)
+    devices = configs[0]
+    for device_id in pd.unique(devices):
+        which = (devices == device_id) | (np.isnan(devices) & np.isnan(device_id))
+        device = profile.device(None if np.isnan(device_id) else int(device_id))
+        got = _device_occupancy(device, [c[which] for c in configs[1:]]) if device is not None else None
+        if got is None:
+            continue
+        occupancy[which], ours[which], per_sm = got
+        active[which] = per_sm * float(device.sm_count or math.nan)
+        known |= which
+    return occupancy, ours, active, known
+
+
+def _device_occupancy(device, config: List[np.ndarray]):
+    """(occupancy %, limiter, active blocks / work-groups per SM / CU) of distinct configurations of
+    one device (block size, registers, shared memory, and on AMD arch / accum VGPRs and SGPRs); None
+    when its limits are unknown."""
     limits = cuda_limits(device)
     if limits is not None:
-        which, firsts = group_codes(list(inputs[:, rows]))
-        out = cuda_occupancy(limits, *inputs[:, rows][:, firsts])
-        return out["occupancy_pct"][which], out["limiter"][which], out["active_blocks"][which]
+        out = cuda_occupancy(limits, *config[:3])
+        return out["occupancy_pct"], out["limiter"], out["active_blocks"]
     amd = amd_limits(device)
     if amd is None:
         return None
-    index = np.flatnonzero(rows) + offset
-    extra = [_raw_column(profile, index, names) for names in AMD_RAW.values()]
-    columns = list(inputs[:, rows]) + extra
-    which, firsts = group_codes(columns)
-    block, vgprs, lds, arch, accum, sgpr = (c[firsts] for c in columns)
+    block, vgprs, lds = config[:3]
+    arch, accum, sgpr = config[3:6] if len(config) >= 6 else (None, None, None)
     out = amd_occupancy(amd, block, vgprs, lds, sgpr, arch, accum)
-    return out["occupancy_pct"][which], out["limiter"][which], out["active_workgroups"][which]
+    return out["occupancy_pct"], out["limiter"], out["active_workgroups"]
 
 
 def _raw_column(profile, index: np.ndarray, names) -> np.ndarray:
@@ -486,13 +511,56 @@ def _raw_column(profile, index: np.ndarray, names) -> np.ndarray:
 
 def group_codes(columns: List[np.ndarray]):
     """(code per row, first row of each code) of the distinct combinations of equal-length columns,
-    by hashing (pd.factorize, NaN a value of its own) rather than sorting rows: O(n) on 1M launches."""
+    codes numbered in order of first sight.  One hash pass per column (floats hashed by their bits,
+    text by the str objects rows share: columnar.object_codes), the columns' codes combined by
+    arithmetic and hashed once more: O(n), ~10 ms a column per million launches."""
+    from ..columnar import first_rows
     codes = np.zeros(len(columns[0]), dtype=np.int64)
+    span = 1  # codes < span
     for column in columns:
-        one, uniques = pd.factorize(column, use_na_sentinel=False)
-        codes, _ = pd.factorize(codes * max(len(uniques), 1) + one)
-    distinct, firsts = np.unique(codes, return_index=True)  # codes are 0..k-1 in order of first sight
-    return codes, firsts
+        one = _value_codes(column)
+        k = int(one.max()) + 1 if one.size else 1
+        if k <= 1:
+            continue
+        if span > (1 << 62) // k:  # the product would overflow: renumber what we have first
+            codes = pd.factorize(codes)[0].astype(np.int64)
+            span = int(codes.max()) + 1
+        codes = codes * k + one
+        span *= k
+    codes, distinct = pd.factorize(codes)
+    return codes, first_rows(codes, len(distinct))
+
+
+def _value_codes(column) -> np.ndarray:
+    """A code 0..k-1 per row, equal values (NaN equal to NaN) sharing one."""
+    from ..columnar import object_codes
+    column = np.asarray(column)
+    if column.dtype == object:
+        return object_codes(column).astype(np.int64, copy=False)
+    if column.dtype.kind == "f":
+        small = _small_whole_codes(column)
+        if small is not None:
+            return small
+        canonical = column.astype(np.float64) + 0.0  # a copy; -0.0 becomes 0.0
+        canonical[np.isnan(canonical)] = np.nan  # one NaN bit pattern
+        column = canonical.view(np.int64)
+    return pd.factorize(column)[0].astype(np.int64, copy=False)
+
+
+def _small_whole_codes(column: np.ndarray) -> Optional[np.ndarray]:
+    """Codes of a float column of whole numbers within 2**20 of one another (block sizes, registers,
+    grids, devices) by subtraction, no hashing: value - min + 1, NaN 0.  None for other columns."""
+    missing = np.isnan(column)
+    if missing.all():
+        return np.zeros(len(column), dtype=np.int64)
+    low, high = np.nanmin(column), np.nanmax(column)
+    if not high - low < (1 << 20):
+        return None
+    shifted = np.where(missing, low - 1, column) - (low - 1)
+    codes = shifted.astype(np.int64)
+    if not (codes == shifted).all():  # a fraction somewhere
+        return None
+    return codes
 
 
 def _floats(column) -> np.ndarray:
