@@ -27,6 +27,7 @@ read the files and write the runs at the same paths (made absolute here: a path 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import json
@@ -485,22 +486,71 @@ def move_new_job(results, names: dict, staged_job: Path, job_dir: Path) -> List[
 
 
 def replace_runs(results, names: dict, staged_job: Path, job_dir: Path, job: str) -> List[Path]:
-    """--overwrite of an existing job: each rank's run, then the job's, replaced by the writer's
-    put_in_place under the run's lock (our files only: a rank run of an earlier export that this
-    one has no rank for stays)."""
-    from .logdir.writer import key_of, lock_run, owner_tag, put_in_place
+    """--overwrite of an existing job: each rank's run replaced by the writer's put_in_place under
+    the run's lock (our files only), then the earlier job's rank runs that this one has no rank for
+    removed, then the job's run replaced: once the new job's run is listed, its ranks are the job's."""
+    from .logdir.writer import area_of, lock_run, put_in_place, tidy_area
+    stale = sorted(earlier_rank_runs(job_dir, job) - set(names.values()))
     runs = []
     staged = [(Path(r.staged), job_dir / names[r.position], f"{job}/{names[r.position]}")
               for r in sorted(results, key=lambda r: r.rank)]
-    for source, run_dir, name in staged + [(staged_job, job_dir, job)]:
-        lock = lock_run(run_dir, name) if run_dir != job_dir else None  # the job's own lock is held already
-        try:
-            put_in_place(source, run_dir, run_dir.parent / ".tb-hwprof" / "old" / f"{key_of(run_dir.name)}@{owner_tag()}")
-        finally:
-            if lock is not None:
-                lock.release()
+    for source, run_dir, name in staged:
+        with held(lock_run(run_dir, name)):
+            put_in_place(source, run_dir, old_copy(run_dir))
         runs.append(run_dir)
-    return runs
+    for rank_run in stale:
+        with held(lock_run(job_dir / rank_run, f"{job}/{rank_run}")):
+            remove_our_run(job_dir / rank_run)
+    tidy_area(area_of(job_dir / "rank_0"))  # the ranks' locks, held by this export only
+    put_in_place(staged_job, job_dir, old_copy(job_dir))  # the job's own lock is held already
+    return runs + [job_dir]
+
+
+@contextlib.contextmanager
+def held(lock):
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def old_copy(run_dir: Path) -> Path:
+    """Where the writer moves a run's earlier asset folder while replacing it (logdir/writer.py)."""
+    from .logdir.writer import area_of, key_of, owner_tag
+    return area_of(run_dir) / "old" / f"{key_of(run_dir.name)}@{owner_tag()}"
+
+
+RANK_RUN = re.compile(r"rank_\d+")
+
+
+def earlier_rank_runs(job_dir: Path, job: str) -> set:
+    """The rank runs (folder names under job_dir) of the job already there: those its ranks table
+    lists; where that table cannot be read, the rank_<N> folders holding a run of ours."""
+    from .logdir.reader import read_manifest, read_summaries
+    from .logdir.writer import asset_dir
+    try:
+        listed = read_summaries(job_dir, read_manifest(job_dir))["ranks"]["run"].tolist()
+        return {run[len(job) + 1:] for run in listed
+                if isinstance(run, str) and run.startswith(job + "/") and RANK_RUN.fullmatch(run[len(job) + 1:])}
+    except (HwprofError, OSError, KeyError):
+        return {p.name for p in _list(job_dir) if RANK_RUN.fullmatch(p.name) and asset_dir(p).is_dir()}
+
+
+def remove_our_run(run_dir: Path) -> None:
+    """Our files of a run removed: its event files first, under pending names (TensorBoard stops
+    listing the run), then its asset folder renamed into the hidden area's staging folder, where a
+    dead export's leftovers are removed (logdir/writer.py clean_area), and removed; the run folder
+    too once nothing else is in it (a user's files stay).  A kill before that rename leaves the run
+    whole (its repair shows the event files again), one after it leaves no run."""
+    from .logdir.writer import AREA, asset_dir, hide_events, key_of, owner_tag, retrying
+    assets = asset_dir(run_dir)
+    if not assets.is_dir():
+        return
+    doomed = run_dir.parent / AREA / "staging" / f"{key_of(run_dir.name)}@{owner_tag()}@removed"
+    hide_events(run_dir)
+    retrying(lambda: (doomed.parent.mkdir(parents=True, exist_ok=True), os.rename(assets, doomed)))
+    shutil.rmtree(doomed, ignore_errors=True)
+    remove_empty([assets.parent, run_dir])
 
 
 # ------------------------------------------------------------------ is it a job? (the CLI's rule)

@@ -174,6 +174,27 @@ def test_an_existing_job_needs_overwrite(rank_files, tmp_path):
     assert read_manifest(tmp_path / "job" / "rank_0")["provenance"]["export_time"] >= first
 
 
+def tensorboard_runs(logdir) -> set:
+    """The runs TensorBoard lists in `logdir` (its own walk: folders holding a tfevents file)."""
+    from tensorboard.backend.event_processing import io_wrapper
+    return {os.path.relpath(d, logdir) for d in io_wrapper.GetLogdirSubdirectories(str(logdir))}
+
+
+def test_overwrite_with_fewer_ranks_removes_the_earlier_jobs_other_ranks(rank_files, tmp_path):
+    logs = tmp_path / "logs"
+    jobs.export_job(rank_files, logs, "job", scheduler="none")
+    export_report(rank_files[1], logs, "job/mine")  # a plain run in the job's folder: no rank of the job
+    (logs / "job" / "rank_1" / "notes.txt").write_text("a user's file")
+    assert tensorboard_runs(logs) == {"job", "job/rank_0", "job/rank_1", "job/mine"}
+    jobs.export_job(rank_files[:1], logs, "job", scheduler="none", overwrite=True)
+    assert tensorboard_runs(logs) == {"job", "job/rank_0", "job/mine"}
+    assert [p.name for p in (logs / "job" / "rank_1").iterdir()] == ["notes.txt"]  # ours gone, theirs kept
+    rank = raw_trace(rank_files[0])["distributedInfo"]["rank"]
+    assert load_run(logs / "job").summaries["ranks"]["run"].tolist() == [f"job/rank_{rank}"]
+    assert read_manifest(logs / "job" / "mine")["kernel_count"] == raw_kernels(rank_files[1])
+    assert not (logs / "job" / ".tb-hwprof").exists() and not (logs / ".tb-hwprof").exists()
+
+
 def test_nsys_ranks_take_their_order_and_count_what_sqlite_counts(samples_dir, tmp_path):
     files = [sample(samples_dir, name) for name in NSYS]
     assert cli.main(["export", *map(str, files), "--ranks", "--logdir", str(tmp_path), "--run", "job",
