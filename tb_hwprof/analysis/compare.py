@@ -286,14 +286,17 @@ def compare_table(kernels: pd.DataFrame) -> pd.DataFrame:
 
 def _representatives(kset: KernelSet) -> np.ndarray:
     """Per key, representative_launch's row, for all keys at once: its longest launch (the first of
-    equal ones), its first launch where none has a finite duration."""
+    equal ones), its first launch where none has a finite duration.  No sort: each key's longest
+    duration by one pass, then the first row holding it."""
     durations = _floats(kset.kernels, "duration_ns")
-    n, rows = len(kset.keys), np.arange(len(durations))
-    order = np.lexsort((rows, -np.where(np.isnan(durations), -np.inf, durations), kset.codes))
-    longest = np.empty(n, dtype=np.int64)
-    longest[kset.codes[order[::-1]]] = order[::-1]  # the last write per key is its first in `order`
-    finite = np.bincount(kset.codes, weights=np.isfinite(durations).astype(np.float64), minlength=n) > 0
-    return np.where(finite, longest, kset.first)
+    n = len(kset.keys)
+    timed = np.where(np.isnan(durations), -np.inf, durations)
+    longest = np.full(n, -np.inf)
+    np.maximum.at(longest, kset.codes, timed)
+    holders = np.flatnonzero(timed == longest[kset.codes])
+    first_longest = np.empty(n, dtype=np.int64)
+    first_longest[kset.codes[holders[::-1]]] = holders[::-1]  # the last write per key is its first holder
+    return np.where(np.isfinite(longest), first_longest, kset.first)
 
 
 def _devices_per_key(kset: KernelSet) -> List[str]:
@@ -340,13 +343,6 @@ def _config_text(kernels: pd.DataFrame, row: int) -> Optional[str]:
     return ", ".join(parts)
 
 
-def _value_codes(values: np.ndarray) -> np.ndarray:
-    """A code per row, equal values sharing one (str objects by the pointer trick, numbers by value)."""
-    if values.dtype == object:
-        return columnar.object_factorize(values)[0]
-    return pd.factorize(values, use_na_sentinel=False)[0].astype(np.int64)
-
-
 def launch_configs(kset: KernelSet, keys: Sequence[str]) -> Dict[str, Optional[str]]:
     """Per key: its launch configuration when all its launches share one, else None.  Only the
     launches of `keys` are looked at (what the name stages left)."""
@@ -358,13 +354,9 @@ def launch_configs(kset: KernelSet, keys: Sequence[str]) -> Dict[str, Optional[s
     wanted = np.zeros(len(kset.keys), dtype=bool)
     wanted[[kset.index[k] for k in keys]] = True
     rows = np.flatnonzero(wanted[kset.codes])
-    config = np.zeros(rows.size, dtype=np.int64)
-    for column in LAUNCH_CONFIG:  # one code per distinct configuration, column by column
-        part = _value_codes(kset.kernels[column].to_numpy()[rows])
-        config = pd.factorize(config * (int(part.max(initial=0)) + 1) + part)[0].astype(np.int64)
-    width = int(config.max(initial=0)) + 1
-    distinct = np.unique(kset.codes[rows].astype(np.int64) * width + config) // width
-    per_key = np.bincount(distinct, minlength=len(kset.keys))
+    key_codes = kset.codes[rows]
+    _, firsts = columnar.group_codes([key_codes] + [kset.kernels[c].to_numpy()[rows] for c in LAUNCH_CONFIG])
+    per_key = np.bincount(key_codes[firsts], minlength=len(kset.keys))  # distinct configurations per key
     for key in keys:
         if per_key[kset.index[key]] == 1:
             out[key] = _config_text(kset.kernels, int(kset.first[kset.index[key]]))

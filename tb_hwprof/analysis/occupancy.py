@@ -31,6 +31,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from ..columnar import group_codes
+
 LABEL = "theoretical (from launch configuration)"
 # Limiter names as Nsight Compute's launch__occupancy_limit_* read (readers/nvidia/ncu_metrics.py),
 # in the order they are listed when several tie.
@@ -507,60 +509,6 @@ def _raw_column(profile, index: np.ndarray, names) -> np.ndarray:
                 out[j] = value
                 break
     return out
-
-
-def group_codes(columns: List[np.ndarray]):
-    """(code per row, first row of each code) of the distinct combinations of equal-length columns,
-    codes numbered in order of first sight.  One hash pass per column (floats hashed by their bits,
-    text by the str objects rows share: columnar.object_codes), the columns' codes combined by
-    arithmetic and hashed once more: O(n), ~10 ms a column per million launches."""
-    from ..columnar import first_rows
-    codes = np.zeros(len(columns[0]), dtype=np.int64)
-    span = 1  # codes < span
-    for column in columns:
-        one = _value_codes(column)
-        k = int(one.max()) + 1 if one.size else 1
-        if k <= 1:
-            continue
-        if span > (1 << 62) // k:  # the product would overflow: renumber what we have first
-            codes = pd.factorize(codes)[0].astype(np.int64)
-            span = int(codes.max()) + 1
-        codes = codes * k + one
-        span *= k
-    codes, distinct = pd.factorize(codes)
-    return codes, first_rows(codes, len(distinct))
-
-
-def _value_codes(column) -> np.ndarray:
-    """A code 0..k-1 per row, equal values (NaN equal to NaN) sharing one."""
-    from ..columnar import object_codes
-    column = np.asarray(column)
-    if column.dtype == object:
-        return object_codes(column).astype(np.int64, copy=False)
-    if column.dtype.kind == "f":
-        small = _small_whole_codes(column)
-        if small is not None:
-            return small
-        canonical = column.astype(np.float64) + 0.0  # a copy; -0.0 becomes 0.0
-        canonical[np.isnan(canonical)] = np.nan  # one NaN bit pattern
-        column = canonical.view(np.int64)
-    return pd.factorize(column)[0].astype(np.int64, copy=False)
-
-
-def _small_whole_codes(column: np.ndarray) -> Optional[np.ndarray]:
-    """Codes of a float column of whole numbers within 2**20 of one another (block sizes, registers,
-    grids, devices) by subtraction, no hashing: value - min + 1, NaN 0.  None for other columns."""
-    missing = np.isnan(column)
-    if missing.all():
-        return np.zeros(len(column), dtype=np.int64)
-    low, high = np.nanmin(column), np.nanmax(column)
-    if not high - low < (1 << 20):
-        return None
-    shifted = np.where(missing, low - 1, column) - (low - 1)
-    codes = shifted.astype(np.int64)
-    if not (codes == shifted).all():  # a fraction somewhere
-        return None
-    return codes
 
 
 def _floats(column) -> np.ndarray:
