@@ -269,14 +269,33 @@ def tool_version(data: bytes) -> str:
     return match.group(1).decode() if match else ""
 
 
-def value_readers(ncu_report) -> Dict[int, object]:
-    """IMetric value kind -> accessor: what IMetric.value() dispatches to, without the dict of
-    lambdas value() builds on every call (a third of the reading time of a big report)."""
-    m = ncu_report.IMetric
-    none = lambda metric: None  # noqa: E731
-    return {m.ValueKind_ANY: none, m.ValueKind_UNKNOWN: none,
-            m.ValueKind_DOUBLE: m.as_double, m.ValueKind_FLOAT: m.as_double,
-            m.ValueKind_STRING: m.as_string, m.ValueKind_UINT32: m.as_uint64, m.ValueKind_UINT64: m.as_uint64}
+@dataclasses.dataclass(frozen=True)
+class MetricAccess:
+    """The calls that read one metric, each f(object, ...): IAction.metric_by_name, IMetric.kind and
+    unit, and per value kind the accessor IMetric.value() dispatches to (without the dict of lambdas
+    value() builds on every call: a third of the reading time of a big report).  They are the SWIG
+    functions those methods forward to, called directly: the four methods in between cost ~1 us a
+    metric (~30 ms of a 30k-metric report); the methods themselves where the module has no such
+    function."""
+
+    by_name: object
+    kind: object
+    unit: object
+    readers: Dict[int, object]
+
+    @classmethod
+    def of(cls, ncu_report) -> "MetricAccess":
+        m, swig = ncu_report.IMetric, getattr(ncu_report, "_ncu_report", None)
+
+        def call(cls_name, method):
+            return getattr(swig, f"{cls_name}_{method}", None) or getattr(getattr(ncu_report, cls_name), method)
+        none = lambda metric: None  # noqa: E731
+        as_double, as_uint64 = call("IMetric", "as_double"), call("IMetric", "as_uint64")
+        readers = {m.ValueKind_ANY: none, m.ValueKind_UNKNOWN: none,
+                   m.ValueKind_DOUBLE: as_double, m.ValueKind_FLOAT: as_double,
+                   m.ValueKind_STRING: call("IMetric", "as_string"), m.ValueKind_UINT32: as_uint64,
+                   m.ValueKind_UINT64: as_uint64}
+        return cls(call("IAction", "metric_by_name"), call("IMetric", "kind"), call("IMetric", "unit"), readers)
 
 
 # Every metric name Nsight Compute writes is printable ASCII without spaces ("sm__cycles_elapsed.avg",
@@ -426,18 +445,19 @@ def _sound_text(name: str, value: str, grammar: MetricGrammar, sound: set) -> bo
     return readable_text(value)
 
 
-def action_metrics(action, readers: Dict[int, object], grammar: MetricGrammar, sound: set) -> Dict[str, list]:
+def action_metrics(action, access: MetricAccess, grammar: MetricGrammar, sound: set) -> Dict[str, list]:
     """{metric name: [value, unit]} for every metric of one launch."""
     out = {}
+    by_name, kind, unit, readers = access.by_name, access.kind, access.unit, access.readers
     with library_call():  # once per launch, not per metric: 30k metrics would pay ~0.3 s for it
         for name in _metric_names(action, grammar, sound):
-            metric = action.metric_by_name(name)
+            metric = by_name(action, name)
             if metric is None:
                 raise DamagedLaunch(f"metric {name} is listed but not stored")
-            value = readers[metric.kind()](metric)
-            if isinstance(value, str) and not _sound_text(name, value, grammar, sound):
+            value = readers[kind(metric)](metric)
+            if value.__class__ is str and not _sound_text(name, value, grammar, sound):
                 raise DamagedLaunch(f"metric {name} holds damaged text")
-            out[name] = [None if value != value else value, metric.unit()]  # NaN -> null, as JSON has it
+            out[name] = [None if value != value else value, unit(metric)]  # NaN -> null, as JSON has it
     return out
 
 
@@ -568,6 +588,7 @@ class Launches:
     rows: List[dict] = dataclasses.field(default_factory=list)
     raws: List[dict] = dataclasses.field(default_factory=list)
     rules: List[list] = dataclasses.field(default_factory=list)
+    peaks: List[dict] = dataclasses.field(default_factory=list)  # ncu_metrics.kernel_peaks of each sound launch
     damaged: Dict[int, str] = dataclasses.field(default_factory=dict)
     hotspots: List[dict] = dataclasses.field(default_factory=list)  # source_hotspots of the sound launches
     sections: List[dict] = dataclasses.field(default_factory=list)  # section_rows of each range's first sound launch
@@ -584,20 +605,20 @@ def other_names(action, ncu_report) -> Dict[str, str]:
     return names
 
 
-def read_launch(action, launch_id: int, range_id: int, ncu_report, readers,
-                grammar: MetricGrammar, sound: set) -> Tuple[dict, dict, list]:
-    """(kernels row, raw metrics, rule results) of one launch, or DamagedLaunch."""
+def read_launch(action, launch_id: int, range_id: int, ncu_report, access: MetricAccess,
+                grammar: MetricGrammar, sound: set) -> Tuple[dict, dict, list, dict]:
+    """(kernels row, raw metrics, rule results, peaks) of one launch, or DamagedLaunch."""
     name = launch_name(action, ncu_report)
-    raw = action_metrics(action, readers, grammar, sound)
+    raw = action_metrics(action, access, grammar, sound)
     values = {k: v[0] for k, v in raw.items()}
     row = ncu_metrics.kernel_fields(values)
     row.update(launch_id=launch_id, range_id=range_id, name=name, **other_names(action, ncu_report))
-    return row, raw, action_rules(action)
+    return row, raw, action_rules(action), ncu_metrics.kernel_peaks(values)
 
 
 def read_launches(ctx, ncu_report, container: Container) -> Launches:
     launches = Launches()
-    readers, grammar, sound = value_readers(ncu_report), MetricGrammar.of(ncu_report), set()
+    access, grammar, sound = MetricAccess.of(ncu_report), MetricGrammar.of(ncu_report), set()
     sections_read, section_keys = set(), set()
     for range_id in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(range_id)
@@ -606,7 +627,7 @@ def read_launches(ctx, ncu_report, container: Container) -> Launches:
             launches.count += 1
             action = rng.action_by_idx(action_id)
             try:
-                row, raw, rules = read_launch(action, launch_id, range_id, ncu_report, readers, grammar, sound)
+                row, raw, rules, peaks = read_launch(action, launch_id, range_id, ncu_report, access, grammar, sound)
                 container.check_metrics(launch_id, len(raw))
                 hotspots = source_hotspots(action, launch_id, raw)
                 # A range's launches share the sections chosen at capture: read once per range
@@ -622,6 +643,7 @@ def read_launches(ctx, ncu_report, container: Container) -> Launches:
             launches.rows.append(row)
             launches.raws.append(raw)
             launches.rules.append(rules)
+            launches.peaks.append(peaks)
     return launches
 
 
@@ -690,12 +712,12 @@ def read_ncu_rep(path, salvage: bool = False) -> Profile:
 def _profile(path: Path, data: bytes, launches: Launches, notes: List[str]) -> Profile:
     device_metrics: Dict[int, dict] = {}
     device_peaks: Dict[int, Dict[str, float]] = {}
-    for row, raw in zip(launches.rows, launches.raws):
-        values = {k: v[0] for k, v in raw.items()}
+    for row, raw, launch_peaks in zip(launches.rows, launches.raws, launches.peaks):
         device = 0 if math.isnan(row["device"]) else int(row["device"])
-        device_metrics.setdefault(device, values)
+        if device not in device_metrics:  # the device's attributes, from its first launch
+            device_metrics[device] = {k: v[0] for k, v in raw.items()}
         peaks = device_peaks.setdefault(device, {})
-        for key, value in ncu_metrics.kernel_peaks(values).items():
+        for key, value in launch_peaks.items():
             peaks[key] = max(peaks.get(key, 0.0), value)
     devices = [ncu_metrics.device_from_metrics(d, m, device_peaks.get(d)) for d, m in sorted(device_metrics.items())]
     provenance = Provenance(tool="ncu", tool_version=tool_version(data), source_path=str(path.resolve()),
