@@ -195,6 +195,22 @@ def test_overwrite_with_fewer_ranks_removes_the_earlier_jobs_other_ranks(rank_fi
     assert not (logs / "job" / ".tb-hwprof").exists() and not (logs / ".tb-hwprof").exists()
 
 
+@pytest.mark.xfail(strict=True, reason="needs the writer to stage a run without showing its event files "
+                   "(StagedRun listed=False: proposed to the lead, logdir/writer.py and analysis/pipeline.py)")
+def test_tensorboard_never_lists_a_staged_rank(rank_files, tmp_path, monkeypatch):
+    """Each time an event file takes its listed name, what TensorBoard would list then: only the
+    job's runs, never a rank staged in the logdir's hidden area (TensorBoard walks dot-folders)."""
+    from tb_hwprof.logdir import writer
+    logs, seen, show = tmp_path / "logs", [], writer.show_events
+
+    def show_and_look(run_dir):
+        show(run_dir)
+        seen.append(tensorboard_runs(logs))
+    monkeypatch.setattr(writer, "show_events", show_and_look)
+    jobs.export_job(rank_files, logs, "job", scheduler="none")
+    assert seen and all(listed <= {"job", "job/rank_0", "job/rank_1"} for listed in seen), seen
+
+
 def test_nsys_ranks_take_their_order_and_count_what_sqlite_counts(samples_dir, tmp_path):
     files = [sample(samples_dir, name) for name in NSYS]
     assert cli.main(["export", *map(str, files), "--ranks", "--logdir", str(tmp_path), "--run", "job",
