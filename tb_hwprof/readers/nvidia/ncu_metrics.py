@@ -41,6 +41,11 @@ SM_COUNT_OP = "sm__sass_thread_inst_executed_op_{op}_pred_on.sum"
 SMSP_COUNT_OP = "smsp__sass_thread_inst_executed_op_{op}_pred_on.sum"
 PEAK_FMA = "sm__sass_thread_inst_executed_op_{p}fma_pred_on.sum.peak_sustained"
 TENSOR_X512 = "derived__smsp__inst_executed_pipe_tensor_x512"
+OPS = ("add", "mul", "fma")
+# The names above per precision letter, formatted once: (add, mul, fma) each.
+RATE_NAMES = {p: tuple(SMSP_PER_CYCLE.format(op=p + op) for op in OPS) for p in PRECISION_PREFIX.values()}
+COUNT_NAMES = {p: tuple((SM_COUNT_OP.format(op=p + op), SMSP_COUNT_OP.format(op=p + op)) for op in OPS)
+               for p in PRECISION_PREFIX.values()}
 TENSOR_PEAK_X512 = "derived__sm__inst_executed_pipe_tensor_x512"
 
 
@@ -48,6 +53,10 @@ def num(m: Metrics, *names: str) -> float:
     """The first of `names` present as a number, else NaN."""
     for name in names:
         v = m.get(name)
+        if v.__class__ is float:  # most values: no conversion (~100 lookups a launch)
+            if v == v:
+                return v
+            continue
         if v is None or isinstance(v, str):
             continue
         try:
@@ -99,11 +108,10 @@ def precision_flops(m: Metrics, precision: str) -> float:
         hz = num(m, "smsp__cycles_elapsed.avg.per_second")
         secs = num(m, DURATION) * 1e-9
         cycles = hz * secs
-    rates = [num(m, SMSP_PER_CYCLE.format(op=p + op)) for op in ("add", "mul", "fma")]
+    rates = [num(m, name) for name in RATE_NAMES[p]]
     if not any(math.isnan(r) for r in rates) and not math.isnan(cycles):
         return (rates[0] + rates[1] + 2 * rates[2]) * cycles
-    counts = [num(m, SM_COUNT_OP.format(op=p + op), SMSP_COUNT_OP.format(op=p + op))
-              for op in ("add", "mul", "fma")]
+    counts = [num(m, *names) for names in COUNT_NAMES[p]]
     if any(math.isnan(c) for c in counts):
         return math.nan
     return counts[0] + counts[1] + 2 * counts[2]
@@ -217,7 +225,7 @@ def achieved_flop_per_s(m: Metrics) -> float:
     hz = num(m, "smsp__cycles_elapsed.avg.per_second")
     per_cycle = []
     for p in PRECISION_PREFIX.values():
-        rates = [num(m, SMSP_PER_CYCLE.format(op=p + op)) for op in ("add", "mul", "fma")]
+        rates = [num(m, name) for name in RATE_NAMES[p]]
         if not any(math.isnan(r) for r in rates):
             per_cycle.append(rates[0] + rates[1] + 2 * rates[2])
     tensor = num(m, TENSOR_X512)
