@@ -404,8 +404,7 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
         labels = events.text(np.asarray(uniques, dtype=np.int32))
         parts.append({"start": x["ts_ns"][rows], "end": x["ts_ns"][rows] + x["dur_ns"][rows],
                       "track": track_of(rows), "name": names.codes(list(labels), codes),
-                      "cat": np.full(rows.size, CAT[cat]), "flow": np.full(rows.size, -1) if flow is None else flow,
-                      "bytes": np.full(rows.size, -1) if nbytes is None else nbytes})
+                      "cat": CAT[cat], "flow": -1 if flow is None else flow, "bytes": -1 if nbytes is None else nbytes})
 
     def cpu_tracks(rows):
         return cpu_tracks_of(x["pid"][rows], x["tid"][rows])
@@ -424,8 +423,8 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
         codes, uniques = object_factorize(frame["name"].to_numpy())
         parts.append({"start": frame["start_ns"].to_numpy(), "end": end,
                       "track": cpu_tracks_of(frame["pid"].to_numpy(), frame["tid"].to_numpy()),
-                      "name": names.codes(list(uniques), codes), "cat": np.full(len(frame), CAT[cat]),
-                      "flow": np.full(len(frame), -1) if flow is None else flow, "bytes": np.full(len(frame), -1)})
+                      "name": names.codes(list(uniques), codes), "cat": CAT[cat],
+                      "flow": -1 if flow is None else flow, "bytes": -1})
 
     def cpu_tracks_of(pid, tid):
         return _pair_ids(pid, tid, cpu_track)
@@ -454,12 +453,26 @@ def _timeline(events: KinetoEvents, roles, torch: TorchTrace, devices: List[Devi
     if not parts:
         return None
     # In no order: the writer puts slices in event order (logdir/trace.py event_order).
-    slices = {c: np.concatenate([np.asarray(p[c]) for p in parts]).astype(t, copy=False) for c, t in SLICE_COLUMNS.items()}
+    slices = _joined_parts(parts)
     timeline = Timeline(tracks=tracks, names=names.names(), slices=slices)
     # GPU annotations span kernels of their stream; operators overlap by rounding: lanes keep nesting.
     cat = timeline.slices["cat"]
     spread_over_lanes(timeline, np.flatnonzero(np.isin(cat, [CAT["kernel"], CAT["memcpy"], CAT["memset"]])), "overlap")
     return timeline
+
+
+def _joined_parts(parts: List[dict]) -> Dict[str, np.ndarray]:
+    """The parts' columns one after the other, each written once into an array of its SLICE_COLUMNS
+    type (a part's value: an array, or one number for all its rows).  Concatenating, then casting,
+    made each column twice and a full array per constant: ~0.3 s at 2.6M slices."""
+    sizes = [len(p["start"]) for p in parts]
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    slices = {}
+    for column, dtype in SLICE_COLUMNS.items():
+        out = slices[column] = np.empty(int(bounds[-1]), dtype=dtype)
+        for part, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
+            out[lo:hi] = part[column]
+    return slices
 
 
 def _pair_ids(a: np.ndarray, b: np.ndarray, make) -> np.ndarray:
