@@ -248,7 +248,7 @@ def nesting_depths(start: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.
     depth = np.zeros(start.size, dtype=np.int16)
     for t in pd.unique(track).tolist():
         idx = np.flatnonzero(track == t)
-        ends = np.sort(end[idx])
+        ends = np.sort(end[idx], kind="stable")  # timsort: a track's ends come nearly sorted (event order)
         ended = np.searchsorted(ends, start[idx], side="right")
         depth[idx] = np.clip(np.arange(idx.size) - ended, 0, np.iinfo(np.int16).max)
     return depth
@@ -266,11 +266,11 @@ def overview(s: dict, order: np.ndarray, start, end, track, depth) -> Dict[str, 
     """The whole capture as the Timeline's window shows it at OVERVIEW_EVENTS (analysis.trace_views's
     decimation): OVERVIEW_COLUMNS of the slices kept, each with how many it stands for."""
     from ..analysis.trace_views import decimate
-    idx = np.arange(start.size)
-    merged = np.ones(start.size, dtype=np.int64)
     if start.size > OVERVIEW_EVENTS:
         lo, hi = int(start.min()), int(end.max())
-        idx, merged = decimate(start, end, track, depth, merged, None, lo, max(hi, lo + 1), OVERVIEW_EVENTS)
+        idx, merged = decimate(start, end, track, depth, None, None, lo, max(hi, lo + 1), OVERVIEW_EVENTS)
+    else:
+        idx, merged = np.arange(start.size), np.ones(start.size, dtype=np.int64)
     rows = order[idx]
     return {"start": start[idx], "end": end[idx], "track": track[idx], "name": s["name"][rows],
             "cat": s["cat"][rows], "flow": s["flow"][rows], DEPTH: depth[idx], "merged": merged.astype(np.int64)}
