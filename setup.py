@@ -13,6 +13,10 @@ KINETO_SCAN = Extension("tb_hwprof.readers.torch._kineto_scan", ["tb_hwprof/read
 # Optional accelerator: operator nesting by a per-thread stack (readers/common/nesting.py's numpy
 # path gives the same parents in ~21 vectorised passes: ~1.3 s more for a 4M-event PyTorch trace).
 NESTING = Extension("tb_hwprof.readers.common._nesting", ["tb_hwprof/readers/common/_nesting.c"], optional=True)
+# Optional accelerator: the walk of each .ncu-rep launch record that checks its metric results
+# (ncu_rep.metric_name_ids; its Python path gives the same answers, ~12 ms more for 30k metrics).
+NCU_REP_SCAN = Extension("tb_hwprof.readers.nvidia._ncu_rep_scan", ["tb_hwprof/readers/nvidia/_ncu_rep_scan.c"],
+                         optional=True)
 
 setup(
     name="tb-hwprof",
@@ -25,7 +29,7 @@ setup(
     # installed as package data of tb_hwprof.frontend, where the plugin finds it by import.
     package_dir={"tb_hwprof.frontend": "frontend"},
     package_data={"tb_hwprof.frontend": [f"{d}*.{e}" for d in ("", "**/") for e in ("js", "css", "html", "svg")]},
-    ext_modules=[SQLITE_SCAN, KINETO_SCAN, NESTING],
+    ext_modules=[SQLITE_SCAN, KINETO_SCAN, NESTING, NCU_REP_SCAN],
     python_requires=">=3.9",
     install_requires=[
         "tensorboard>=2.12",
