@@ -8,18 +8,23 @@ RANKS.  One rank is made a straggler: every kernel of one name (default: the hea
 kernel of the source) is stretched by DELTA, and everything after it in the trace moved later by
 as much, as if that kernel ran slower (synthetic for scale only; every event is a real event moved).
 
-Then, each in a child process of its own reporting its wall time and peak RSS:
-  single: `tb-hwprof export rank_i.json` for each rank (--single N: the first N and the straggler,
-          the sum scaled to all ranks),
-  job:    `tb-hwprof export rank_*.json --ranks --run job` on a local cluster of --workers
-          single-threaded worker processes (default: the machine's cores), the cluster's start
-          included; a worker exports each rank in a child process forked for it (tb_hwprof/jobs.py
-          in_child), whose peak (ru_maxrss, in the job's notes, counting the worker's pages it
-          shares) is the one compared; the worker's own peak is printed beside it.
+Then, each in a child process of its own, its process tree's memory polled (children.py TreeWatch):
+  single:   `tb-hwprof export rank_i.json` for each rank (--single N: the first N and the straggler,
+            the sum scaled to all ranks),
+  job:      `tb-hwprof export rank_*.json --ranks --run job` on a local cluster of --workers
+            single-threaded worker processes (default: the machine's cores), the cluster's start
+            included; a worker exports each rank in a child process forked for it (tb_hwprof/jobs.py
+            in_child); its progress lines timed (cluster up, last rank in),
+  parallel: the single exports --workers at a time (--no-parallel skips it): what the machine gives
+            that many exports at once while others use it, with no Dask in the way.
+Memory compared: per worker, the worker's RSS plus its rank process' unique memory at one instant
+(what the worker needs: the child's own ru_maxrss counts the worker's pages it shares, its USS
+alone leaves out what the worker holds), against a single export's RSS, both polled.
 Targets: job wall <= 1.3 x (sum of the single exports / workers); every worker's peak <= the
 single exports' highest peak; the straggler (and only it) found by the job's ranks table.
 
     python benchmarks/bench_distributed.py [--ranks 16] [--kernels 250000] [--workers N] [--keep DIR]
+                                           [--single N] [--no-parallel]
 """
 from __future__ import annotations
 
@@ -32,12 +37,13 @@ import re
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
 
 from bench_torch_export import ID_STEP, SHIFTED_ARGS, _load, _shifted  # noqa: E402  (benchmarks/ is the script's folder)
-from children import run_child  # noqa: E402
+from children import run_child_watched  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
@@ -208,6 +214,51 @@ print(json.dumps({"s": time.perf_counter() - t, "rc": rc, "cpu_s": usage.ru_utim
                   "mb": usage.ru_maxrss / 1024}))
 """
 
+# The job's export as EXPORT runs it, its progress lines (stderr) kept with their time: when the
+# cluster was up, when the last rank was in.
+JOB = """
+import json, os, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+os.environ["PYTHONPATH"] = sys.argv[1]
+t = time.perf_counter()
+lines = []
+class Stamped:
+    def write(self, text):
+        lines.extend((time.perf_counter() - t, line) for line in text.splitlines() if line.strip())
+        return len(text)
+    def flush(self):
+        pass
+sys.stderr = Stamped()
+from tb_hwprof.cli import main
+rc = main(["export", *sys.argv[3:], "--logdir", sys.argv[2], "--overwrite"])
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"s": time.perf_counter() - t, "rc": rc, "cpu_s": usage.ru_utime + usage.ru_stime,
+                  "mb": usage.ru_maxrss / 1024, "lines": lines}))
+"""
+
+
+def job_phases(lines) -> dict:
+    """Seconds from the start of the job's export: the cluster up, the last rank in, the end."""
+    up = next((s for s, line in lines if line.startswith("job: on a ")), 0.0)
+    ranks = max((s for s, line in lines if re.match(r"^\[(\d+)/\1\] ", line)), default=up)
+    return {"cluster_up_s": up, "ranks_done_s": ranks}
+
+
+def parallel_singles(files, folder: Path, workers: int) -> float:
+    """Wall time of the single exports run `workers` at a time (each batch waits for its slowest): what
+    this machine gives `workers` exports at once, now, with no Dask in the way."""
+    total = 0.0
+    with ThreadPoolExecutor(workers) as pool:
+        for first in range(0, len(files), workers):
+            batch = files[first:first + workers]
+            started = time.perf_counter()
+            done = list(pool.map(lambda f: run_child_watched(EXPORT, REPO, folder, f, "--run", f"p_{f.stem}"), batch))
+            if any(d["rc"] != 0 for d in done):
+                raise SystemExit(f"a single export failed: {done}")
+            total += time.perf_counter() - started
+    return total
+
+
 NOTE = re.compile(r"^rank (\d+): .* exported on (\S+) in ([\d.]+) s \(CPU ([\d.]+) s; peak memory (\d+) MB; "
                   r"the worker's own (\d+) MB\)$")
 
@@ -230,7 +281,7 @@ def job_figures(job_dir: Path) -> dict:
             "reasons": found["straggler_reason"].tolist()}
 
 
-def main() -> int:
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", type=Path, default=DEFAULT)
     parser.add_argument("--ranks", type=int, default=16)
@@ -240,8 +291,31 @@ def main() -> int:
     parser.add_argument("--single", type=int, default=None,
                         help="single exports measured: the first N ranks and the straggler, the sum scaled to "
                              "all ranks (default: every rank)")
+    parser.add_argument("--no-parallel", action="store_true",
+                        help="skip the reference run of the single exports --workers at a time")
     parser.add_argument("--keep", type=Path, help="keep the grown ranks in this folder (and reuse them)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def measure_singles(files, measured, folder: Path, straggler: int, ranks: int) -> dict:
+    """Each measured rank exported alone: {rank: its child's figures}; the sum scaled to all ranks."""
+    singles = {r: run_child_watched(EXPORT, REPO, folder, files[r], "--run", f"r{r}") for r in measured}
+    if any(s["rc"] != 0 for s in singles.values()):
+        raise SystemExit(f"a single export failed: {singles}")
+    normal = [s["s"] for r, s in singles.items() if r != straggler]
+    return {"each": singles, "sum": sum(normal) / len(normal) * (ranks - 1) + singles[straggler]["s"],
+            "mb": max(s["mb"] for s in singles.values()), "polled_mb": max(s["tree_mb"] for s in singles.values())}
+
+
+def measure_job(files, folder: Path, workers: int) -> dict:
+    job = run_child_watched(JOB, REPO, folder, *files, "--ranks", "--run", "job", "--workers", workers)
+    if job["rc"] != 0:
+        raise SystemExit(f"the job export failed: {job}")
+    return {**job, **job_phases(job["lines"]), **job_figures(folder / "job")}
+
+
+def main() -> int:
+    args = parse_args()
     straggler = args.ranks // 2
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp) / "ranks"
@@ -254,40 +328,58 @@ def main() -> int:
               f"+{grown['delta_us'] / 1e3:.1f} ms per launch")
         os.sync()
         measured = list(range(args.ranks)) if args.single is None else sorted({*range(args.single), straggler})
-        singles = {r: run_child(EXPORT, REPO, Path(tmp) / "single", files[r], "--run", f"r{r}") for r in measured}
-        if any(s["rc"] != 0 for s in singles.values()):
-            raise SystemExit(f"a single export failed: {singles}")
-        normal = [s["s"] for r, s in singles.items() if r != straggler]
-        single_sum = sum(normal) / len(normal) * (args.ranks - 1) + singles[straggler]["s"]
-        single_mb = max(s["mb"] for s in singles.values())
-        job = run_child(EXPORT, REPO, Path(tmp) / "job", *files, "--ranks", "--run", "job",
-                        "--workers", args.workers)
-        if job["rc"] != 0:
-            raise SystemExit(f"the job export failed: {job}")
-        figures = job_figures(Path(tmp) / "job" / "job")
-    budget = TARGET_TIME_RATIO * single_sum / args.workers
-    worker_mb = max(w["mb"] for w in figures["workers"].values())
-    print(f"single exports ({len(singles)} measured{'' if args.single is None else ', sum scaled'}): "
-          f"sum {single_sum:.1f} s, each {min(s['s'] for s in singles.values()):.2f}-"
-          f"{max(s['s'] for s in singles.values()):.2f} s (CPU {sum(s['cpu_s'] for s in singles.values()):.1f} s "
-          f"in all), peak {single_mb:.0f} MB")
-    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine: "
-          f"wall times above ~1 per core are not the export's alone)")
-    print(f"job on {args.workers} workers: {job['s']:.1f} s (target <= 1.3 x {single_sum:.1f} / {args.workers} "
-          f"= {budget:.1f} s; ratio {job['s'] / (single_sum / args.workers):.2f}); driver peak {job['mb']:.0f} MB")
-    for address, w in sorted(figures["workers"].items()):
+        loads = [os.getloadavg()[0]]
+        singles = measure_singles(files, measured, Path(tmp) / "single", straggler, args.ranks)
+        loads.append(os.getloadavg()[0])
+        job = measure_job(files, Path(tmp) / "job", args.workers)
+        loads.append(os.getloadavg()[0])
+        parallel = None
+        if not args.no_parallel:
+            parallel = parallel_singles([files[r] for r in measured], Path(tmp) / "parallel", args.workers)
+            parallel *= args.ranks / len(measured)
+            loads.append(os.getloadavg()[0])
+    return report(args, singles, job, parallel, loads, straggler)
+
+
+def report(args, singles: dict, job: dict, parallel, loads, straggler: int) -> int:
+    each = singles["each"].values()
+    ideal = singles["sum"] / args.workers
+    budget = TARGET_TIME_RATIO * ideal
+    print(f"single exports ({len(each)} measured{'' if args.single is None else ', sum scaled'}): "
+          f"sum {singles['sum']:.1f} s, each {min(s['s'] for s in each):.2f}-{max(s['s'] for s in each):.2f} s "
+          f"(CPU {sum(s['cpu_s'] for s in each):.1f} s in all), peak {singles['mb']:.0f} MB (ru_maxrss; "
+          f"{singles['polled_mb']:.0f} MB polled)")
+    print(f"load average (1 min) before, between and after the steps: {', '.join(f'{x:.1f}' for x in loads)} on "
+          f"{os.cpu_count()} cores (a shared machine: wall times above ~1 per core are not the export's alone)")
+    print(f"job on {args.workers} workers: {job['s']:.1f} s (target <= 1.3 x {singles['sum']:.1f} / {args.workers} "
+          f"= {budget:.1f} s; ratio {job['s'] / ideal:.2f}): cluster up at {job['cluster_up_s']:.1f} s, last rank "
+          f"in at {job['ranks_done_s']:.1f} s, then the cross-rank run and the runs into place "
+          f"{job['s'] - job['ranks_done_s']:.1f} s; driver peak {job['mb']:.0f} MB")
+    if parallel is not None:
+        print(f"  the same single exports {args.workers} at a time: {parallel:.1f} s (ratio {parallel / ideal:.2f}: "
+              f"what this machine gives {args.workers} exports at once now; the job vs that: "
+              f"{job['s'] / parallel:.2f})")
+    tasks_cpu = sum(w["cpu_s"] for w in job["workers"].values())
+    print(f"  CPU: the job's rank tasks {tasks_cpu:.1f} s vs the single exports' "
+          f"{sum(s['cpu_s'] for s in each) * args.ranks / len(each):.1f} s (scaled to all ranks)")
+    for address, w in sorted(job["workers"].items()):
         print(f"  worker {address}: {w['ranks']} ranks, {w['s']:.1f} s of tasks (CPU {w['cpu_s']:.1f} s), "
-              f"peak of a rank's process {w['mb']:.0f} MB (forked from the worker, whose pages it counts; the "
-              f"worker's own peak {w['own_mb']:.0f} MB)")
-    print(f"stragglers found: {figures['stragglers']} (made: [{straggler}])")
-    for reason in figures["reasons"]:
+              f"a rank's process peak {w['mb']:.0f} MB (ru_maxrss of the child forked from the worker: "
+              f"counts the worker's pages it shares), the worker's own {w['own_mb']:.0f} MB")
+    branches = sorted(job["family_mb"].values(), reverse=True)[:args.workers]
+    worker_mb = branches[0] if branches else 0.0
+    print(f"  per worker, polled (the worker's RSS + its rank process' unique memory, at one instant: what "
+          f"the worker needs): {', '.join(f'{b:.0f}' for b in branches)} MB vs a single export's "
+          f"{singles['polled_mb']:.0f} MB polled")
+    print(f"stragglers found: {job['stragglers']} (made: [{straggler}])")
+    for reason in job["reasons"]:
         print(f"  {reason}")
     missed = []
     if job["s"] > budget:
         missed.append("time")
-    if worker_mb > single_mb:
-        missed.append(f"worker memory ({worker_mb:.0f} > {single_mb:.0f} MB)")
-    if figures["stragglers"] != [straggler]:
+    if worker_mb > singles["polled_mb"]:
+        missed.append(f"worker memory ({worker_mb:.0f} > {singles['polled_mb']:.0f} MB)")
+    if job["stragglers"] != [straggler]:
         missed.append("straggler")
     if missed:
         print(f"target missed: {', '.join(missed)}")

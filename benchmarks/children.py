@@ -3,8 +3,11 @@ its own, not the parent's), reporting one JSON line."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+import time
 
 
 def run_child(code: str, *args) -> dict:
@@ -14,3 +17,101 @@ def run_child(code: str, *args) -> dict:
         raise SystemExit(f"child failed:\n{done.stdout}\n{done.stderr}")
     sys.stderr.write(done.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_child_watched(code: str, *args) -> dict:
+    """run_child, its process tree's memory polled meanwhile (TreeWatch): the JSON line with
+    "tree_mb" (the peak of the root's RSS plus its descendants' unique memory at one instant) and
+    "family_mb" ({pid: the same peak over that process and its own children} for each process
+    below the root that had children, e.g. a local Dask worker and the rank processes it forked)."""
+    process = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    watch = TreeWatch(process.pid)
+    watch.start()
+    stdout, stderr = process.communicate()
+    watch.stop()
+    if process.returncode != 0:
+        raise SystemExit(f"child failed:\n{stdout}\n{stderr}")
+    sys.stderr.write(stderr)
+    return {**json.loads(stdout.strip().splitlines()[-1]), "tree_mb": watch.tree_mb,
+            "family_mb": {str(k): v for k, v in watch.family_mb.items()}}
+
+
+class TreeWatch:
+    """Polls /proc every `interval` s (Linux): the memory a process and its descendants need
+    together at one instant, as the process' RSS (every page it maps) plus each descendant's unique
+    set (USS: Private_Clean + Private_Dirty of /proc/<pid>/smaps_rollup; the pages a forked child
+    shares with its parent are counted there already).  A forked child's own ru_maxrss counts
+    those shared pages a second time; its USS alone leaves out what its parent holds for it.
+    Polled, so a peak shorter than the interval can be missed."""
+
+    def __init__(self, root: int, interval: float = 0.1):
+        self.root, self.interval = root, interval
+        self.tree_mb = 0.0
+        self.family_mb = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            self.sample()
+            self._done.wait(self.interval)
+
+    def sample(self) -> None:
+        kids = children_of()
+        tree = [self.root] + descendants(self.root, kids)
+        memory = {pid: memory_mb(pid) for pid in tree}
+        memory = {pid: m for pid, m in memory.items() if m is not None}
+        if self.root not in memory:
+            return
+        self.tree_mb = max(self.tree_mb, memory[self.root][0] + sum(m[1] for p, m in memory.items() if p != self.root))
+        for pid in tree[1:]:
+            children = [memory[c][1] for c in kids.get(pid, []) if c in memory]
+            if pid in memory and children:
+                self.family_mb[pid] = max(self.family_mb.get(pid, 0.0), memory[pid][0] + sum(children))
+
+
+def memory_mb(pid: int):
+    """(RSS, USS) of a process in MB from /proc/<pid>/smaps_rollup; None when it is gone."""
+    fields = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name in ("Rss", "Private_Clean", "Private_Dirty"):
+                    fields[name] = int(rest.split()[0]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    if "Rss" not in fields:
+        return None
+    return fields["Rss"], fields.get("Private_Clean", 0.0) + fields.get("Private_Dirty", 0.0)
+
+
+def children_of() -> dict:
+    """{pid: [its children's pids]} of every process now."""
+    kids = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def descendants(pid: int, kids: dict) -> list:
+    out, todo = [], list(kids.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out

@@ -106,3 +106,20 @@ def test_an_unreachable_scheduler_is_one_line(samples_dir, tmp_path, monkeypatch
     with pytest.raises(HwprofError, match=f"^cannot reach the Dask scheduler at {address} .* or --scheduler none$"):
         jobs.export_job([sample(samples_dir, name) for name in RANKS], tmp_path / "logs", "job", scheduler=address)
     assert not (tmp_path / "logs" / "job").exists()
+
+
+def test_a_local_cluster_exports_each_rank_on_a_worker_process(samples_dir, tmp_path, monkeypatch):
+    """The default: a local cluster started for the job (its workers forked from a fork server,
+    jobs.WORKER_START), each rank exported on one of its worker processes, not in this process;
+    each rank's run counts the kernels its raw trace has."""
+    monkeypatch.delenv(jobs.SCHEDULER_ENV, raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    files = [sample(samples_dir, name) for name in RANKS]
+    jobs.export_job(files, tmp_path, "job", workers=2)
+    ran_on = workers_in_notes(tmp_path / "job")
+    assert ran_on and all(w.startswith("tcp://127.0.0.1:") for w in ran_on)
+    for path in files:
+        with gzip.open(path) as f:
+            raw = json.load(f)
+        kernels = sum(1 for e in raw["traceEvents"] if e.get("cat") == "kernel")
+        assert read_manifest(tmp_path / "job" / f"rank_{raw['distributedInfo']['rank']}")["kernel_count"] == kernels
