@@ -4,6 +4,7 @@ launching operator, TraceLens's own ops_summary.csv for the per-operator GPU tim
 import csv
 import gzip
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -317,3 +318,99 @@ def test_sparse_flow_ids_pair_as_dense_ones(samples_dir):
     assert dense_pairs.size > 1000
     assert (_flow_pairs(sparse, keep) == dense_pairs + (1 << 40)).all()
     assert all((a == b).all() for a, b in zip(launches(sparse), launches(timeline)))
+
+
+@pytest.mark.parametrize("tick_ns", [1, 1000, 100_000])
+def test_operator_order_is_start_then_longest_then_file_order(samples_dir, tick_ns):
+    """The reader's operator order (kineto._start_then_longest: one stable sort, then only the runs of
+    equal starts by end) against Python's sort on (start, -end, position), on a real trace's operator
+    times as recorded and coarsened to 1 µs and 100 µs (many equal starts)."""
+    from tb_hwprof.readers.torch.kineto import _start_then_longest
+    path = samples_dir / "torch" / "hta_v100_resnet_rank0.json.gz"
+    if not path.is_file():
+        pytest.skip("hta_v100_resnet_rank0.json.gz")
+    ops = [e for e in complete_events(load_json(path)) if e.get("cat") in OP_CATS]
+    start = np.array([_ns(e["ts"]) // tick_ns for e in ops], dtype=np.int64)
+    end = np.array([(_ns(e["ts"]) + round(e["dur"] * 1000)) // tick_ns for e in ops], dtype=np.int64)
+    want = sorted(range(len(ops)), key=lambda i: (start[i], -end[i], i))
+    assert (start[1:] == start[:-1]).sum() > (10 if tick_ns == 1 else 1000)
+    assert _start_then_longest(start, end).tolist() == want
+
+
+def _scanner_and_decode():
+    scanner = pytest.importorskip("tb_hwprof.readers.torch._kineto_scan", reason="the C scanner is not built")
+    from tb_hwprof.readers.torch import decode
+    return scanner, decode
+
+
+def _same_events(one, two):
+    assert two.strings == one.strings
+    for table in ("x", "x_gpu", "x_op", "flows", "instants"):
+        a, b = getattr(one, table), getattr(two, table)
+        assert list(b) == list(a), table
+        for column in a:
+            assert b[column].dtype == a[column].dtype, (table, column)
+            np.testing.assert_array_equal(b[column], a[column], err_msg=f"{table}.{column}")
+    assert (two.metadata, two.top, two.other_events) == (one.metadata, one.top, one.other_events)
+
+
+def _trace_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+@pytest.mark.parametrize("where", [0.1, 0.5, 0.9])
+def test_scan_in_two_parts_equals_one_scan_on_every_sample(samples_dir, where):
+    """decode.scan_in_two (two threads, joined) against one scan of the same bytes: every column,
+    string table, metadata and top-level value equal, wherever the split falls."""
+    scanner, decode = _scanner_and_decode()
+    landed = 0
+    for path in torch_samples(samples_dir):
+        data = _trace_bytes(path)
+        near = int(len(data) * where)
+        two = decode.scan_in_two(scanner, data, near)
+        found = decode._EVENT_START.search(data, near)
+        landed += bool(found and scanner.scan_part(data, 0, found.end() - 1)[1])
+        if two is not None:
+            _same_events(decode._from_native(scanner.scan(data)), two)
+    assert landed >= len(torch_samples(samples_dir)) - 2  # the split does land on events (a test that can fail)
+
+
+def test_scan_in_two_parts_renumbers_string_ids(samples_dir):
+    """Flow ids, pids and tids given as strings (a real trace's, rewritten so) are string codes: the
+    second part's are renumbered into the first part's table as one scan numbers them."""
+    scanner, decode = _scanner_and_decode()
+    path = samples_dir / "torch" / "hta_v100_resnet_rank0.json.gz"
+    if not path.is_file():
+        pytest.skip("hta_v100_resnet_rank0.json.gz")
+    data = re.sub(rb'"id": (\d+)', rb'"id": "flow \1"', _trace_bytes(path))
+    data = re.sub(rb'"pid": (\d+), "tid": (\d+)', rb'"pid": "p\1", "tid": "t\2"', data)
+    one = decode._from_native(scanner.scan(data))
+    assert (one.flows["pid"] <= decode.STRING_ID_BASE).sum() > 1000 and len(one.flows["id"]) > 1000
+    for where in (0.3, 0.7):
+        two = decode.scan_in_two(scanner, data, int(len(data) * where))
+        assert two is not None
+        _same_events(one, two)
+    ids = [one.strings[c] for c in one.flows["id"][:3]]
+    assert all(i.startswith("flow ") for i in ids)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "bad value early", "bad value late"])
+def test_damage_on_either_side_of_the_split_is_the_one_scans_error(samples_dir, monkeypatch, damage):
+    """A damaged trace decoded in two parts raises the TraceError one scan raises (same message)."""
+    scanner, decode = _scanner_and_decode()
+    path = samples_dir / "torch" / "hta_v100_resnet_rank0.json.gz"
+    if not path.is_file():
+        pytest.skip("hta_v100_resnet_rank0.json.gz")
+    data = _trace_bytes(path)
+    if damage == "truncated":
+        data = data[: int(len(data) * 0.8)]
+    else:
+        at = data.index(b'"ts": ', int(len(data) * (0.2 if damage == "bad value early" else 0.8)))
+        data = data[:at] + b'"ts": x' + data[at + 6:]
+    with pytest.raises(decode.TraceError) as one:
+        decode._from_native(scanner.scan(data))
+    monkeypatch.setattr(decode, "TWO_PARTS_FROM", 0)
+    with pytest.raises(decode.TraceError) as two:
+        decode.decode_events(data)
+    assert str(two.value) == str(one.value)

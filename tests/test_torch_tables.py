@@ -57,3 +57,26 @@ def test_bound_label_follows_the_ridge_point(samples_dir):
         ridge = peaks[f"flop_per_s_{row.roof}"].value / peaks["bytes_per_s_dram"].value
         assert row.bound == ("compute" if row.flops_per_call / row.bytes_per_call >= ridge else "memory")
         assert f"{ridge:.1f}" in row.bound_reason
+
+
+@pytest.mark.parametrize("distinct", [None, 70_000])
+def test_shape_groups_are_the_distinct_name_and_shape_tuples_in_order_of_first_sight(samples_dir, distinct):
+    """_shape_groups against a dict over the rows' (name, dims, types, concrete) tuples, on a real
+    trace's operators; and with 70,000 distinct values per column (the combinations overflow one
+    integer key: the key is renumbered on the way) from those operators made unique."""
+    import numpy as np
+    import pandas as pd
+    from tb_hwprof.analysis.torch_shapes import GROUP, _shape_groups
+    path = samples_dir / "torch" / "hta_v100_resnet_rank0.json.gz"
+    if not path.is_file():
+        pytest.skip("hta_v100_resnet_rank0.json.gz")
+    ops = tb_hwprof.read(path).torch.ops[GROUP[1:] + ["name"]]
+    if distinct is not None:
+        ops = pd.concat([ops] * (distinct // len(ops) + 1), ignore_index=True).iloc[:distinct]
+        ops = ops.assign(**{c: ops[c] + pd.Series(np.arange(len(ops)) % 65_000, dtype=str) for c in GROUP[1:] + ["name"]})
+    tuples = list(zip(*(ops[c].tolist() for c in ["name"] + GROUP[1:])))
+    first_seen = {}
+    want = [first_seen.setdefault(t, len(first_seen)) for t in tuples]
+    codes, uniques = _shape_groups(ops)
+    assert codes.tolist() == want
+    assert uniques == list(first_seen)

@@ -52,13 +52,19 @@ def op_shapes(torch: TorchTrace, devices: List[Device], source: str = "<trace>")
 
 def _shape_groups(ops: pd.DataFrame):
     """(group code per op instance, [(name, dims, types, concrete)] per group): each text column
-    factorised alone (hashing repeated strings), the codes combined into one integer key."""
+    factorised alone (hashing repeated strings), the codes combined into one integer key, hashed
+    once (renumbered first only where the combinations would not fit one integer)."""
     columns = [ops["name"]] + [ops[c] for c in GROUP[1:]]
     key = np.zeros(len(ops), dtype=np.int64)
+    span = 1  # key < span
     values = []
     for column in columns:
         c, u = object_factorize(column.to_numpy())
-        key = pd.factorize(key * (len(u) + 1) + c)[0].astype(np.int64)  # kept < rows: never overflows
+        if span * (len(u) + 1) >= 1 << 62:
+            key = pd.factorize(key)[0].astype(np.int64)  # < rows
+            span = int(key.max()) + 1 if key.size else 1
+        key = key * (len(u) + 1) + c
+        span *= len(u) + 1
         values.append((c, u))
     codes, keys = pd.factorize(key)
     uniques = [tuple(u[c[i]] for c, u in values) for i in first_rows(codes, len(keys)).tolist()]

@@ -233,6 +233,10 @@ typedef struct {
     buf_t top;      /* top_item[] */
     buf_t top_keys;
     int64_t other;
+    /* scan_part: the part ends where an event starts at stop_at (landed), or begins at resume_at */
+    const uint8_t *stop_at, *resume_at;
+    int landed, restarted;
+    buf_t string_id_rows; /* flow rows whose id is a string (its code: remapped when parts join) */
 
     /* the event being read */
     uint32_t event_mask, num_mask, raw_mask;
@@ -1468,8 +1472,13 @@ static void add_flow(scanner *s, int8_t ph) {
     I32(f, F_CAT)[row] = string_code(s, E_CAT);
     I32(f, F_NAME)[row] = string_code(s, E_NAME);
     int64_t id = -1;
-    if (has(s, E_ID))
-        id = s->ev[E_ID].kind == K_STR ? intern_ref(s, &s->ev[E_ID].str) : number_int64(s, &s->ev[E_ID].num);
+    if (has(s, E_ID) && s->ev[E_ID].kind == K_STR) {
+        int64_t at_row = (int64_t)row;
+        id = intern_ref(s, &s->ev[E_ID].str);
+        append(s, &s->string_id_rows, &at_row, sizeof at_row);
+    } else if (has(s, E_ID)) {
+        id = number_int64(s, &s->ev[E_ID].num);
+    }
     I64(f, F_ID)[row] = id;
     I64(f, F_PID)[row] = track_id(s, E_PID);
     I64(f, F_TID)[row] = track_id(s, E_TID);
@@ -1554,16 +1563,14 @@ static void reset_events(scanner *s) {
     table_free(&s->instants);
     interner_free(&s->strings);
     s->metadata.len = 0;
+    s->string_id_rows.len = 0;
     s->other = 0;
 }
 
-static const uint8_t *read_events(scanner *s, const uint8_t *p) {
+/* Events from the one at p to the array's ']'; the position after it.  A part scan that reaches an
+ * event starting at stop_at has landed: it stops there (the next part starts at that event). */
+static const uint8_t *read_event_list(scanner *s, const uint8_t *p) {
     const uint8_t *end = s->end;
-    if (at(p, end) != '[')
-        fail_at(s, p, "not a Chrome trace: traceEvents is not an array");
-    p = skip_ws(p + 1, end);
-    if (at(p, end) == ']')
-        return p + 1;
     for (;;) {
         if (at(p, end) != '{')
             fail_at(s, p, "not a Chrome trace: an event is not an object");
@@ -1575,8 +1582,25 @@ static const uint8_t *read_events(scanner *s, const uint8_t *p) {
         if (c == ']')
             return p;
         p = skip_ws(p, end);
+        if (p == s->stop_at) {
+            s->landed = 1;
+            longjmp(s->fail_jump, 1);
+        }
     }
 }
+
+static const uint8_t *read_events(scanner *s, const uint8_t *p) {
+    const uint8_t *end = s->end;
+    if (at(p, end) != '[')
+        fail_at(s, p, "not a Chrome trace: traceEvents is not an array");
+    p = skip_ws(p + 1, end);
+    if (at(p, end) == ']')
+        return p + 1;
+    return read_event_list(s, p);
+}
+
+static const uint8_t *read_members(scanner *s, const uint8_t *p, int more, int seen);
+static void trailing(scanner *s, const uint8_t *p);
 
 /* The document: {"traceEvents": [...], other keys} (the last traceEvents wins, as in a dict), or
  * Chrome's array format [...] (events only). */
@@ -1586,20 +1610,44 @@ static void read_document(scanner *s) {
     if (c == '[') {
         p = read_events(s, p);
     } else if (c == '{') {
-        int seen = 0, more = 1;
+        int more = 1;
         p = skip_ws(p + 1, end);
         if (at(p, end) == '}') {
             p++;
             more = 0;
         }
-        while (more) {
+        p = read_members(s, p, more, 0);
+    } else {
+        fail(s, p, c < 0 ? "not valid JSON: empty document" : "not valid JSON: neither an object nor an array");
+    }
+    trailing(s, p);
+}
+
+/* The part of a document from the event at resume_at on: the rest of its events, then (an object
+ * document) the members after traceEvents. */
+static void read_rest(scanner *s) {
+    const uint8_t *p = read_event_list(s, s->resume_at);
+    if (at(skip_ws(s->base, s->end), s->end) == '{') {
+        int more = 0;
+        p = next_member(s, p, &more);
+        p = read_members(s, p, more, 1);
+    }
+    trailing(s, p);
+}
+
+/* The top-level object's members from p (more: one follows), the last traceEvents' events read
+ * (seen: one was read before p); the position after the object. */
+static const uint8_t *read_members(scanner *s, const uint8_t *p, int more, int seen) {
+    while (more) {
             strref key;
             s->arena.len = 0;
             p = member_key(s, p, &key);
             const uint8_t *k = ref_ptr(s, &key);
             if (key.n == 11 && memcmp(k, "traceEvents", 11) == 0) {
-                if (seen)
+                if (seen) {
+                    s->restarted = 1; /* the events before are dropped: a part scan's join would be wrong */
                     reset_events(s);
+                }
                 seen = 1;
                 p = read_events(s, p);
             } else {
@@ -1610,14 +1658,15 @@ static void read_document(scanner *s) {
                 append(s, &s->top, &item, sizeof item);
             }
             p = next_member(s, p, &more);
-        }
-        if (!seen)
-            fail(s, p, "not a Chrome trace: no traceEvents array");
-    } else {
-        fail(s, p, c < 0 ? "not valid JSON: empty document" : "not valid JSON: neither an object nor an array");
     }
-    p = skip_ws(p, end);
-    if (p != end)
+    if (!seen)
+        fail(s, p, "not a Chrome trace: no traceEvents array");
+    return p;
+}
+
+static void trailing(scanner *s, const uint8_t *p) {
+    p = skip_ws(p, s->end);
+    if (p != s->end)
         fail(s, p, "not valid JSON: trailing characters");
 }
 
@@ -1700,6 +1749,7 @@ static void scanner_free(scanner *s) {
     buf_free(&s->metadata);
     buf_free(&s->top);
     buf_free(&s->top_keys);
+    buf_free(&s->string_id_rows);
     reset_events(s);
     Py_CLEAR(s->decode_module);
     Py_CLEAR(s->kept);
@@ -1708,8 +1758,11 @@ static void scanner_free(scanner *s) {
 /* Kept apart so that nothing the scan changes lives in the frame setjmp returns to. */
 static int run_scan(scanner *s) {
     if (setjmp(s->fail_jump))
-        return 0;
-    read_document(s);
+        return s->landed; /* landing at stop_at is a part scan's success */
+    if (s->resume_at)
+        read_rest(s);
+    else
+        read_document(s);
     return 1;
 }
 
@@ -1783,10 +1836,16 @@ done:
     return out;
 }
 
-static PyObject *scan(PyObject *module, PyObject *arg) {
+/* scan(), or with start / stop (byte offsets of events, 0: none) a part of the document. */
+static PyObject *scan_range(PyObject *arg, Py_ssize_t start, Py_ssize_t stop, int part) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
+    if (start < 0 || stop < 0 || (start && start >= view.len) || (stop && stop >= view.len)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan_part: start / stop outside the data");
+        return NULL;
+    }
     scanner *s = calloc(1, sizeof *s);
     if (!s) {
         PyBuffer_Release(&view);
@@ -1794,6 +1853,8 @@ static PyObject *scan(PyObject *module, PyObject *arg) {
     }
     s->base = s->event = (const uint8_t *)view.buf;
     s->end = s->base + view.len;
+    s->resume_at = start ? s->base + start : NULL;
+    s->stop_at = stop ? s->base + stop : NULL;
     table_init(&s->x, X_SPEC, X_N);
     table_init(&s->gpu, G_SPEC, G_N);
     table_init(&s->op, O_SPEC, O_N);
@@ -1803,9 +1864,15 @@ static PyObject *scan(PyObject *module, PyObject *arg) {
     int ok = run_scan(s);
     PyEval_RestoreThread(s->thread);
     PyObject *out = NULL;
-    if (ok)
+    if (ok) {
         out = results(s);
-    else if (s->exc_type)
+        if (out && part) {
+            PyObject *whole = Py_BuildValue("(Oiiy#)", out, s->landed, s->restarted, (const char *)s->string_id_rows.data,
+                                            (Py_ssize_t)s->string_id_rows.len);
+            Py_DECREF(out);
+            out = whole;
+        }
+    } else if (s->exc_type)
         PyErr_Restore(s->exc_type, s->exc_value, s->exc_tb);
     else if (s->out_of_memory)
         PyErr_NoMemory();
@@ -1817,10 +1884,26 @@ static PyObject *scan(PyObject *module, PyObject *arg) {
     return out;
 }
 
+static PyObject *scan(PyObject *module, PyObject *arg) {
+    return scan_range(arg, 0, 0, 0);
+}
+
+static PyObject *scan_part(PyObject *module, PyObject *args) {
+    PyObject *data;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "Onn", &data, &start, &stop))
+        return NULL;
+    return scan_range(data, start, stop, 1);
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O,
      "scan(data) -> (strings, x, x_gpu, x_op, flows, instants, metadata, top, other_events): the columns of "
      "a Kineto Chrome-trace JSON document (see decode.py)."},
+    {"scan_part", scan_part, METH_VARARGS,
+     "scan_part(data, start, stop) -> (scan's result, landed, restarted, string_id_rows): a part of the "
+     "document: from its start, stopping (landed) at an event that starts at byte stop; or (start > 0) from "
+     "the event at byte start to the end.  string_id_rows: int64 rows of the flows whose id is a string."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_kineto_scan",

@@ -27,6 +27,9 @@ msgspec path below; tests hold the two equal on every sample.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional, Union
 
 import numpy as np
@@ -96,8 +99,9 @@ class KinetoEvents:
 
     def text(self, column: np.ndarray) -> np.ndarray:
         """The strings of a code column, "" where absent (object array)."""
-        table = np.array(self.strings + [""], dtype=object)
-        return table[np.where(column < 0, len(self.strings), column)]
+        if getattr(self, "_text_table", None) is None or len(self._text_table) != len(self.strings) + 1:
+            self._text_table = np.array(self.strings + [""], dtype=object)  # made once (not per column)
+        return self._text_table[column]  # -1 (absent): the last entry, ""
 
     def __len__(self) -> int:
         return int(self.x["ts_ns"].size)
@@ -107,6 +111,10 @@ class TraceError(ValueError):
     """The bytes are not a Chrome-trace JSON document (the reader turns it into InputError)."""
 
 
+TWO_PARTS_FROM = 64 << 20  # bytes: a larger trace is scanned as two parts on two threads
+SPLIT_SEARCH = 16 << 20  # bytes after the middle searched for an event's start
+
+
 def decode_events(data: bytes) -> KinetoEvents:
     """Columns of a whole trace held in memory (uncompressed bytes)."""
     try:
@@ -114,8 +122,93 @@ def decode_events(data: bytes) -> KinetoEvents:
     except ImportError:
         _kineto_scan = None
     if _kineto_scan is not None:
+        if len(data) >= TWO_PARTS_FROM and _cores() >= 2:
+            joined = scan_in_two(_kineto_scan, data, len(data) // 2)
+            if joined is not None:
+                return joined
         return _from_native(_kineto_scan.scan(data))
     return decode_events_python(data)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_EVENT_START = re.compile(rb",[ \t\r\n]*\{")
+
+
+def scan_in_two(scanner, data, near: int) -> Optional[KinetoEvents]:
+    """The native scan of `data` as two parts on two threads (the scanner releases the GIL: ~0.5 s
+    less for a 0.7 GB trace on two cores), joined to exactly what one scan gives; None where it
+    cannot tell (no split found, or damage after the split: the caller's one scan then reports it).
+
+    The split is a guess: the first '{' after a ',' past byte `near`.  The second part reads from
+    there as from an event; the first part reads from the start and counts only if it lands on that
+    very byte at an event's start (a guess inside a string or a value is passed over: the first part
+    then simply reads the whole document, the second is dropped)."""
+    found = _EVENT_START.search(data, near, min(len(data), near + SPLIT_SEARCH))
+    if found is None:
+        return None
+    split = found.end() - 1
+    # Leaving the pool waits for the second part, also when the first raised (the one scan's error).
+    with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-scan") as pool:
+        rest = pool.submit(scanner.scan_part, data, split, 0)
+        head, landed, restarted, _ = scanner.scan_part(data, 0, split)
+    if not landed:
+        return _from_native(head)  # the whole document, read by the first part alone
+    if rest.exception() is not None:
+        return None
+    tail, _, tail_restarted, tail_string_ids = rest.result()
+    if restarted or tail_restarted:  # a second traceEvents array: the one scan's rule applies
+        return None
+    return _from_native(_joined(head, tail, np.frombuffer(tail_string_ids or b"", dtype=np.int64)))
+
+
+def _joined(head, tail, tail_string_ids: np.ndarray):
+    """One scan's result from its two parts': the tail's string codes renumbered into the head's
+    table (new strings appended in their order of first sight, as one interner would), its rows
+    after the head's."""
+    strings, x, x_gpu, x_op, flows, instants, metadata, top, other = head
+    t_strings, t_x, t_gpu, t_op, t_flows, t_instants, t_metadata, t_top, t_other = tail
+    index = {text: code for code, text in enumerate(strings)}
+    # (+ one unused entry: absent codes index it harmlessly, even where the tail has no strings)
+    renumber = np.array([index.setdefault(text, len(index)) for text in t_strings] + [0], dtype=np.int64)
+    rows = len(np.asarray(x["ts_ns"]))
+
+    def codes(column: str, values):
+        values = np.asarray(values)
+        if column in STRING_COLUMNS:
+            return np.where(values >= 0, renumber[np.maximum(values, 0)], values).astype(values.dtype)
+        if column in ("pid", "tid"):
+            named = values <= STRING_ID_BASE
+            if not named.any():  # (the usual case: numeric ids)
+                return values
+            return np.where(named, STRING_ID_BASE - renumber[np.where(named, STRING_ID_BASE - values, 0)], values)
+        if column == "row":
+            return values + rows
+        return values
+
+    def table(one, two, fix=None):
+        """The columns joined, each part's freed as soon as it is copied (the peak holds one column twice)."""
+        out = {}
+        for column in list(one):
+            second = codes(column, two.pop(column))
+            if fix is not None:
+                second = fix(column, second)
+            out[column] = np.concatenate([np.asarray(one.pop(column)), second])
+        return out
+
+    def flow_ids(column, values):
+        if column == "id" and tail_string_ids.size:
+            values = values.copy()
+            values[tail_string_ids] = renumber[values[tail_string_ids]]
+        return values
+
+    return (list(index), table(x, t_x), table(x_gpu, t_gpu), table(x_op, t_op), table(flows, t_flows, flow_ids),
+            table(instants, t_instants), list(metadata) + list(t_metadata), list(top) + list(t_top), other + t_other)
 
 
 def decode_events_python(data: bytes) -> KinetoEvents:
