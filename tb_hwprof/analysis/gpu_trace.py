@@ -60,11 +60,15 @@ def of_category(timeline: Timeline, *cats: str) -> np.ndarray:
 
 
 def capture_span(timeline: Timeline) -> Optional[Tuple[int, int]]:
-    idx = of_category(timeline, *CAPTURE_CATEGORIES)
-    if idx.size == 0:
-        return None
     s = timeline.slices
-    return int(s["start"][idx].min()), int(s["end"][idx].max())
+    mask = np.zeros(s["cat"].size, dtype=bool)
+    for name in CAPTURE_CATEGORIES:
+        mask |= s["cat"] == CAT[name]
+    if not mask.any():
+        return None
+    # Reductions under the mask: no gathered copy of 2M starts and ends.
+    return (int(np.min(s["start"], where=mask, initial=np.iinfo(np.int64).max)),
+            int(np.max(s["end"], where=mask, initial=np.iinfo(np.int64).min)))
 
 
 def trace_tables(timeline: Timeline, api: str = "CUDA") -> Dict[str, pd.DataFrame]:
@@ -79,7 +83,7 @@ def trace_tables(timeline: Timeline, api: str = "CUDA") -> Dict[str, pd.DataFram
     start, end, cat = s["start"][ops], s["end"][ops], s["cat"][ops]
     device = _track_devices(timeline)[s["track"][ops]]
     del ops
-    islands_of = {dev: merge(start[device == dev], end[device == dev]) for dev in columnar.distinct(device).tolist()}
+    islands_of = {dev: merge(*_on_device(device, dev, start, end)) for dev in columnar.distinct(device).tolist()}
     activity = gpu_activity(device, cat, TIMELINE_CATEGORIES, start, end, span, islands_of)
     context = GapContext(timeline, api)
     gaps_rows, util_rows, attr_rows = [], [], []
@@ -98,6 +102,13 @@ def trace_tables(timeline: Timeline, api: str = "CUDA") -> Dict[str, pd.DataFram
 def _track_devices(timeline: Timeline) -> np.ndarray:
     """Per track: its GPU (-1 for CPU threads)."""
     return np.array([-1 if t.device is None else t.device for t in timeline.tracks], dtype=np.int64)
+
+
+def _on_device(device: np.ndarray, dev: int, *columns: np.ndarray) -> List[np.ndarray]:
+    """The columns' rows on device `dev`: the columns themselves when every row is (one GPU, the
+    common case: no copies of a million starts and ends)."""
+    on = device == dev
+    return list(columns) if on.all() else [c[on] for c in columns]
 
 
 def _named(timeline: Timeline, idx: np.ndarray, pattern) -> tl.Intervals:

@@ -69,7 +69,7 @@ def gpu_activity(device: np.ndarray, kind_code: np.ndarray, kinds, starts: np.nd
     code_of = {name: i for i, name in enumerate(kinds)}
     for dev in np.sort(pd.unique(device)):
         on = device == dev
-        s, e, k = starts[on], ends[on], kind_code[on]
+        s, e, k = (starts, ends, kind_code) if on.all() else (starts[on], ends[on], kind_code[on])  # one GPU: no copies
         own_islands = islands[int(dev)] if islands is not None else merge(s, e)
         busy = int(np.clip(own_islands[1] - own_islands[0], 0, None).sum())
         first, last = int(s.min()), int(e.max())
