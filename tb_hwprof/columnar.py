@@ -80,8 +80,13 @@ def launching_call(call_key, op_key) -> np.ndarray:
 
 
 def first_rows(row_codes: np.ndarray, n_codes: int) -> np.ndarray:
-    """Per code 0..n_codes-1: the first row holding it (the last write per code is its first row)."""
+    """Per code 0..n_codes-1: the first row holding it (the last write per code is its first row).
+    Negative codes (missing values, as pd.factorize marks them) are no code's rows."""
     first = np.empty(n_codes, dtype=np.int64)
+    if row_codes.size and row_codes.min() < 0:
+        rows = np.flatnonzero(row_codes >= 0)
+        first[row_codes[rows[::-1]]] = rows[::-1]
+        return first
     first[row_codes[::-1]] = np.arange(row_codes.size - 1, -1, -1)
     return first
 
@@ -105,7 +110,7 @@ def object_factorize(values) -> Tuple[np.ndarray, np.ndarray]:
     pointer trick of object_codes (no hashing of a million long names)."""
     values = np.ascontiguousarray(values, dtype=object)
     row_codes = object_codes(values)
-    if row_codes.size == 0:
+    if row_codes.size == 0 or row_codes.max() < 0:
         return row_codes.astype(np.int64), values[:0]
     return row_codes.astype(np.int64), values[first_rows(row_codes, int(row_codes.max()) + 1)]
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from tb_hwprof.columnar import object_codes
+from tb_hwprof.columnar import object_codes, object_factorize
 
 from conftest import sample
 from support_nsys import DLPROF
@@ -32,3 +32,28 @@ def test_object_codes_without_pointers_hash_the_text(read_sample, samples_dir, m
         raise BufferError("no pointers")
     monkeypatch.setattr(np, "frombuffer", refuse)
     assert _same_grouping(object_codes(names), pd.factorize(names)[0])
+
+
+def test_object_factorize_leaves_missing_values_out(read_sample, samples_dir):
+    """Missing values (None, NaN) get code -1 and are not among the distinct values, wherever they
+    fall: first rows are taken over the present codes only (a missing row once overwrote the last
+    distinct value's first row)."""
+    sample(samples_dir, DLPROF)
+    names = read_sample(DLPROF).kernels["name"].to_numpy(dtype=object).copy()
+    names[::7] = None
+    names[3::11] = np.nan
+    codes, distinct = object_factorize(names)
+    want_codes, want = pd.factorize(names)
+    assert (codes == want_codes).all() and list(distinct) == list(want)
+
+
+def test_time_per_value_is_groupby_sum(read_sample, samples_dir):
+    """The headline bound_time_ms/* figures: pandas' groupby sum of the durations per bound label."""
+    from tb_hwprof.analysis.summary import time_per_value
+    for path in ("ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep", DLPROF):
+        sample(samples_dir, path)
+        kernels = read_sample(path).kernels.copy()
+        kernels.loc[kernels.index[::5], "bound"] = None  # rows without a label are left out
+        want = kernels.groupby("bound")["duration_ns"].sum()
+        got = time_per_value(kernels["bound"], kernels["duration_ns"])
+        assert got == {label: float(total) for label, total in want.items()}

@@ -114,8 +114,21 @@ def headline_scalars(kernels: pd.DataFrame, summaries: Optional[Dict[str, pd.Dat
         if not math.isnan(value):
             out[name] = value
     if len(durations):
-        by_bound = kernels.groupby("bound")["duration_ns"].sum()
+        by_bound = time_per_value(kernels["bound"], kernels["duration_ns"])
         for label in LABELS:
-            if label in by_bound.index:
-                out[f"bound_time_ms/{label}"] = float(by_bound[label]) / 1e6
+            if label in by_bound:
+                out[f"bound_time_ms/{label}"] = by_bound[label] / 1e6
     return out
+
+
+def time_per_value(labels: pd.Series, durations: pd.Series) -> Dict[str, float]:
+    """Summed duration (missing ones as 0) per distinct label, missing labels left out: groupby().sum()
+    by the str objects the rows share (columnar.object_codes) and one bincount, not by hashing a
+    million strings (~0.45 s per million launches)."""
+    from ..columnar import object_factorize
+    codes, distinct = object_factorize(labels.to_numpy(dtype=object))
+    timed = durations.to_numpy(dtype=float, na_value=np.nan)
+    labelled = codes >= 0
+    sums = np.bincount(codes[labelled], weights=np.where(np.isnan(timed), 0.0, timed)[labelled],
+                       minlength=len(distinct))
+    return {label: float(total) for label, total in zip(distinct.tolist(), sums.tolist())}
