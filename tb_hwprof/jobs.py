@@ -237,12 +237,42 @@ def export_job_remote(paths, url: str, job: str, overwrite: bool, options: dict)
     fs.check_free(remote, job, overwrite, beside=True)  # before reading anything
     with tempfile.TemporaryDirectory(prefix="tb-hwprof-job-") as local:
         runs = export_job(paths, local, job, overwrite=False, **options)
+        earlier = earlier_remote_rank_runs(remote, job) if overwrite else set()
         out = []
-        for run_dir in runs:  # the ranks, then the job's run (beside: its folder holds the ranks)
-            name = run_dir.relative_to(local).as_posix()
-            out.append(fs.publish_run(remote, run_dir, name, overwrite, beside=name == job))
+        for run_dir in runs[:-1]:  # the ranks
+            out.append(fs.publish_run(remote, run_dir, run_dir.relative_to(local).as_posix(), overwrite))
             options["progress"](f"published {out[-1]}")
+        for rank_run in sorted(earlier - {run_dir.name for run_dir in runs[:-1]}):
+            remove_remote_run(remote, f"{job}/{rank_run}")
+            options["progress"](f"removed {remote.url_of(remote.key(f'{job}/{rank_run}'))}: no rank of this job")
+        out.append(fs.publish_run(remote, runs[-1], job, overwrite, beside=True))  # its folder holds the ranks
+        options["progress"](f"published {out[-1]}")
     return out
+
+
+def earlier_remote_rank_runs(remote, job: str) -> set:
+    """earlier_rank_runs of a job in a URL logdir: those its ranks table lists (its tables fetched),
+    else the rank_<N> folders holding our event file."""
+    from .logdir import fs
+    from .logdir.reader import load_run
+    job_key = remote.key(job)
+    if not remote.listing(f"{job_key}/{fs.ASSET_PREFIX}"):
+        return set()
+    try:
+        return rank_runs_of(load_run(remote.url_of(job_key), with_details=False).summaries, job)
+    except (HwprofError, OSError, KeyError):
+        folders = [k.rsplit("/", 1)[-1] for k, info in remote.listing(job_key).items() if info.get("type") == "directory"]
+        return {name for name in folders
+                if RANK_RUN.fullmatch(name) and fs.our_event_keys(remote.listing(f"{job_key}/{name}"))}
+
+
+def remove_remote_run(remote, run: str) -> None:
+    """Our objects of a run in a URL logdir deleted: its event file first (TensorBoard stops listing
+    it), then its asset folder; a user's other objects stay."""
+    from .logdir import fs
+    run_key = remote.key(run)
+    fs.delete(remote, fs.our_event_keys(remote.listing(run_key)))
+    fs.delete(remote, [f"{run_key}/{fs.ASSET_PREFIX}"], recursive=True)
 
 
 def run_ranks(paths, staging: Path, options: dict, scheduler, workers, skip_bad_ranks: bool, progress):
@@ -535,11 +565,17 @@ def earlier_rank_runs(job_dir: Path, job: str) -> set:
     from .logdir.reader import read_manifest, read_summaries
     from .logdir.writer import asset_dir
     try:
-        listed = read_summaries(job_dir, read_manifest(job_dir))["ranks"]["run"].tolist()
-        return {run[len(job) + 1:] for run in listed
-                if isinstance(run, str) and run.startswith(job + "/") and RANK_RUN.fullmatch(run[len(job) + 1:])}
+        return rank_runs_of(read_summaries(job_dir, read_manifest(job_dir)), job)
     except (HwprofError, OSError, KeyError):
         return {p.name for p in _list(job_dir) if RANK_RUN.fullmatch(p.name) and asset_dir(p).is_dir()}
+
+
+def rank_runs_of(summaries: dict, job: str) -> set:
+    """The rank runs (folder names under the job's) that a job run's ranks table lists; KeyError
+    without that table."""
+    names = [run[len(job) + 1:] for run in summaries["ranks"]["run"].tolist()
+             if isinstance(run, str) and run.startswith(job + "/")]
+    return {name for name in names if RANK_RUN.fullmatch(name)}
 
 
 def remove_our_run(run_dir: Path) -> None:

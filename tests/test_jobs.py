@@ -275,6 +275,14 @@ def test_a_job_into_an_s3_logdir_is_published_run_by_run(rank_files, tmp_path, m
         assert load_run(urls[2], with_details=False).summaries["ranks"]["rank"].tolist() == [0, 1]
         listed = boto3.client("s3").list_objects_v2(Bucket="jobs")["Contents"]
         assert not [o["Key"] for o in listed if "/.tb-hwprof/" in o["Key"]]  # no staging left
+        # --overwrite with rank 0 only: the earlier job's rank 1 goes, a user's object beside it stays
+        boto3.client("s3").put_object(Bucket="jobs", Key="runs/job/rank_1/notes.txt", Body=b"a user's file")
+        assert jobs.export_job(rank_files[:1], "s3://jobs/runs", "job", scheduler="none", overwrite=True) == \
+            [urls[0], urls[2]]
+        keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="jobs")["Contents"]]
+        assert [k for k in keys if k.startswith("runs/job/rank_1/")] == ["runs/job/rank_1/notes.txt"]
+        assert any(k.startswith("runs/job/rank_0/events.out.tfevents.") for k in keys)
+        assert load_run(urls[2], with_details=False).summaries["ranks"]["rank"].tolist() == [0]
         with pytest.raises(jobs.HwprofError, match="must then be a path they all see"):
             jobs.export_job(rank_files, "s3://jobs/runs", "job2", scheduler="tcp://127.0.0.1:1")
     finally:
