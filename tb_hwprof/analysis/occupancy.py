@@ -529,7 +529,7 @@ def _rewrite_notes(profile, rows: np.ndarray) -> None:
         local = np.flatnonzero(rows[start:start + CHUNK])
         if not len(local):
             continue
-        columns = [kernels[f].iloc[start:start + CHUNK].to_numpy()[local] for f in fields]
+        columns = [_part(kernels[f], start, start + CHUNK)[local] for f in fields]
         codes, firsts = group_codes(columns)
         texts = np.empty(len(firsts), dtype=object)
         for j, first in enumerate(firsts):
@@ -541,6 +541,14 @@ def _rewrite_notes(profile, rows: np.ndarray) -> None:
             texts[j] = phrased[key]
         notes[local + start] = texts[codes]
     kernels["occupancy_note"] = pd.Series(notes, index=kernels.index, dtype=object)
+
+
+def _part(column: pd.Series, start: int, stop: int) -> np.ndarray:
+    """Rows start:stop of a column as an array; a sparse column without values (a tracer's counters)
+    as NaN without slicing it (pandas densifies a sparse slice slowly)."""
+    if isinstance(column.dtype, pd.SparseDtype) and column.sparse.npoints == 0:
+        return np.full(min(stop, len(column)) - start, column.dtype.fill_value, dtype=column.dtype.subtype)
+    return column.iloc[start:stop].to_numpy()
 
 
 def _hashable(value):
