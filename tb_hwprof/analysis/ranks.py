@@ -119,22 +119,24 @@ class RankDigest:
 def rank_digest(profile, rank: int, source: str, run: str = "") -> RankDigest:
     """The digest of one rank's Profile (PyTorch trace, Nsight Systems or rocprof capture)."""
     info = _distributed_info(profile)
-    kernels = _kernel_frame(profile)
+    kernels, names = _kernel_frame(profile)
     busy = gpu_time_split(kernels)
     steps, step_ns, step_work, work_kind = _steps(profile, kernels)
-    totals = kernels.groupby("name", sort=False)["duration"].sum() if len(kernels) else pd.Series(dtype=np.int64)
+    totals = _sums_by_code(kernels["name_code"].to_numpy(), kernels["duration"].to_numpy(np.int64), len(names))
     return RankDigest(
         rank=int(rank), source=str(source), run=run, tool=profile.provenance.tool,
         world_size=int(info["world_size"]) if isinstance(info.get("world_size"), int) else None,
         job_signature=_job_signature(info) if info else "",
         steps=steps, step_ns=step_ns, **busy,
-        kernel_ns={str(k): int(v) for k, v in totals.items()},
+        kernel_ns={str(name): int(ns) for name, ns in zip(names, totals)},
         step_work=step_work, work_kind=work_kind)
 
 
-def _kernel_frame(profile) -> pd.DataFrame:
-    """name, device, start, end, duration (int64 ns) of every kernel with a time; op (row of
-    profile.torch.ops, -1) for PyTorch traces."""
+def _kernel_frame(profile):
+    """(frame, names): name, device, start, end, duration (int64 ns) of every kernel with a time; op
+    (row of profile.torch.ops, -1) for PyTorch traces; name_code, the kernel's name as its row in
+    `names` (the distinct names in order of first appearance; -1 for no name): the digest groups
+    by these integers, not by the name strings (a third of its time at 60k kernels)."""
     torch = getattr(profile, "torch", None)
     if torch is not None:
         gpu = torch.gpu[torch.gpu["kind"] == "kernel"]
@@ -150,16 +152,21 @@ def _kernel_frame(profile) -> pd.DataFrame:
                               "start": k["start_ns"].to_numpy(np.int64), "end": k["end_ns"].to_numpy(np.int64),
                               "op": np.full(len(k), -1, np.int64)})
     frame["duration"] = frame["end"] - frame["start"]
-    frame["communication"] = _communication_mask(frame["name"])
-    return frame
+    codes, names = pd.factorize(frame["name"].astype(object))
+    frame["name_code"] = codes
+    # is_communication_kernel once per distinct name
+    per_name = np.fromiter((is_communication_kernel(n) for n in names), bool, len(names))
+    frame["communication"] = np.append(per_name, False)[codes] if len(frame) else np.zeros(0, bool)
+    return frame, np.asarray(names, dtype=object)
 
 
-def _communication_mask(names: pd.Series) -> np.ndarray:
-    """is_communication_kernel per row, evaluated once per distinct name."""
-    if len(names) == 0:
-        return np.zeros(0, bool)
-    codes, uniques = pd.factorize(names.astype(object))
-    return np.fromiter((is_communication_kernel(n) for n in uniques), bool, len(uniques))[codes]
+def _sums_by_code(codes: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:
+    """values summed per code 0..count-1 (int64, exact); rows of code -1 (no name) left out, as a
+    pandas groupby leaves out its missing keys."""
+    sums = np.zeros(count, np.int64)
+    named = codes >= 0
+    np.add.at(sums, codes[named], values[named])
+    return sums
 
 
 def gpu_time_split(kernels: pd.DataFrame) -> Dict[str, int]:
@@ -197,24 +204,30 @@ def _steps(profile, kernels: pd.DataFrame):
     spans = step_spans(torch)
     number = spans["step"].to_numpy(np.int64)
     start, end = spans["start_ns"].to_numpy(np.int64), spans["end_ns"].to_numpy(np.int64)
-    work_name = _top_names(_work_names(torch, kernels), kernels["duration"].to_numpy(np.int64))
+    work_code, work_names = _top_names(_work_names(torch, kernels), kernels["duration"].to_numpy(np.int64))
     at = np.searchsorted(start, kernels["start"].to_numpy(np.int64), side="right") - 1
     inside = (at >= 0) & (kernels["start"].to_numpy(np.int64) < end[np.maximum(at, 0)])
-    frame = pd.DataFrame({"step": number[at[inside]], "work": work_name[inside],
+    frame = pd.DataFrame({"step": number[at[inside]], "work": work_code[inside],
                           "duration": kernels["duration"].to_numpy(np.int64)[inside]})
+    frame = frame[frame["work"] >= 0]  # no name: left out, as a groupby leaves out its missing keys
     step_work: Dict[int, Dict[str, int]] = {int(s): {} for s in number}
     for (step, work), ns in frame.groupby(["step", "work"], sort=False)["duration"].sum().items():
-        step_work[int(step)][str(work)] = int(ns)
+        step_work[int(step)][str(work_names[work])] = int(ns)
     return [int(s) for s in number], [int(x) for x in end - start], step_work, "operator"
 
 
-def _top_names(names: np.ndarray, duration: np.ndarray) -> np.ndarray:
-    """names, with those outside the TOP_WORK of most total time replaced by OTHER_WORK."""
-    totals = pd.Series(duration).groupby(names).sum()
-    if len(totals) <= TOP_WORK:
-        return names
-    kept = pd.Series(names, dtype=object).isin(totals.nlargest(TOP_WORK).index).to_numpy()
-    return np.where(kept, names, OTHER_WORK).astype(object)
+def _top_names(names: np.ndarray, duration: np.ndarray):
+    """(code per row, names by code): the rows' names, those outside the TOP_WORK of most total time
+    replaced by OTHER_WORK (ties broken in the names' sorted order); code -1: no name."""
+    codes, uniques = pd.factorize(pd.Series(names, dtype=object))
+    uniques = np.asarray(uniques, dtype=object)
+    if len(uniques) <= TOP_WORK:
+        return codes, uniques
+    totals = pd.Series(_sums_by_code(codes, duration, len(uniques)), index=uniques).sort_index()
+    kept = pd.Index(uniques).isin(totals.nlargest(TOP_WORK).index)
+    merged = np.append(uniques[kept], OTHER_WORK)  # kept names, then OTHER_WORK
+    new_code = np.where(kept, np.cumsum(kept) - 1, len(merged) - 1)
+    return np.where(codes >= 0, new_code[codes], -1), merged
 
 
 def _work_names(torch, kernels: pd.DataFrame) -> np.ndarray:
