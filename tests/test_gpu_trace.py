@@ -12,7 +12,7 @@ from tb_hwprof.analysis import timeline as tl
 from tb_hwprof.model import TIMELINE_CATEGORIES
 
 from conftest import sample
-from support_nsys import RUNTIME, query, tables_of
+from support_nsys import GPU_TABLES, RUNTIME, query, tables_of
 
 
 def _sqlite_rows(path, sql):
@@ -166,3 +166,32 @@ def test_sync_pattern_covers_cuda_and_hip():
         assert tl.SYNC_API.match(name), name
     for name in ("cudaMemcpyAsync", "hipMemcpyAsync", "hipLaunchKernel", "hipMemset"):
         assert not tl.SYNC_API.match(name), name
+
+
+def _union(spans) -> int:
+    """Length of the union of (start, end) spans: a plain sweep in Python."""
+    total, reach_start, reach_end = 0, None, None
+    for s, e in sorted(spans):
+        if reach_end is None or s > reach_end:
+            total += max(reach_end - reach_start, 0) if reach_end is not None else 0
+            reach_start, reach_end = s, e
+        else:
+            reach_end = max(reach_end, e)
+    return total + (max(reach_end - reach_start, 0) if reach_end is not None else 0)
+
+
+@pytest.mark.parametrize("name", ["nsys/mordred_quadro6000_2021.2.1.sqlite", "nsys/gpu4_t4_2022.4.2.sqlite",
+                                  "nsys/annikola_gtx1050_2024.5.1.sqlite", "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite"])
+def test_busy_time_per_kind_is_the_union_of_its_rows(samples_dir, name):
+    """gpu_activity's kernel / memcpy / memset time per device: the union of that table's rows in SQL."""
+    path = sample(samples_dir, name)
+    activity = tb_hwprof.analyse(tb_hwprof.read(path)).summaries["gpu_activity"]
+    present = tables_of(path)
+    checked = 0
+    for table, kind in GPU_TABLES.items():
+        rows = query(path, f"SELECT deviceId, start, end FROM {table} WHERE end >= start") if table in present else []
+        for _, row in activity.iterrows():
+            want = _union([(s, e) for d, s, e in rows if d == row["device"]])
+            assert row[f"{kind}_ns"] == want, (table, row["device"])
+            checked += want > 0
+    assert checked >= 2  # kernels and at least one other kind, somewhere

@@ -48,6 +48,28 @@ def interval_union_ns(starts, ends) -> int:
     return int(np.clip(e - s, 0, None).sum())
 
 
+def masked_union_ns(starts: np.ndarray, ends: np.ndarray, mask: np.ndarray) -> int:
+    """interval_union_ns of the intervals `mask` selects, their starts in order, without copying them
+    out: a running max of the selected ends (the others count as ending at -inf), islands starting
+    where a selected interval begins after all selected before it ended (a million launches: one
+    8 MB array where the copies and islands took ~55 MB)."""
+    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
+        return interval_union_ns(starts[mask], ends[mask])
+    if not mask.any():
+        return 0
+    reach = np.where(mask, ends, np.iinfo(np.int64).min).astype(np.int64, copy=False)
+    np.maximum.accumulate(reach, out=reach)
+    new = mask.copy()
+    new[1:] &= starts[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    del new
+    # Island j runs from its first start to the reach just before island j + 1 begins (rows between
+    # islands are unselected and leave the reach as it was), the last one to the final reach.
+    lengths = reach[first[1:] - 1] - starts[first[:-1]]
+    last = int(reach[-1]) - int(starts[first[-1]])
+    return int(np.clip(lengths, 0, None).sum()) + max(last, 0)
+
+
 ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
 GPU_ACTIVITY_COLUMNS = ["device", "span_start_ns", "span_end_ns", "span_ns", "busy_ns", "idle_ns", "busy_pct",
                         "kernel_ns", "memcpy_ns", "memset_ns", "memcpy_share_pct",
@@ -82,7 +104,7 @@ def gpu_activity(device: np.ndarray, kind_code: np.ndarray, kinds, starts: np.nd
             own = k == code_of.get(name, len(kinds))  # len(kinds): no interval of that kind
             n = int(own.sum())
             # One kind only (a kernel trace): its union is the busy time, merged once already.
-            row[f"{name}_ns"] = busy if n == own.size else interval_union_ns(s[own], e[own]) if n else 0
+            row[f"{name}_ns"] = busy if n == own.size else masked_union_ns(s, e, own) if n else 0
         row["memcpy_share_pct"] = 100.0 * row["memcpy_ns"] / busy if busy else math.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=GPU_ACTIVITY_COLUMNS)

@@ -143,11 +143,15 @@ def project_ranges(range_start, range_end, range_thread, call_start, call_thread
     range_start, range_end, range_thread = _i64(range_start), _i64(range_end), _i64(range_thread)
     call_start, call_thread = _i64(call_start), _i64(call_thread)
     op_start, op_end = _i64(op_start), _i64(op_end)
-    order = np.lexsort((call_start, call_thread))
-    thread, start = call_thread[order], call_start[order]
-    first, last = _gathered_with_pad(op_start, order), _gathered_with_pad(op_end, order)
-    n = order.size
-    del order
+    if _sorted_by(call_thread, call_start):  # tracers write a thread's calls in time order: no copies
+        thread, start = call_thread, call_start
+        first, last = _padded(op_start), _padded(op_end)
+    else:
+        order = np.lexsort((call_start, call_thread))
+        thread, start = call_thread[order], call_start[order]
+        first, last = _gathered_with_pad(op_start, order), _gathered_with_pad(op_end, order)
+        del order
+    n = thread.size
     lo = np.zeros(range_start.size, np.int64)
     hi = np.zeros(range_start.size, np.int64)
     for t in np.unique(range_thread).tolist():  # per thread: one searchsorted over its calls
@@ -169,6 +173,23 @@ def project_ranges(range_start, range_end, range_thread, call_start, call_thread
         bounds[0::2], bounds[1::2] = lo[some], hi[some]
         span[some] = np.maximum.reduceat(last, bounds)[0::2] - np.minimum.reduceat(first, bounds)[0::2]
     return count, gpu, span
+
+
+def _sorted_by(major: np.ndarray, minor: np.ndarray) -> bool:
+    """Whether rows are in (major, minor) order (what np.lexsort((minor, major)) would give)."""
+    if major.size < 2:
+        return True
+    if (major[1:] < major[:-1]).any():
+        return False
+    return bool(((major[1:] > major[:-1]) | (minor[1:] >= minor[:-1])).all())
+
+
+def _padded(values: np.ndarray) -> np.ndarray:
+    """values plus one 0 past the end (a reduceat bound may equal their length), in one array."""
+    out = np.empty(values.size + 1, np.int64)
+    out[:-1] = values
+    out[-1] = 0
+    return out
 
 
 def _gathered_with_pad(values: np.ndarray, order: np.ndarray) -> np.ndarray:
