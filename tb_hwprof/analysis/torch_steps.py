@@ -203,14 +203,14 @@ def names_where(names: pd.Series, *predicates) -> List[np.ndarray]:
     return [np.fromiter(map(predicate, distinct), bool, len(distinct))[codes] for predicate in predicates]
 
 
-def step_time_breakdown(torch_trace) -> pd.DataFrame:
+def step_time_breakdown(torch_trace, spans: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """One row per step (BREAKDOWN_COLUMNS, int64 ns): each instant of the step in the first
     category covering it, the rest in other_ns; the categories and other_ns sum to total_ns.
 
     A category's share of a step is |union of it and the categories before it| minus |union of the
     categories before it|, both within the step: one merge per category and two lookups per step
-    (steps are few), no sort of every boundary."""
-    spans = step_spans(torch_trace)
+    (steps are few), no sort of every boundary.  spans: step_spans(torch_trace), where the caller has it."""
+    spans = step_spans(torch_trace) if spans is None else spans
     start, end = spans["start_ns"].to_numpy(np.int64), spans["end_ns"].to_numpy(np.int64)
     islands = category_intervals(torch_trace)
     out = {"step": spans["step"].to_numpy(np.int64)}
@@ -242,12 +242,13 @@ def _measure_within(islands: Intervals, start: np.ndarray, end: np.ndarray) -> n
 
 
 # ---------------------------------------------------------------- GPU summary
-def gpu_summary(torch_trace) -> dict:
+def gpu_summary(torch_trace, spans: Optional[pd.DataFrame] = None) -> dict:
     """tb-profiler's GPU summary over the steps (first start .. last end), per device of a kernel:
     gpu_utilization and est_sm_efficiency (fractions), est_achieved_occupancy_pct (percent; None
     when no kernel carries it, as is est_sm_efficiency without blocks per SM), kernel_ns (all its
-    kernels, in steps or not), tensor_core_kernel_share and communication_kernel_share of that."""
-    spans = step_spans(torch_trace)
+    kernels, in steps or not), tensor_core_kernel_share and communication_kernel_share of that.
+    spans: step_spans(torch_trace), where the caller has it."""
+    spans = step_spans(torch_trace) if spans is None else spans
     if spans.empty:
         return {"span_start_ns": None, "span_end_ns": None, "devices": {}}
     span = (int(spans["start_ns"].iloc[0]), int(spans["end_ns"].iloc[-1]))

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .torch_ops import op_gpu_time
 from .torch_shapes import op_shapes
-from .torch_steps import gpu_summary, step_time_breakdown
+from .torch_steps import gpu_summary, step_spans, step_time_breakdown
 
 TABLES = ("op_gpu_time", "op_shapes", "step_time_breakdown", "torch_gpu_summary")
 GPU_SUMMARY_COLUMNS = ["device", "span_start_ns", "span_end_ns", "gpu_utilization_pct", "est_sm_efficiency_pct",
@@ -23,15 +23,16 @@ def torch_tables(profile, analysis) -> None:
     analysis.summaries["op_gpu_time"] = op_gpu_time(torch)
     analysis.summaries["op_shapes"] = op_shapes(torch, profile.devices, profile.provenance.source_path)
     if len(torch.steps):
-        analysis.summaries["step_time_breakdown"] = step_time_breakdown(torch)
-        summary = gpu_summary_table(torch)
+        spans = step_spans(torch)  # both tables' steps (launches counted once)
+        analysis.summaries["step_time_breakdown"] = step_time_breakdown(torch, spans)
+        summary = gpu_summary_table(torch, spans)
         if len(summary):
             analysis.summaries["torch_gpu_summary"] = summary
 
 
-def gpu_summary_table(torch) -> pd.DataFrame:
+def gpu_summary_table(torch, spans=None) -> pd.DataFrame:
     """gpu_summary as one row per device, fractions as percentages (None -> NaN)."""
-    summary = gpu_summary(torch)
+    summary = gpu_summary(torch, spans)
     pct = lambda v: np.nan if v is None else 100.0 * v
     rows = [{"device": device, "span_start_ns": summary["span_start_ns"], "span_end_ns": summary["span_end_ns"],
              "gpu_utilization_pct": pct(d["gpu_utilization"]), "est_sm_efficiency_pct": pct(d["est_sm_efficiency"]),

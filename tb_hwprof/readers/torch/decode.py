@@ -157,20 +157,21 @@ def scan_in_two(scanner, data, near: int) -> Optional[KinetoEvents]:
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-scan") as pool:
         rest = pool.submit(scanner.scan_part, data, split, 0)
         head, landed, restarted, _ = scanner.scan_part(data, 0, split)
-    if not landed:
-        return _from_native(head)  # the whole document, read by the first part alone
-    if rest.exception() is not None:
-        return None
-    tail, _, tail_restarted, tail_string_ids = rest.result()
-    if restarted or tail_restarted:  # a second traceEvents array: the one scan's rule applies
-        return None
-    return _from_native(_joined(head, tail, np.frombuffer(tail_string_ids or b"", dtype=np.int64)))
+        if not landed:
+            return _from_native(head)  # the whole document, read by the first part alone
+        if rest.exception() is not None:
+            return None
+        tail, _, tail_restarted, tail_string_ids = rest.result()
+        if restarted or tail_restarted:  # a second traceEvents array: the one scan's rule applies
+            return None
+        return _from_native(_joined(head, tail, np.frombuffer(tail_string_ids or b"", dtype=np.int64), pool))
 
 
-def _joined(head, tail, tail_string_ids: np.ndarray):
+def _joined(head, tail, tail_string_ids: np.ndarray, pool: ThreadPoolExecutor):
     """One scan's result from its two parts': the tail's string codes renumbered into the head's
     table (new strings appended in their order of first sight, as one interner would), its rows
-    after the head's."""
+    after the head's.  The complete events are joined here while `pool` joins the other tables
+    (about as many bytes; numpy copies without the GIL)."""
     strings, x, x_gpu, x_op, flows, instants, metadata, top, other = head
     t_strings, t_x, t_gpu, t_op, t_flows, t_instants, t_metadata, t_top, t_other = tail
     index = {text: code for code, text in enumerate(strings)}
@@ -207,8 +208,11 @@ def _joined(head, tail, tail_string_ids: np.ndarray):
             values[tail_string_ids] = renumber[values[tail_string_ids]]
         return values
 
-    return (list(index), table(x, t_x), table(x_gpu, t_gpu), table(x_op, t_op), table(flows, t_flows, flow_ids),
-            table(instants, t_instants), list(metadata) + list(t_metadata), list(top) + list(t_top), other + t_other)
+    others = pool.submit(lambda: (table(x_gpu, t_gpu), table(x_op, t_op), table(flows, t_flows, flow_ids),
+                                  table(instants, t_instants)))
+    complete = table(x, t_x)
+    return (list(index), complete, *others.result(), list(metadata) + list(t_metadata), list(top) + list(t_top),
+            other + t_other)
 
 
 def decode_events_python(data: bytes) -> KinetoEvents:
