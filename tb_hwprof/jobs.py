@@ -392,10 +392,12 @@ def dask_client(address: Optional[str], workers: int, progress):
         progress(f"job: on the Dask cluster at {address} ({len(client.scheduler_info().get('workers', {}))} workers)")
         return client, client.close
     import dask
+    import multiprocessing
+    start = WORKER_START if WORKER_START in multiprocessing.get_all_start_methods() else "spawn"  # Windows: spawn
     # Not daemonic: a worker forks a child per rank (export_rank's isolate).
     with dask.config.set({"distributed.nanny.pre-spawn-environ": local_worker_environ(),
                           "distributed.worker.daemon": False,
-                          "distributed.worker.multiprocessing-method": WORKER_START}):
+                          "distributed.worker.multiprocessing-method": start}):
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                                silence_logs=logging.ERROR)
     client = Client(cluster)
