@@ -360,8 +360,10 @@ def report(args, singles: dict, job: dict, parallel, loads, straggler: int) -> i
               f"what this machine gives {args.workers} exports at once now; the job vs that: "
               f"{job['s'] / parallel:.2f})")
     tasks_cpu = sum(w["cpu_s"] for w in job["workers"].values())
-    print(f"  CPU: the job's rank tasks {tasks_cpu:.1f} s vs the single exports' "
-          f"{sum(s['cpu_s'] for s in each) * args.ranks / len(each):.1f} s (scaled to all ranks)")
+    singles_cpu = sum(s["tree_cpu_s"] for s in each) * args.ranks / len(each)
+    print(f"  CPU (what the load does not change): the job's processes {job['tree_cpu_s']:.1f} s in all, its rank "
+          f"tasks {tasks_cpu:.1f} s, vs the single exports' {singles_cpu:.1f} s (scaled to all ranks): "
+          f"{job['tree_cpu_s'] / singles_cpu:.2f}x")
     for address, w in sorted(job["workers"].items()):
         print(f"  worker {address}: {w['ranks']} ranks, {w['s']:.1f} s of tasks (CPU {w['cpu_s']:.1f} s), "
               f"a rank's process peak {w['mb']:.0f} MB (ru_maxrss of the child forked from the worker: "

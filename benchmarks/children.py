@@ -23,7 +23,8 @@ def run_child_watched(code: str, *args) -> dict:
     """run_child, its process tree's memory polled meanwhile (TreeWatch): the JSON line with
     "tree_mb" (the peak of the root's RSS plus its descendants' unique memory at one instant) and
     "family_mb" ({pid: the same peak over that process and its own children} for each process
-    below the root that had children, e.g. a local Dask worker and the rank processes it forked)."""
+    below the root that had children, e.g. a local Dask worker and the rank processes it forked)
+    and "tree_cpu_s" (the CPU time of every process of the tree, as last seen: a little short)."""
     process = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     watch = TreeWatch(process.pid)
@@ -34,7 +35,7 @@ def run_child_watched(code: str, *args) -> dict:
         raise SystemExit(f"child failed:\n{stdout}\n{stderr}")
     sys.stderr.write(stderr)
     return {**json.loads(stdout.strip().splitlines()[-1]), "tree_mb": watch.tree_mb,
-            "family_mb": {str(k): v for k, v in watch.family_mb.items()}}
+            "family_mb": {str(k): v for k, v in watch.family_mb.items()}, "tree_cpu_s": watch.cpu_s}
 
 
 class TreeWatch:
@@ -49,6 +50,7 @@ class TreeWatch:
         self.root, self.interval = root, interval
         self.tree_mb = 0.0
         self.family_mb = {}
+        self._cpu_ticks = {}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -59,6 +61,10 @@ class TreeWatch:
         self._done.set()
         self._thread.join()
 
+    @property
+    def cpu_s(self) -> float:
+        return sum(self._cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
+
     def _run(self) -> None:
         while not self._done.is_set():
             self.sample()
@@ -67,6 +73,8 @@ class TreeWatch:
     def sample(self) -> None:
         kids = children_of()
         tree = [self.root] + descendants(self.root, kids)
+        for pid in tree:
+            self._cpu_ticks[pid] = max(self._cpu_ticks.get(pid, 0), cpu_ticks(pid))
         memory = {pid: memory_mb(pid) for pid in tree}
         memory = {pid: m for pid, m in memory.items() if m is not None}
         if self.root not in memory:
@@ -92,6 +100,16 @@ def memory_mb(pid: int):
     if "Rss" not in fields:
         return None
     return fields["Rss"], fields.get("Private_Clean", 0.0) + fields.get("Private_Dirty", 0.0)
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process (its own, not its children's), in clock ticks; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def children_of() -> dict:
