@@ -414,3 +414,27 @@ def test_damage_on_either_side_of_the_split_is_the_one_scans_error(samples_dir, 
     with pytest.raises(decode.TraceError) as two:
         decode.decode_events(data)
     assert str(two.value) == str(one.value)
+
+
+@pytest.mark.parametrize("layout", ["array", "events first", "events between", "two arrays"])
+def test_scan_in_two_parts_of_other_document_layouts(samples_dir, layout):
+    """A real trace's events as Chrome's array format, with top-level keys after traceEvents, and with
+    a second traceEvents array (the last one wins: two parts then leave it to one scan)."""
+    scanner, decode = _scanner_and_decode()
+    path = samples_dir / "torch" / "hta_v100_resnet_rank0.json.gz"
+    if not path.is_file():
+        pytest.skip("hta_v100_resnet_rank0.json.gz")
+    doc = load_json(path)
+    events = doc.pop("traceEvents")
+    data = {"array": lambda: json.dumps(events),
+            "events first": lambda: json.dumps({"traceEvents": events, **doc}),
+            "events between": lambda: json.dumps({"a": 1, "traceEvents": events, **doc}),
+            "two arrays": lambda: json.dumps({"traceEvents": events[:100], **doc})[:-1]
+            + ', "traceEvents": ' + json.dumps(events) + "}"}[layout]().encode()
+    one = decode._from_native(scanner.scan(data))
+    for where in (0.05, 0.5, 0.8):
+        two = decode.scan_in_two(scanner, data, int(len(data) * where))
+        if layout == "two arrays":
+            assert two is None
+        else:
+            _same_events(one, two)
