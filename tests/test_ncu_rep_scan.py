@@ -150,3 +150,12 @@ def test_edge_records_walk_the_same(record):
 def test_a_wide_varint_is_handed_back():
     assert scan.metric_name_ids(b"\x08" + b"\xff" * 9 + b"\x01") is None
     assert reader.metric_name_ids(b"\x08" + b"\xff" * 9 + b"\x01") == reader.metric_name_ids_py(b"\x08" + b"\xff" * 9 + b"\x01")
+
+
+def test_container_check_is_the_same_without_the_c_walk(ncu_rep, monkeypatch):
+    """check_container (what the reader judges damage by) with the C walk and with the Python one."""
+    data = ncu_rep.read_bytes()
+    with_c = reader.check_container(ncu_rep, data)
+    monkeypatch.setattr(reader, "_ncu_rep_scan", None)
+    without = reader.check_container(ncu_rep, data)
+    assert (with_c.launches, with_c.damaged, with_c.name_ids) == (without.launches, without.damaged, without.name_ids)
