@@ -57,3 +57,17 @@ def test_time_per_value_is_groupby_sum(read_sample, samples_dir):
         want = kernels.groupby("bound")["duration_ns"].sum()
         got = time_per_value(kernels["bound"], kernels["duration_ns"])
         assert got == {label: float(total) for label, total in want.items()}
+
+
+def test_kernel_set_bounds_count_missing_labels_as_unknown(read_sample, samples_dir):
+    """compare's dominant bound per kernel (bincounts over codes) equals groups.dominant_label (pandas
+    groupby) when some launches have no label: those count as 'unknown', never as another label."""
+    from tb_hwprof.analysis import compare, groups
+    path = "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep"
+    sample(samples_dir, path)
+    kernels = read_sample(path).kernels.copy()
+    kernels.loc[kernels.index[kernels.index % 3 != 0], "bound"] = None  # most launches of most kernels
+    kset = compare.kernel_set(kernels)
+    keys = pd.Series([kset.keys[c] for c in kset.codes])
+    want = groups.dominant_label(keys, groups.bound_labels(kernels), kernels["duration_ns"])
+    assert {k: kset.groups[k]["bound"] for k in kset.keys} == want.to_dict()

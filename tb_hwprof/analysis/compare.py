@@ -138,6 +138,13 @@ def weighted_means(codes: np.ndarray, n: int, values: np.ndarray, durations: np.
         return np.where(weight > 0, weighted / weight, np.where(count > 0, plain / count, np.nan))
 
 
+def _has_values(kernels: pd.DataFrame, column: str) -> bool:
+    """False for a sparse column holding no value (a tracer's counters), without densifying it."""
+    values = kernels[column]
+    return not (isinstance(values.dtype, pd.SparseDtype) and values.sparse.npoints == 0
+                and np.isnan(values.dtype.fill_value))
+
+
 def _floats(kernels: pd.DataFrame, column: str) -> np.ndarray:
     return kernels[column].to_numpy(dtype=np.float64, na_value=np.nan)
 
@@ -153,8 +160,9 @@ def _dominant_bounds(codes: np.ndarray, n: int, bound: pd.Series, durations: np.
     """Per key, the bound label covering most time (launch count breaks ties, then the label's name),
     as groups.dominant_label decides it; '' and missing labels count as 'unknown'."""
     raw_codes, raw = columnar.object_factorize(bound.to_numpy(dtype=object))
-    label_codes, labels = pd.factorize(np.array([b if isinstance(b, str) and b else "unknown" for b in raw],
-                                                dtype=object))
+    raw_codes = np.where(raw_codes < 0, len(raw), raw_codes)  # a missing label: the "unknown" appended below
+    label_codes, labels = pd.factorize(np.array([b if isinstance(b, str) and b else "unknown" for b in raw]
+                                                + ["unknown"], dtype=object))
     row_labels = label_codes[raw_codes] if raw_codes.size else raw_codes
     width = max(len(labels), 1)
     combo = codes.astype(np.int64) * width + row_labels
@@ -226,7 +234,8 @@ def kernel_set(kernels: pd.DataFrame) -> KernelSet:
     totals = _per_key_totals(codes, n, durations).tolist()
     launches = np.bincount(codes, minlength=n).tolist()
     bounds = _dominant_bounds(codes, n, kernels["bound"], durations)
-    means = {c: weighted_means(codes, n, _floats(kernels, c), durations).tolist() for c in DELTA_COLUMNS}
+    means = {c: (weighted_means(codes, n, _floats(kernels, c), durations) if _has_values(kernels, c)
+                 else np.full(n, np.nan)).tolist() for c in DELTA_COLUMNS}
     text = lambda column: [v if isinstance(v, str) else "" for v in kernels[column].to_numpy(dtype=object)[first]]  # noqa: E731
     names, demangled, mangled = text("name"), text("demangled_name"), text("mangled_name")
     labels = _labels(names, [normalise_kernel_name(d) for d in demangled], keys)
