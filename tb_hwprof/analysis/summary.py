@@ -30,6 +30,8 @@ def merge(starts, ends) -> Tuple[np.ndarray, np.ndarray]:
     starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
     if starts.size == 0:
         return starts, ends
+    if _already_islands(starts, ends):  # idle gaps, islands merged before: nothing to do, nothing copied
+        return starts, ends
     if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
@@ -40,6 +42,12 @@ def merge(starts, ends) -> Tuple[np.ndarray, np.ndarray]:
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, starts.size - 1)
     return starts[first], reach[last]
+
+
+def _already_islands(starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Whether merge() would return the intervals as they are: each starts after the one before it
+    ended (not touching) and the ends rise, so the running max of the ends is the ends."""
+    return starts.size < 2 or bool((starts[1:] > ends[:-1]).all() and (ends[1:] >= ends[:-1]).all())
 
 
 def interval_union_ns(starts, ends) -> int:
