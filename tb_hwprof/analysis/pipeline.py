@@ -154,13 +154,16 @@ class Step:
 
 
 STEPS = (
+    # The timeline's tables need nothing else, and run first: beside the start of the timeline files'
+    # writing (a sort), not its middle (gathered columns, depths, overview), whose temporaries and
+    # theirs added up to the export's peak at 1M kernels.
+    Step(gpu_trace_tables, makes=GPU_TRACE_TABLES),
     Step(kernel_labels),
     # After the labels (a trace's launches stay labelled once per device), before the table is final.
     Step(theoretical_occupancy, kernels_final=True),
     Step(device_roofline),
     Step(topdown_labels),
     # Summary-table steps go here, before the figures and the advice that read the tables.
-    Step(gpu_trace_tables, makes=GPU_TRACE_TABLES),
     Step(torch_tables, makes=TORCH_TABLES),
     Step(operator_counters, makes=(OP_COUNTERS_TABLE,)),  # joined traces (analysis/join.py)
     Step(compare_kernels, makes=(COMPARE_TABLE,)),
