@@ -225,12 +225,27 @@ def write_kernels_gz(path: Path, kernels: pd.DataFrame) -> None:
     write_columnar_gz(path, kernels, units, whole_floats=FLOAT_COLUMNS)
 
 
-def write_json_gz(path: Path, doc: Any) -> None:
+def write_json_gz(path: Path, doc: Any, fast: bool = False) -> None:
+    """doc as gzipped JSON, NaN and infinities as null.  fast: encoded by orjson (~6x faster on a
+    details file; UTF-8 text where json.dumps writes \\u escapes, the same values parsed), falling
+    back to json.dumps for what orjson refuses (integers past 64 bits)."""
     # One encode and one write: many small writes through gzip cost more than the encoding.
-    text = json_text(doc)
-    check_unicode(text, path)
+    data = _orjson_or_none(path, doc) if fast else None
+    if data is None:
+        text = json_text(doc)
+        check_unicode(text, path)
+        data = text.encode("utf-8")
     with gzip.open(path, "wb", compresslevel=GZIP_LEVEL) as f:
-        f.write(text.encode("utf-8"))
+        f.write(data)
+
+
+def _orjson_or_none(path: Path, doc: Any) -> Optional[bytes]:
+    try:
+        return orjson.dumps(doc)
+    except orjson.JSONEncodeError as e:
+        if "surrogates" in str(e):
+            raise unwritable_text(path, e) from None
+        return None  # e.g. an integer past 64 bits: json.dumps writes it
 
 
 def check_unicode(text: str, path: Path) -> None:
@@ -314,11 +329,12 @@ def details_doc(first_launch: int, raw_metrics: List[Dict[str, list]], rules: Li
     sets: Dict[tuple, int] = {}
     set_docs, launches = [], []
     for raw, launch_rules in zip(raw_metrics, rules):
-        key = tuple((name, unit) for name, (_, unit) in raw.items())
+        pairs = raw.values()
+        key = (tuple(raw), tuple([pair[1] for pair in pairs]))  # (names, units): two tuples, not one per metric
         if key not in sets:
             sets[key] = len(set_docs)
-            set_docs.append({"names": [k[0] for k in key], "units": [k[1] for k in key]})
-        launches.append({"set": sets[key], "values": [v for v, _ in raw.values()], "rules": clean(launch_rules)})
+            set_docs.append({"names": list(key[0]), "units": list(key[1])})
+        launches.append({"set": sets[key], "values": [pair[0] for pair in pairs], "rules": clean(launch_rules)})
     return {"first_launch": first_launch, "metric_sets": set_docs, "launches": launches}
 
 

@@ -441,7 +441,7 @@ def _write_details(profile, assets: Path) -> None:
     for first in range(0, n, metadata.DETAILS_CHUNK):
         last = first + metadata.DETAILS_CHUNK
         doc = tables.details_doc(first, raw[first:last], rules[first:last])
-        tables.write_json_gz(assets / metadata.details_file(first), doc)
+        tables.write_json_gz(assets / metadata.details_file(first), doc, fast=True)
 
 
 def _write_events(assets: Path, scalars: dict, manifest: dict, step: int) -> None:
