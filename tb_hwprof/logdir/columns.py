@@ -81,6 +81,10 @@ def _bits(values: np.ndarray) -> np.ndarray:
 
 
 def _all_equal(values: np.ndarray) -> bool:
+    if values.dtype == object:  # one str object shared by every row (labels): compared as pointers, ~10x faster
+        pointers = _pointers(np.ascontiguousarray(values))
+        if pointers is not None and bool((pointers == pointers[0]).all()):
+            return True
     bits = _bits(values)
     return bool((bits[:PREFIX] == bits[0]).all()) and bool((bits == bits[0]).all())
 
