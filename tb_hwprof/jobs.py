@@ -9,7 +9,7 @@ job's run from the digests, and only then puts every run in place:
 
   <logdir>/.tb-hwprof/jobs/<job key>@<pid>@<host>@<random>/   the staging logdir (hidden area)
       pos_<i>/    rank i of the files as given, its event files under pending names (TensorBoard
-                  never lists a staged rank: the worker hides them as soon as its run is written)
+                  lists runs in dot-folders too: a staged rank's event file never takes its name)
       job/        the job's run; the ranks move into it as job/rank_N
 
 A new job is then one folder rename into <logdir>/<job>; over an existing one (--overwrite) each
@@ -87,7 +87,7 @@ class RankFailure:
 def export_rank(path: str, position: int, staging: str, job: str, step: int = 0, trace: str = "auto",
                 window=None, salvage: bool = False, isolate: bool = False) -> RankResult:
     """The Dask task: read, analyse and write one rank as run pos_<position> of the staging logdir,
-    its event files hidden; returns its digest.  isolate: in a child process forked for this rank
+    its event files pending; returns its digest.  isolate: in a child process forked for this rank
     (where the process may have children), so a worker's peak memory is one rank's whatever ranks
     it ran before, and a rank that kills its process (a crash, the OOM killer) fails alone."""
     started, cpu = time.perf_counter(), time.process_time()
@@ -147,12 +147,10 @@ def _export_one(path, position, staging, job, step, trace, window, salvage):
     """(digest, staged run folder) of one rank; its profile lives only as long as this call."""
     from .analysis.pipeline import WindowOptions, _analyse_and_write, read_report
     from .analysis.ranks import rank_digest, rank_of
-    from .logdir.writer import hide_events
     report = read_report(path, window or WindowOptions(), salvage=salvage)
     rank = rank_of(report.profile, Path(path), position)
     (run_dir,), _ = _analyse_and_write([report], Path(staging), [f"pos_{position}"], False, [step], trace,
-                                       lambda line: None, lambda run_dir: None)
-    hide_events(run_dir)  # a staged rank is no run TensorBoard should list
+                                       lambda line: None, lambda run_dir: None, listed=False)
     return rank_digest(report.profile, rank, str(path), run=f"{job}/rank_{rank}"), run_dir
 
 
@@ -490,15 +488,13 @@ def place_job(outcome, staging: Path, logdir: Path, job: str, overwrite: bool, s
 def write_job_run(results: List[RankResult], failures: List[RankFailure], staging: Path, job: str, step: int,
                   trace: str) -> Path:
     """The job's cross-rank run (analysis/ranks.py job_profile) as run `job` of the staging logdir,
-    its event files hidden like the ranks'."""
+    its event files pending like the ranks'."""
     from .analysis.pipeline import Report, _analyse_and_write
     from .analysis.ranks import job_profile
-    from .logdir.writer import hide_events
     profile = job_profile([r.digest for r in results], job_notes(results, failures), job=job)
     source = Path(results[0].path)
     (run_dir,), _ = _analyse_and_write([Report(source, profile)], staging, ["job"], False, [step], trace,
-                                       lambda line: None, lambda run_dir: None)
-    hide_events(run_dir)
+                                       lambda line: None, lambda run_dir: None, listed=False)
     return run_dir
 
 

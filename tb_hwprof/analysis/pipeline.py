@@ -316,10 +316,11 @@ def _export_remote(paths: Sequence, url: str, runs: Sequence[str], *, overwrite:
 
 
 def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str], overwrite: bool, steps: List[int],
-                       trace: str, progress, written, beside: bool = False):
+                       trace: str, progress, written, beside: bool = False, listed: bool = True):
     """Stage every run (its timeline files start on a background thread: they need no analysis), analyse
     every report, then put each run in place; (run folders, analyses).  Anything failing before the
-    first run is in place removes every staged folder: the logdir is as it was."""
+    first run is in place removes every staged folder: the logdir is as it was.  listed=False: the
+    runs' event files stay pending (logdir/writer.py StagedRun listed; a job's staged ranks)."""
     from concurrent.futures import ThreadPoolExecutor
     from ..logdir.writer import StagedRun
     staged: List = []
@@ -327,7 +328,7 @@ def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str],
         try:
             for report, name in zip(reports, runs):
                 staged.append(StagedRun(report.profile, logdir, name, overwrite, report.window, trace, timeline_pool,
-                                        beside=beside))
+                                        beside=beside, listed=listed))
             analyses = []
             for i, report in enumerate(reports, 1):
                 started = time.perf_counter()

@@ -490,9 +490,10 @@ class StagedRun:
     another export of the same run holds its lock."""
 
     def __init__(self, profile, logdir, run: str, overwrite: bool = False, window=None, trace: str = "auto",
-                 timeline_pool=None, beside: bool = False):
+                 timeline_pool=None, beside: bool = False, listed: bool = True):
         self.profile = profile
         self.beside = beside
+        self.listed = listed  # False: into place with its event files pending (a job's staged rank)
         self.run_dir = Path(logdir).joinpath(*check_run_name(run).parts)
         self.area = area_of(self.run_dir)
         self.created = [p for p in [self.run_dir.parent, *self.run_dir.parent.parents] if not p.exists()]
@@ -550,7 +551,7 @@ class StagedRun:
                           self.launch_tables)
             _write_events(self.assets, analysis.scalars, manifest, step)
             self._close_pool()
-            put_in_place(self.staging, self.run_dir, self.old)
+            put_in_place(self.staging, self.run_dir, self.old, show=self.listed)
         except BaseException:
             self.abort()
             raise
@@ -617,18 +618,20 @@ def current_umask() -> int:
     return mask
 
 
-def put_in_place(staging: Path, run_dir: Path, old: Path) -> None:
+def put_in_place(staging: Path, run_dir: Path, old: Path, show: bool = True) -> None:
     """The staged run into place: a new run in one rename; over an existing folder, our files only
-    (the module's steps 1-5: other files, such as a PyTorch run's traces or nested runs, stay)."""
+    (the module's steps 1-5: other files, such as a PyTorch run's traces or nested runs, stay).
+    show=False leaves its event files pending (show_events lists the run later)."""
     if not run_dir.exists():
         os.rename(staging, run_dir)
-        show_events(run_dir)
+        if show:
+            show_events(run_dir)
         return
-    replace_ours(asset_dir(staging), run_dir, old)
+    replace_ours(asset_dir(staging), run_dir, old, show)
     shutil.rmtree(staging, ignore_errors=True)
 
 
-def replace_ours(new_assets: Path, run_dir: Path, old: Path) -> None:
+def replace_ours(new_assets: Path, run_dir: Path, old: Path, show: bool = True) -> None:
     assets = asset_dir(run_dir)
     if assets.is_dir():
         hide_events(run_dir)  # 1
@@ -636,5 +639,6 @@ def replace_ours(new_assets: Path, run_dir: Path, old: Path) -> None:
     else:
         assets.parent.mkdir(parents=True, exist_ok=True)
     os.rename(new_assets, assets)  # 3
-    show_events(run_dir)  # 4
+    if show:
+        show_events(run_dir)  # 4
     shutil.rmtree(old, ignore_errors=True)  # 5
