@@ -30,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(REPO / "tests"))  # support_trace: the v2 index layout, shared with the tests
 BUCKET = "hwprof-bench"
 LOGDIR = f"s3://{BUCKET}/runs"
 GOAL = 0.10
@@ -111,6 +112,7 @@ def publish_nsys_runs(kernels: int) -> tuple:
     again as nsys_<k>k_v2 with its index rewritten in the v2 layout; the two run names."""
     import tb_hwprof
     from bench_nsys_export import DEFAULT, grow
+    from support_trace import as_v2_index
     from tb_hwprof.logdir import fs, metadata
     run = f"nsys_{kernels // 1000}k"
     with tempfile.TemporaryDirectory() as local:
@@ -121,18 +123,6 @@ def publish_nsys_runs(kernels: int) -> tuple:
         as_v2_index(run_dir.joinpath(*metadata.ASSET_DIR, metadata.TIMELINE_INDEX))
         fs.publish_run(fs.RemoteDir(LOGDIR), run_dir, run + "_v2", overwrite=False)
     return run, run + "_v2"
-
-
-def as_v2_index(path: Path) -> None:
-    """The index rewritten as the v2 writer laid it out (INDEX_COLUMNS and meta only)."""
-    import json
-    import numpy as np
-    from tb_hwprof.logdir import trace
-    index = trace.read_index(path)
-    meta = {k: v for k, v in index["meta"].items() if k in ("categories", "names", "tracks")}
-    blob = np.frombuffer(json.dumps({**meta, "version": 2}).encode(), dtype=np.uint8)
-    with open(path, "wb") as f:
-        np.savez(f, **{c: index[c] for c in trace.INDEX_COLUMNS}, meta=blob)
 
 
 def timeline_costs(counter, runs: tuple, kernels: int) -> None:

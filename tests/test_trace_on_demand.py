@@ -16,6 +16,7 @@ from tb_hwprof.logdir import metadata, trace
 
 from conftest import sample
 from support_nsys import DLPROF
+from support_trace import as_v2_index
 from support_plugin import P, App
 
 ANNIKOLA = "nsys/annikola_gtx1050_2024.5.1.sqlite"
@@ -298,15 +299,6 @@ def test_a_window_reads_only_the_chunks_it_overlaps(chunked, samples_dir):
     # The same window again: its chunks are kept, nothing is read.
     reads.clear()
     assert app.json("/timeline", run="r", start=a, end=b, max_events=100_000) == doc and reads == []
-
-
-def as_v2_index(path: Path) -> None:
-    """Rewrite a v3 index as tb-hwprof 0.1's v2 writer laid it out (INDEX_COLUMNS and meta only)."""
-    index = trace.read_index(path)
-    meta = {k: v for k, v in index["meta"].items() if k in ("categories", "names", "tracks")}
-    blob = np.frombuffer(json.dumps({**meta, "version": 2}).encode(), dtype=np.uint8)
-    with open(path, "wb") as f:
-        np.savez(f, **{c: index[c] for c in trace.INDEX_COLUMNS}, meta=blob)
 
 
 def test_a_v2_index_is_read_whole_and_shows_the_same_windows(tmp_path, samples_dir):
