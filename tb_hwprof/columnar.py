@@ -149,7 +149,7 @@ def _value_codes(column) -> np.ndarray:
     """A code 0..k-1 per row, equal values (NaN equal to NaN) sharing one."""
     column = np.asarray(column)
     if column.dtype == object:
-        return object_codes(column).astype(np.int64, copy=False)
+        return object_codes(column).astype(np.int64) + 1  # missing values (-1) are a value of their own: 0
     if column.dtype.kind == "f":
         small = _small_whole_codes(column)
         if small is not None:

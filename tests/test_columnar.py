@@ -1,6 +1,7 @@
 """tb_hwprof.columnar helpers against pandas' own factorize on real kernel names."""
 import numpy as np
 import pandas as pd
+import pytest
 
 from tb_hwprof.columnar import object_codes, object_factorize
 
@@ -71,3 +72,26 @@ def test_kernel_set_bounds_count_missing_labels_as_unknown(read_sample, samples_
     keys = pd.Series([kset.keys[c] for c in kset.codes])
     want = groups.dominant_label(keys, groups.bound_labels(kernels), kernels["duration_ns"])
     assert {k: kset.groups[k]["bound"] for k in kset.keys} == want.to_dict()
+
+
+@pytest.mark.parametrize("path", ["ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep", DLPROF])
+def test_group_codes_are_pandas_groups_missing_values_included(read_sample, samples_dir, path):
+    """group_codes puts rows together exactly as pandas' groupby(dropna=False) over the same columns:
+    real registers, grid sizes (whole floats), kernel names (text) and durations (fractions), with
+    missing values among the numbers and the names (a missing name is one value of its own, never
+    folded into another combination's code, as its -1 once was on the 105-launch report)."""
+    from tb_hwprof.columnar import group_codes
+    sample(samples_dir, path)
+    kernels = read_sample(path).kernels
+    names = kernels["name"].to_numpy(dtype=object).copy()
+    names[::3] = None
+    grid = kernels["grid_size"].to_numpy(dtype=float).copy()
+    grid[1::5] = np.nan
+    for columns in ([kernels["registers_per_thread"].to_numpy(dtype=float), names],
+                    [grid, names, kernels["registers_per_thread"].to_numpy(dtype=float),
+                     kernels["duration_ns"].to_numpy(dtype=float) / 7.0]):
+        codes, firsts = group_codes(columns)
+        frame = pd.DataFrame({f"c{i}": c for i, c in enumerate(columns)})
+        want = frame.groupby(list(frame.columns), dropna=False, sort=False).ngroup().to_numpy()
+        assert (codes == want).all()
+        assert (firsts == pd.Series(want).drop_duplicates().index.to_numpy()).all()
