@@ -233,6 +233,12 @@ def all_nan_column(n: int) -> pd.arrays.SparseArray:
     return pd.arrays.SparseArray(np.full(n, math.nan), dtype=ALL_NAN_DTYPE)
 
 
+def is_all_nan_column(column: pd.Series) -> bool:
+    """Whether a column is such a sparse column with no stored value (a tracer's counters), known
+    without densifying it."""
+    return column.dtype == ALL_NAN_DTYPE and column.array.sp_values.size == 0
+
+
 # ------------------------------------------------------------------ timeline (tracers)
 # Slice categories, by code (Timeline.slices["cat"]); the trace file's "cat" strings.  New ones are
 # appended: a written index stores codes.  "cpu_op": framework operators (PyTorch aten:: ops),

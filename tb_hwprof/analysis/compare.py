@@ -23,7 +23,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from ..model import KERNEL_COLUMNS
+from ..model import KERNEL_COLUMNS, is_all_nan_column
 from .. import columnar
 
 # Metrics whose run-minus-base difference the comparison reports.
@@ -138,13 +138,6 @@ def weighted_means(codes: np.ndarray, n: int, values: np.ndarray, durations: np.
         return np.where(weight > 0, weighted / weight, np.where(count > 0, plain / count, np.nan))
 
 
-def _has_values(kernels: pd.DataFrame, column: str) -> bool:
-    """False for a sparse column holding no value (a tracer's counters), without densifying it."""
-    values = kernels[column]
-    return not (isinstance(values.dtype, pd.SparseDtype) and values.sparse.npoints == 0
-                and np.isnan(values.dtype.fill_value))
-
-
 def _floats(kernels: pd.DataFrame, column: str) -> np.ndarray:
     return kernels[column].to_numpy(dtype=np.float64, na_value=np.nan)
 
@@ -234,8 +227,9 @@ def kernel_set(kernels: pd.DataFrame) -> KernelSet:
     totals = _per_key_totals(codes, n, durations).tolist()
     launches = np.bincount(codes, minlength=n).tolist()
     bounds = _dominant_bounds(codes, n, kernels["bound"], durations)
-    means = {c: (weighted_means(codes, n, _floats(kernels, c), durations) if _has_values(kernels, c)
-                 else np.full(n, np.nan)).tolist() for c in DELTA_COLUMNS}
+    # A tracer's counters (sparse, no stored value) are not densified: their means are all NaN.
+    means = {c: (np.full(n, np.nan) if is_all_nan_column(kernels[c])
+                 else weighted_means(codes, n, _floats(kernels, c), durations)).tolist() for c in DELTA_COLUMNS}
     text = lambda column: [v if isinstance(v, str) else "" for v in kernels[column].to_numpy(dtype=object)[first]]  # noqa: E731
     names, demangled, mangled = text("name"), text("demangled_name"), text("mangled_name")
     labels = _labels(names, [normalise_kernel_name(d) for d in demangled], keys)

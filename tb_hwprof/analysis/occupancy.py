@@ -546,8 +546,9 @@ def _rewrite_notes(profile, rows: np.ndarray) -> None:
 def _part(column: pd.Series, start: int, stop: int) -> np.ndarray:
     """Rows start:stop of a column as an array; a sparse column without values (a tracer's counters)
     as NaN without slicing it (pandas densifies a sparse slice slowly)."""
-    if isinstance(column.dtype, pd.SparseDtype) and column.sparse.npoints == 0:
-        return np.full(min(stop, len(column)) - start, column.dtype.fill_value, dtype=column.dtype.subtype)
+    from ..model import is_all_nan_column
+    if is_all_nan_column(column):
+        return np.full(min(stop, len(column)) - start, np.nan)
     return column.iloc[start:stop].to_numpy()
 
 

@@ -75,9 +75,9 @@ def label_kernels(profile):
 
 
 def _has_values(column) -> bool:
-    from ..model import ALL_NAN_DTYPE
+    from ..model import ALL_NAN_DTYPE, is_all_nan_column
     if column.dtype == ALL_NAN_DTYPE:
-        return column.array.sp_values.size > 0
+        return not is_all_nan_column(column)
     return bool(column.notna().any())
 
 

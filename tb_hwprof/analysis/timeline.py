@@ -157,14 +157,11 @@ def project_ranges(range_start, range_end, range_thread, call_start, call_thread
     range_start, range_end, range_thread = _i64(range_start), _i64(range_end), _i64(range_thread)
     call_start, call_thread = _i64(call_start), _i64(call_thread)
     op_start, op_end = _i64(op_start), _i64(op_end)
-    if _sorted_by(call_thread, call_start):  # tracers write a thread's calls in time order: no copies
-        thread, start = call_thread, call_start
-        first, last = _padded(op_start), _padded(op_end)
-    else:
-        order = np.lexsort((call_start, call_thread))
-        thread, start = call_thread[order], call_start[order]
-        first, last = _gathered_with_pad(op_start, order), _gathered_with_pad(op_end, order)
-        del order
+    # Tracers write a thread's calls in time order: then no sort and no gathered copies.
+    order = None if _sorted_by(call_thread, call_start) else np.lexsort((call_start, call_thread))
+    thread, start = (call_thread, call_start) if order is None else (call_thread[order], call_start[order])
+    first, last = _gathered_with_pad(op_start, order), _gathered_with_pad(op_end, order)
+    del order
     n = thread.size
     lo = np.zeros(range_start.size, np.int64)
     hi = np.zeros(range_start.size, np.int64)
@@ -198,18 +195,14 @@ def _sorted_by(major: np.ndarray, minor: np.ndarray) -> bool:
     return bool(((major[1:] > major[:-1]) | (minor[1:] >= minor[:-1])).all())
 
 
-def _padded(values: np.ndarray) -> np.ndarray:
-    """values plus one 0 past the end (a reduceat bound may equal their length), in one array."""
-    out = np.empty(values.size + 1, np.int64)
-    out[:-1] = values
-    out[-1] = 0
-    return out
-
-
-def _gathered_with_pad(values: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """values[order] plus one 0 past the end (a reduceat bound may equal len(order)), in one array."""
-    out = np.empty(order.size + 1, np.int64)
-    np.take(values, order, out=out[:-1])
+def _gathered_with_pad(values: np.ndarray, order: Optional[np.ndarray]) -> np.ndarray:
+    """values[order] (order None: values as they are) plus one 0 past the end (a reduceat bound may
+    equal their length), in one array."""
+    out = np.empty(values.size + 1 if order is None else order.size + 1, np.int64)
+    if order is None:
+        out[:-1] = values
+    else:
+        np.take(values, order, out=out[:-1])
     out[-1] = 0
     return out
 
