@@ -174,3 +174,19 @@ def _small_whole_codes(column: np.ndarray) -> Optional[np.ndarray]:
     if not (codes == shifted).all():  # a fraction somewhere
         return None
     return codes
+
+
+def start_then_longest(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The order of np.lexsort((-end, start)) (by start, equal starts longest first, then as given):
+    one stable sort by start (a tracer's slices come nearly in start order: ~10 ms for 1.4M PyTorch
+    operators, where lexsort takes ~0.1 s), then only the runs of equal starts sorted by end too."""
+    order = np.argsort(start, kind="stable")
+    ordered = start[order]
+    tied = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if tied.size:
+        in_run = np.zeros(order.size, dtype=bool)
+        in_run[tied] = in_run[tied + 1] = True
+        at = np.flatnonzero(in_run)  # the runs, in start order: re-sorted among themselves they stay put
+        rows = order[at]
+        order[at] = rows[np.lexsort((-end[rows], start[rows]))]
+    return order

@@ -322,10 +322,10 @@ def test_sparse_flow_ids_pair_as_dense_ones(samples_dir):
 
 @pytest.mark.parametrize("tick_ns", [1, 1000, 100_000])
 def test_operator_order_is_start_then_longest_then_file_order(samples_dir, tick_ns):
-    """The reader's operator order (kineto._start_then_longest: one stable sort, then only the runs of
+    """The reader's operator order (columnar.start_then_longest: one stable sort, then only the runs of
     equal starts by end) against Python's sort on (start, -end, position), on a real trace's operator
     times as recorded and coarsened to 1 µs and 100 µs (many equal starts)."""
-    from tb_hwprof.readers.torch.kineto import _start_then_longest
+    from tb_hwprof.columnar import start_then_longest
     path = samples_dir / "torch" / "hta_v100_resnet_rank0.json.gz"
     if not path.is_file():
         pytest.skip("hta_v100_resnet_rank0.json.gz")
@@ -334,7 +334,7 @@ def test_operator_order_is_start_then_longest_then_file_order(samples_dir, tick_
     end = np.array([(_ns(e["ts"]) + round(e["dur"] * 1000)) // tick_ns for e in ops], dtype=np.int64)
     want = sorted(range(len(ops)), key=lambda i: (start[i], -end[i], i))
     assert (start[1:] == start[:-1]).sum() > (10 if tick_ns == 1 else 1000)
-    assert _start_then_longest(start, end).tolist() == want
+    assert start_then_longest(start, end).tolist() == want
 
 
 def _scanner_and_decode():

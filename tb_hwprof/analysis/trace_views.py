@@ -227,9 +227,10 @@ def _flows(flow: Optional[np.ndarray], idx: np.ndarray, merged: np.ndarray) -> l
 def decimate(start: np.ndarray, end: np.ndarray, track: np.ndarray, depth: np.ndarray, weight: np.ndarray,
              idx: Optional[np.ndarray], wstart: int, wend: int, max_events: int):
     """(rows kept, slices each stands for) of rows `idx` (None: every row): per (lane, depth, time
-    bin) the longest slice, its weight the sum of its bin's (weight None: each slice stands for one).  Bins per row: the budget shared by the
-    rows that have slices here, so the result fits max_events.  Also the export's overview
-    (logdir.trace), over 2M+ slices: temporaries are made in place and freed as soon as used."""
+    bin) the longest slice, its weight the sum of its bin's (weight None: each slice stands for
+    one).  Bins per row: the budget shared by the rows that have slices here, so the result fits
+    max_events.  Also the export's overview (logdir.trace), over 2M+ slices: temporaries are made
+    in place and freed as soon as used."""
     take = (lambda a: a) if idx is None else (lambda a: a[idx])
     row_count, row_of = _dense_ids(_lanes(take(track), take(depth)))
     bins = max(1, max_events // max(1, row_count))

@@ -21,7 +21,7 @@ from typing import Callable, Deque, Dict, Iterable, Iterator, Optional
 import numpy as np
 import orjson
 
-from ..columnar import distinct
+from ..columnar import distinct, start_then_longest
 from ..model import TIMELINE_CATEGORIES, Timeline, Track, Window
 from . import tables
 
@@ -85,23 +85,13 @@ def _paired(ids: np.ndarray, pairs: np.ndarray) -> np.ndarray:
 
 def event_order(timeline: Timeline, keep: np.ndarray) -> np.ndarray:
     """Kept slices by start, longer first on ties (a parent before the slices nested in it), then in
-    slice order: np.lexsort((-end, start)) of the kept slices.  Done as a stable sort by start (timsort:
-    a tracer's slices come as a few runs already in order) and a lexsort of the tied starts only,
-    which holds a fraction of lexsort's temporaries over 2M slices."""
+    slice order: np.lexsort((-end, start)) of the kept slices, as columnar.start_then_longest sorts
+    them (a fraction of lexsort's time and temporaries over 2M slices)."""
     s = timeline.slices
-    idx = None if keep.all() else np.flatnonzero(keep)
-    start = s["start"] if idx is None else s["start"][idx]
-    order = np.argsort(start, kind="stable")
-    if idx is not None:
-        order = idx[order]
-    by_start = s["start"][order]
-    tied = np.flatnonzero(by_start[1:] == by_start[:-1])
-    del by_start
-    if tied.size:
-        rows = np.union1d(tied, tied + 1)  # positions holding a start shared with a neighbour
-        tied_rows = order[rows]
-        order[rows] = tied_rows[np.lexsort((-s["end"][tied_rows], s["start"][tied_rows]))]
-    return order
+    if keep.all():
+        return start_then_longest(s["start"], s["end"])
+    idx = np.flatnonzero(keep)
+    return idx[start_then_longest(s["start"][idx], s["end"][idx])]
 
 
 def _us(ns: np.ndarray):
