@@ -531,9 +531,10 @@ class StagedRun:
         """Start writing the kernels table and the details files in the background, on the timeline
         files' thread after them (run at once, their temporaries added ~15 MB to a 1M-kernel export's
         peak, for no time: both together take less than the analysis), else on a thread of its own.
-        Call it once the kernels table is final (tb_hwprof.analysis.analyse's kernels_final), while the rest of the
-        analysis runs.  The job encodes its own frame object over the same columns, so the analysis
-        may read the profile's table meanwhile.  profile: the staged one (analyse passes it)."""
+        Call it once the kernels table is final (tb_hwprof.analysis.analyse's kernels_final), while
+        the rest of the analysis runs.  The job encodes its own frame object over the same columns,
+        so the analysis may read the profile's table meanwhile.  profile: the staged one (analyse
+        passes it)."""
         if profile is not self.profile:
             raise ValueError("write_launch_tables: not the profile this run was staged with")
         kernels = profile.kernels.copy(deep=False)
