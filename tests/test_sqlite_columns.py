@@ -66,6 +66,37 @@ def test_text_codes_give_every_row_its_text(tmp_path, monkeypatch):
     assert "tbh_texts" not in {n for (n,) in conn.execute("SELECT name FROM temp.sqlite_master")}
 
 
+@pytest.mark.skipif(not sqlite_columns.NATIVE, reason="C reader not built")
+def test_native_text_codes_equal_a_row_fetch(samples_dir):
+    """The C reader's one-pass codes (own_connection) on a real export's NVTX texts: each row its
+    own text, the distinct texts in order of first appearance, as a plain fetch gives them."""
+    conn = _conn(sample(samples_dir, DLPROF))
+    expr, where = "coalesce(text, char(1))", "eventType IN (59, 60) AND end IS NOT NULL"
+    rows = [t for (t,) in conn.execute(f"SELECT {expr} FROM NVTX_EVENTS WHERE {where} ORDER BY rowid")]
+    codes, values = sqlite_columns.text_codes(conn, "NVTX_EVENTS", expr, where, own_connection=True)
+    assert len(rows) > 50 and [values[c] for c in codes] == rows
+    assert values == list(dict.fromkeys(rows))
+    sql_codes, sql_values = sqlite_columns.text_codes(conn, "NVTX_EVENTS", expr, where)
+    assert sql_values == values and sql_codes.tolist() == codes.tolist()
+
+
+@pytest.mark.skipif(not sqlite_columns.NATIVE, reason="C reader not built")
+def test_native_text_codes_leave_null_and_bad_text_to_the_sql_path(tmp_path):
+    """A NULL or text that is not UTF-8 gives the SQL path's error, not a C reader's guess."""
+    path = tmp_path / "t.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (s TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?)", [("a",), ("b",), ("a",), (None,)])
+    conn.execute("INSERT INTO t VALUES (CAST(x'66ff' AS TEXT))")
+    conn.commit()
+    codes, values = sqlite_columns.text_codes(conn, "t", "s", "rowid < 4", own_connection=True)
+    assert codes.tolist() == [0, 1, 0] and values == ["a", "b"]
+    with pytest.raises(ValueError, match="NULL"):
+        sqlite_columns.text_codes(conn, "t", "s", "rowid < 5", own_connection=True)
+    with pytest.raises(sqlite3.DatabaseError, match="t: Could not decode"):
+        sqlite_columns.text_codes(conn, "t", "s", "rowid <> 4", own_connection=True)
+
+
 def test_row_ranges_put_back_together_equal_the_whole(samples_dir):
     conn = _conn(sample(samples_dir, DLPROF))
     whole = sqlite_columns.int_columns(conn, KERNEL, ["start", "correlationId"])

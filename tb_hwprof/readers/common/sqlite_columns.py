@@ -290,6 +290,26 @@ def columns_in_parts(pool: Executor, path, table: str, exprs: Sequence[str], spa
     return result
 
 
+def _native_text_codes(conn: sqlite3.Connection, table: str, expr: str, where: str):
+    """text_codes() through the C reader on a connection of its own; None where the SQL path must
+    answer: sparse rowids, or a NULL or text that is not UTF-8 (whose error that path words)."""
+    span = rowid_span(conn, table)
+    if span is None:
+        return None
+    check_span(table, span)
+    if not is_dense(span, _file_bytes(conn)):
+        return None
+    keep = f"AND ({where})" if where else ""
+    sql = f'SELECT CAST({expr} AS TEXT) FROM "{table}" NOT INDEXED WHERE rowid BETWEEN ? AND ? {keep}'
+    codes = np.empty(span[1] - span[0] + 1, np.int64)
+    rows, values, error = _sqlite_scan.text_codes(read_only_uri(_main_file(conn)), sql, span[0], span[1], codes)
+    if error is not None:
+        raise sqlite3.DatabaseError(f"{table}: {error}")
+    if values is None:
+        return None
+    return (codes if rows == codes.size else codes[:rows].copy()), values
+
+
 def _texts(conn: sqlite3.Connection, table: str) -> List[str]:
     """The distinct texts text_codes() collected, in code order.  Text that is not UTF-8 cannot
     become a str: SQLite's error then names `table`, and the cursor is closed at once (an open one
@@ -303,12 +323,19 @@ def _texts(conn: sqlite3.Connection, table: str) -> List[str]:
         cur.close()
 
 
-def text_codes(conn: sqlite3.Connection, table: str, expr: str, where: str = "") -> Tuple[np.ndarray, List[str]]:
+def text_codes(conn: sqlite3.Connection, table: str, expr: str, where: str = "",
+               own_connection: bool = False) -> Tuple[np.ndarray, List[str]]:
     """(codes, values): per row of `table` (rowid order) that `where` keeps, the index in `values`
-    of its text `expr`, each distinct text once.  The distinct texts go to a temp table (the
-    connection's own) and each row's code is looked up in SQL, so no text crosses into Python
-    per row: 200k NVTX ranges of ~200 characters each (69 distinct) were 41 MB of text, ~130 MB
-    of Python strings at their peak.  NULL must be coalesced away in `expr`."""
+    of its text `expr`, each distinct text once (in order of first appearance).  No text crosses
+    into Python per row: 200k NVTX ranges of ~200 characters each (69 distinct) were 41 MB of
+    text, ~130 MB of Python strings at their peak.  The C reader does it in one pass where it may
+    (own_connection, as int_columns'); else the distinct texts go to a temp table (the
+    connection's own) and each row's code is looked up in SQL (~3x the time).  NULL must be
+    coalesced away in `expr`."""
+    if own_connection and NATIVE:
+        found = _native_text_codes(conn, table, expr, where)
+        if found is not None:
+            return found
     keep = f"WHERE {where}" if where else ""
     text = f"CAST({expr} AS TEXT)"
     conn.execute("DROP TABLE IF EXISTS temp.tbh_texts")

@@ -314,7 +314,7 @@ def nvtx_columns(conn) -> tuple:
     """(the closed ranges' nvtx_int_exprs() columns, their inline texts as text_codes(): None
     without a text column); char(1) stands for "no inline text" (NULL: the StringIds text is used)."""
     ints = sqlite_columns.int_columns(conn, NVTX, nvtx_int_exprs(conn), NVTX_RANGE_ROWS, own_connection=True)
-    texts = sqlite_columns.text_codes(conn, NVTX, "coalesce(text, char(1))", NVTX_RANGE_ROWS) \
+    texts = sqlite_columns.text_codes(conn, NVTX, "coalesce(text, char(1))", NVTX_RANGE_ROWS, own_connection=True) \
         if "text" in columns(conn, NVTX) else None
     return ints, texts
 
