@@ -131,10 +131,23 @@ def in_child(path: str, work: tuple):
     context = multiprocessing.get_context(CHILD_CONTEXT)
     try:
         with ProcessPoolExecutor(1, mp_context=context) as pool:
-            return pool.submit(_export_in_child, work).result()
+            return forked_without_gc_copies(lambda: pool.submit(_export_in_child, work)).result()
     except BrokenProcessPool:
         raise InputError(path, "the process exporting this rank died (a crash, or out of memory)",
                          "export this rank alone to see why") from None
+
+
+def forked_without_gc_copies(fork: Callable):
+    """fork() (which forks this process) with every object it holds frozen out of the garbage
+    collector (gc.freeze) meanwhile: a collection in the child would otherwise write to the header of
+    every object it inherited, copying each page holding one (the worker's Dask, pandas and modules).
+    The parent's objects are collected again as soon as the child exists."""
+    import gc
+    gc.freeze()
+    try:
+        return fork()
+    finally:
+        gc.unfreeze()
 
 
 def _export_in_child(work: tuple):
