@@ -24,7 +24,9 @@ def run_child_watched(code: str, *args) -> dict:
     "tree_mb" (the peak of the root's RSS plus its descendants' unique memory at one instant) and
     "family_mb" ({pid: the same peak over that process and its own children} for each process
     below the root that had children, e.g. a local Dask worker and the rank processes it forked)
-    and "tree_cpu_s" (the CPU time of every process of the tree, as last seen: a little short)."""
+    and "tree_cpu_s" (the CPU time of every process of the tree, as last seen: a little short); the
+    same two peaks in proportional set size ("tree_pss_mb", "family_pss_mb": each page a process
+    shares counted as its share, so processes forked from one another are not charged twice)."""
     process = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     watch = TreeWatch(process.pid)
@@ -35,7 +37,8 @@ def run_child_watched(code: str, *args) -> dict:
         raise SystemExit(f"child failed:\n{stdout}\n{stderr}")
     sys.stderr.write(stderr)
     return {**json.loads(stdout.strip().splitlines()[-1]), "tree_mb": watch.tree_mb,
-            "family_mb": {str(k): v for k, v in watch.family_mb.items()}, "tree_cpu_s": watch.cpu_s}
+            "family_mb": {str(k): v for k, v in watch.family_mb.items()}, "tree_cpu_s": watch.cpu_s,
+            "tree_pss_mb": watch.tree_pss_mb, "family_pss_mb": {str(k): v for k, v in watch.family_pss_mb.items()}}
 
 
 class TreeWatch:
@@ -44,12 +47,14 @@ class TreeWatch:
     set (USS: Private_Clean + Private_Dirty of /proc/<pid>/smaps_rollup; the pages a forked child
     shares with its parent are counted there already).  A forked child's own ru_maxrss counts
     those shared pages a second time; its USS alone leaves out what its parent holds for it.
+    Beside it the same in PSS (proportional set size: a page shared by k processes counts 1/k in
+    each), which charges the pages many forked workers share to each only in part.
     Polled, so a peak shorter than the interval can be missed."""
 
     def __init__(self, root: int, interval: float = 0.1):
         self.root, self.interval = root, interval
-        self.tree_mb = 0.0
-        self.family_mb = {}
+        self.tree_mb = self.tree_pss_mb = 0.0
+        self.family_mb, self.family_pss_mb = {}, {}
         self._cpu_ticks = {}
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -80,26 +85,30 @@ class TreeWatch:
         if self.root not in memory:
             return
         self.tree_mb = max(self.tree_mb, memory[self.root][0] + sum(m[1] for p, m in memory.items() if p != self.root))
+        self.tree_pss_mb = max(self.tree_pss_mb, sum(m[2] for m in memory.values()))
         for pid in tree[1:]:
-            children = [memory[c][1] for c in kids.get(pid, []) if c in memory]
+            children = [memory[c] for c in kids.get(pid, []) if c in memory]
             if pid in memory and children:
-                self.family_mb[pid] = max(self.family_mb.get(pid, 0.0), memory[pid][0] + sum(children))
+                self.family_mb[pid] = max(self.family_mb.get(pid, 0.0), memory[pid][0] + sum(c[1] for c in children))
+                self.family_pss_mb[pid] = max(self.family_pss_mb.get(pid, 0.0),
+                                              memory[pid][2] + sum(c[2] for c in children))
 
 
 def memory_mb(pid: int):
-    """(RSS, USS) of a process in MB from /proc/<pid>/smaps_rollup; None when it is gone."""
+    """(RSS, USS, PSS) of a process in MB from /proc/<pid>/smaps_rollup; None when it is gone."""
     fields = {}
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
                 name, _, rest = line.partition(":")
-                if name in ("Rss", "Private_Clean", "Private_Dirty"):
+                if name in ("Rss", "Pss", "Private_Clean", "Private_Dirty"):
                     fields[name] = int(rest.split()[0]) / 1024
     except (OSError, ValueError, IndexError):
         return None
     if "Rss" not in fields:
         return None
-    return fields["Rss"], fields.get("Private_Clean", 0.0) + fields.get("Private_Dirty", 0.0)
+    return (fields["Rss"], fields.get("Private_Clean", 0.0) + fields.get("Private_Dirty", 0.0),
+            fields.get("Pss", fields["Rss"]))
 
 
 def cpu_ticks(pid: int) -> int:
