@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
-import json
 import os
 import re
 import sys
