@@ -9,7 +9,7 @@ the op that launched it.  Each GPU ns is counted once, as TraceLens's GEMM / SDP
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -25,41 +25,88 @@ GROUP = ["op", "input_dims", "input_types", "concrete_inputs"]
 LOW_PRECISION = ("half", "bfloat16", "float8", "float4", "qint8", "quint8")
 
 
-def op_shapes(torch: TorchTrace, devices: List[Device], source: str = "<trace>") -> pd.DataFrame:
+def op_shapes(torch: TorchTrace, devices: List[Device], source: str = "<trace>",
+              names: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> pd.DataFrame:
+    """summaries["op_shapes"] (OP_SHAPES_COLUMNS), by GPU time.  names: torch_ops.op_names(torch),
+    where the caller has it."""
     ops = torch.ops
     if ops.empty or torch.gpu.empty:
         return pd.DataFrame(columns=OP_SHAPES_COLUMNS)
-    codes, uniques = _shape_groups(ops)
+    codes, uniques = _shape_groups(ops, names)
     costs = [op_cost(name, dims or None, types or None, concrete or None, source) for name, dims, types, concrete in uniques]
-    owner = np.array([c is not None and not c.repeated for c in costs], dtype=bool)[codes]
-    anchor = _anchors(ops["parent"].to_numpy(), ops["depth"].to_numpy(), owner)
+    owns_subtree = np.array([c is not None and not c.repeated for c in costs], dtype=bool)
     gpu_op = torch.gpu["op"].to_numpy()
     launched = gpu_op >= 0
-    holder = np.where(anchor[gpu_op[launched]] >= 0, anchor[gpu_op[launched]], gpu_op[launched])
-    ns = (torch.gpu["end_ns"] - torch.gpu["start_ns"]).to_numpy()[launched].astype(np.float64)
+    holder = _holders(ops["parent"].to_numpy(), codes, owns_subtree, gpu_op[launched])
+    ns = (torch.gpu["end_ns"].to_numpy() - torch.gpu["start_ns"].to_numpy())[launched].astype(np.float64)
+    # Per group: its instances holding GPU time, and that time (groups in code order, as a groupby).
     per_instance = np.bincount(holder, weights=ns, minlength=len(ops))
-    has_time = np.bincount(holder, minlength=len(ops)) > 0
-    table = pd.DataFrame({"group": codes[has_time], "gpu_ns": per_instance[has_time]})
-    sums = table.groupby("group").agg(calls=("gpu_ns", "size"), gpu_ns=("gpu_ns", "sum")).reset_index()
+    holding = np.flatnonzero(np.bincount(holder, minlength=len(ops)))
+    calls = np.bincount(codes[holding], minlength=len(uniques))
+    gpu_ns = np.bincount(codes[holding], weights=per_instance[holding], minlength=len(uniques))
     rows = []
     device = _main_device(torch, devices)
-    for group, calls, gpu_ns in sums.itertuples(index=False):
+    for group in np.flatnonzero(calls).tolist():
         name, dims, types, concrete = uniques[group]
-        rows.append(_row(name, dims, types, concrete, int(calls), float(gpu_ns), costs[group], device))
+        rows.append(_row(name, dims, types, concrete, int(calls[group]), float(gpu_ns[group]), costs[group], device))
     out = pd.DataFrame(rows, columns=OP_SHAPES_COLUMNS)
     return out.sort_values("gpu_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _shape_groups(ops: pd.DataFrame):
-    """(group code per op instance, [(name, dims, types, concrete)] per group): each text column
-    factorised alone (hashing repeated strings), the codes combined into one integer key, hashed
-    once (renumbered first only where the combinations would not fit one integer)."""
-    columns = [ops["name"]] + [ops[c] for c in GROUP[1:]]
-    key = np.zeros(len(ops), dtype=np.int64)
+def _shape_groups(ops: pd.DataFrame, names: Optional[Tuple[np.ndarray, np.ndarray]] = None):
+    """(group code per op instance, [(name, dims, types, concrete)] per group), groups numbered in
+    order of first sight.  Rows are grouped by the str objects they hold first (readers share one
+    object per distinct text: no hashing of a million texts), then those few combinations by value.
+    names: torch_ops.op_names(torch), where the caller has it (codes by value serve as well)."""
+    columns = [ops[c].to_numpy() for c in ["name"] + GROUP[1:]]
+    combination, first = _object_combinations([names[0] if names is not None else columns[0]] + columns[1:])
+    group_of_combination, uniques = _value_groups([column[first] for column in columns])
+    return group_of_combination[combination], uniques
+
+
+def _object_combinations(columns: List[np.ndarray]):
+    """(code per row, first row of each code) of the distinct combinations of the objects the rows
+    hold (an integer column: of its values), codes in order of first sight.  A column holding one
+    object throughout adds nothing and is not hashed."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    span = 1  # key < span
+    for column in columns:
+        codes = _object_identity_codes(column)
+        k = int(codes.max()) + 1 if codes is not None and codes.size else 1
+        if k <= 1:
+            continue
+        if span > (1 << 62) // k:  # the product would overflow: renumber what we have first
+            key = pd.factorize(key)[0].astype(np.int64)
+            span = int(key.max()) + 1
+        key = key * k + codes
+        span *= k
+    codes, distinct = pd.factorize(key)
+    return codes, first_rows(codes, len(distinct))
+
+
+def _object_identity_codes(column: np.ndarray) -> Optional[np.ndarray]:
+    """Codes 0.. per row, equal for rows holding the same object (an integer column: the same
+    value); None when every row holds the same one."""
+    if column.dtype == object:
+        column = np.ascontiguousarray(column)
+        try:
+            column = np.frombuffer(column, dtype=np.intp)  # the objects' addresses
+        except (TypeError, ValueError, BufferError):
+            return pd.factorize(column)[0] + 1  # by value (missing values: 0)
+    if column.size == 0 or (column == column[0]).all():
+        return None
+    return pd.factorize(column)[0] + 1  # >= 0 (a negative value code is a value like any other)
+
+
+def _value_groups(columns: List[np.ndarray]):
+    """(group code per row, [tuple of the row's values] per group) of the rows' value tuples, in
+    order of first sight: each text column factorised alone, the codes combined into one integer
+    key, hashed once (renumbered first only where the combinations would not fit one integer)."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
     span = 1  # key < span
     values = []
     for column in columns:
-        c, u = object_factorize(column.to_numpy())
+        c, u = object_factorize(column)
         if span * (len(u) + 1) >= 1 << 62:
             key = pd.factorize(key)[0].astype(np.int64)  # < rows
             span = int(key.max()) + 1 if key.size else 1
@@ -71,14 +118,20 @@ def _shape_groups(ops: pd.DataFrame):
     return codes, uniques
 
 
-def _anchors(parent: np.ndarray, depth: np.ndarray, owner: np.ndarray) -> np.ndarray:
-    """Per op instance: the outermost owner among itself and its ancestors, -1 for none."""
-    anchor = np.full(parent.size, -1, dtype=np.int64)
-    for d in range(int(depth.max()) + 1 if depth.size else 0):
-        rows = np.flatnonzero(depth == d)
-        above = anchor[parent[rows]] if d else np.full(rows.size, -1)
-        anchor[rows] = np.where(above >= 0, above, np.where(owner[rows], rows, -1))
-    return anchor
+def _holders(parent: np.ndarray, group: np.ndarray, owns_subtree: np.ndarray, launcher: np.ndarray) -> np.ndarray:
+    """Per GPU activity (its launching op in `launcher`): the op instance its time counts for, the
+    outermost among the op and its ancestors whose group owns its subtree, else the op itself.
+    Each activity climbs its op's chain of ancestors (a few levels), an owner met higher up
+    replacing one met below."""
+    holder = launcher.copy()
+    at, node = np.arange(launcher.size), launcher
+    while node.size:
+        owner = owns_subtree[group[node]]
+        holder[at[owner]] = node[owner]
+        up = parent[node]
+        alive = up >= 0
+        at, node = at[alive], up[alive]
+    return holder
 
 
 def _main_device(torch: TorchTrace, devices: List[Device]) -> Optional[Device]:
