@@ -22,7 +22,6 @@ import pandas as pd
 from ..context import CaptureContext
 from ..findings import Finding, by_severity, finding
 from ..summary import interval_union_ns, merge
-from ...columnar import text_mask
 from ..timeline import SYNC_API, overlap_ns
 from .gpu_timeline import LAUNCH_API
 
@@ -113,10 +112,41 @@ def _intervals(rows: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray]:
 
 def _inside(rows: pd.DataFrame, steps: Steps) -> np.ndarray:
     """Per row: does it start inside the steps."""
+    return _starts_inside(rows["start_ns"].to_numpy(np.int64), steps)
+
+
+def _starts_inside(start: np.ndarray, steps: Steps) -> np.ndarray:
+    """Per start: does it fall inside the steps."""
     s, e = steps.intervals
-    start = rows["start_ns"].to_numpy(np.int64)
     i = np.searchsorted(s, start, side="right") - 1
     return (i >= 0) & (start < e[np.maximum(i, 0)])
+
+
+def names_passing(values, test) -> np.ndarray:
+    """Per row: test(text), False for a missing value; asked once per distinct text.  Like
+    columnar.text_mask, with one hash pass over the rows (of the str objects they share: a reader
+    keeps one per distinct name) and one gather back: ~8 ms per million rows, text_mask ~18."""
+    values = np.ascontiguousarray(values, dtype=object)
+    try:
+        by_object, objects = pd.factorize(np.frombuffer(values, dtype=np.intp))
+    except (TypeError, ValueError, BufferError):  # numpy would not expose the pointers: hash the values
+        by_object, objects = pd.factorize(values, use_na_sentinel=False)
+    holder = np.empty(len(objects), dtype=np.intp)  # a row holding each object (any: they hold the same)
+    holder[by_object] = np.arange(by_object.size)
+    # Distinct objects may hold equal text: each text tested once; NaN kept as a text of its own.
+    by_text, texts = pd.factorize(values[holder], use_na_sentinel=False)
+    answers = np.fromiter((isinstance(t, str) and bool(test(t)) for t in texts), dtype=bool, count=len(texts))
+    return answers[by_text][by_object]
+
+
+def _rows_passing(values: np.ndarray, rows: np.ndarray, test) -> np.ndarray:
+    """The rows whose value passes test (rows: indices into values)."""
+    return rows[names_passing(values[rows], test)] if rows.size else rows
+
+
+def _of_kind(gpu: pd.DataFrame, kind: str) -> np.ndarray:
+    """Per GPU row: is it a `kind` (kernel, memcpy, memset)."""
+    return names_passing(gpu["kind"].to_numpy(), lambda k: k == kind)
 
 
 def _in_steps_ns(intervals, steps: Steps) -> int:
@@ -124,11 +154,15 @@ def _in_steps_ns(intervals, steps: Steps) -> int:
     return overlap_ns(intervals, steps.intervals) if intervals[0].size else 0
 
 
-def _on_threads(rows: pd.DataFrame, threads: Set[Tuple[int, int]]) -> pd.DataFrame:
+def _on_threads(ops: pd.DataFrame, rows: np.ndarray, threads: Set[Tuple[int, int]]) -> np.ndarray:
+    """The rows (indices into ops) on one of the threads; all of them without threads."""
     if not threads:
         return rows
-    keys = pd.MultiIndex.from_arrays([rows["pid"], rows["tid"]])
-    return rows[keys.isin(list(threads))]
+    pid, tid = ops["pid"].to_numpy()[rows], ops["tid"].to_numpy()[rows]
+    on = np.zeros(rows.size, dtype=bool)
+    for p, t in threads:
+        on |= (pid == p) & (tid == t)
+    return rows[on]
 
 
 def _pct(part, whole) -> float:
@@ -162,8 +196,10 @@ def op_chain(ops: pd.DataFrame, row: int, keep: int = 4) -> str:
 
 # ---------------------------------------------------------------- 1. DataLoader
 def dataloader_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
-    ops = _on_threads(torch.ops, steps.threads)
-    loader = ops[text_mask(ops["name"], lambda n: n.startswith(DATALOADER_PREFIX))]
+    ops = torch.ops
+    # The name first: the few loader rows are then checked for the thread.
+    rows = np.flatnonzero(names_passing(ops["name"].to_numpy(), lambda n: n.startswith(DATALOADER_PREFIX)))
+    loader = ops.iloc[_on_threads(ops, rows, steps.threads)]
     if loader.empty:
         return None
     waited = _in_steps_ns(_intervals(loader), steps)
@@ -190,8 +226,8 @@ def dataloader_bound(torch, steps: Steps, context: CaptureContext) -> Optional[F
 
 def _pageable_host_to_device(torch) -> int:
     gpu = torch.gpu
-    names = gpu["name"].astype(str)
-    return int(((gpu["kind"] == "memcpy").to_numpy() & text_mask(names, lambda n: "HtoD" in n and "Pageable" in n)).sum())
+    copies = np.flatnonzero(_of_kind(gpu, "memcpy"))
+    return _rows_passing(gpu["name"].to_numpy(), copies, lambda n: "HtoD" in n and "Pageable" in n).size
 
 
 def _dataloader_remedy(single: bool, pageable: int) -> str:
@@ -208,8 +244,8 @@ def _dataloader_remedy(single: bool, pageable: int) -> str:
 
 # ---------------------------------------------------------------- 2. host syncs
 def host_sync(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
-    calls = blocking_calls(torch)
-    items = item_ops_on_gpu(torch)
+    calls = torch.runtime.iloc[blocking_calls(torch)]
+    items = torch.ops.iloc[item_ops_on_gpu(torch)]
     calls, items = calls[_inside(calls, steps)], items[_inside(items, steps)]
     if not steps.count:  # a bare torch.cuda.synchronize() brackets the measured region of a script without steps
         calls = calls[calls["op"] >= 0]
@@ -243,22 +279,25 @@ def host_sync(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]
          "callers": (callers, ""), "threshold_pct": (HOST_SYNC_SHARE_PCT, "%")})
 
 
-def blocking_calls(torch) -> pd.DataFrame:
-    """Runtime calls that block the host until the GPU catches up: synchronize calls, copies
-    without Async, and (Async) copies from or to pageable memory (staged, so synchronous)."""
-    runtime = torch.runtime
-    sync = text_mask(runtime["name"], lambda n: SYNC_API.match(n) is not None)
+def blocking_calls(torch) -> np.ndarray:
+    """The rows of the runtime calls that block the host until the GPU catches up: synchronize
+    calls, copies without Async, and (Async) copies from or to pageable memory (staged, so
+    synchronous)."""
+    sync = names_passing(torch.runtime["name"].to_numpy(), lambda n: SYNC_API.match(n) is not None)
     gpu = torch.gpu
-    pageable = gpu[(gpu["kind"] == "memcpy") & text_mask(gpu["name"], lambda n: "Pageable" in n)
-                   & (gpu["runtime"] >= 0)]
-    sync[pageable["runtime"].to_numpy()] = True
-    return runtime[sync]
+    launched = np.flatnonzero(_of_kind(gpu, "memcpy") & (gpu["runtime"].to_numpy() >= 0))
+    pageable = _rows_passing(gpu["name"].to_numpy(), launched, lambda n: "Pageable" in n)
+    sync[gpu["runtime"].to_numpy()[pageable]] = True
+    return np.flatnonzero(sync)
 
 
-def item_ops_on_gpu(torch) -> pd.DataFrame:
-    """aten::item / _local_scalar_dense instances that called the GPU runtime (GPU tensors; on a
-    CPU tensor .item() is a plain read)."""
+def item_ops_on_gpu(torch) -> np.ndarray:
+    """The rows of the aten::item / _local_scalar_dense instances that called the GPU runtime (GPU
+    tensors; on a CPU tensor .item() is a plain read)."""
     ops, runtime = torch.ops, torch.runtime
+    items = np.flatnonzero(names_passing(ops["name"].to_numpy(), lambda n: n in ITEM_OPS))
+    if not items.size:  # no walk up a million call chains for nothing
+        return items
     called = np.zeros(len(ops), dtype=bool)
     row = runtime["op"].to_numpy()
     parent = ops["parent"].to_numpy()
@@ -268,7 +307,7 @@ def item_ops_on_gpu(torch) -> pd.DataFrame:
         row = parent[row]
         row = row[row >= 0]
         row = row[~called[row]]
-    return ops[called & ops["name"].isin(ITEM_OPS).to_numpy()]
+    return items[called[items]]
 
 
 def sync_callers(torch, calls: pd.DataFrame) -> List[dict]:
@@ -286,55 +325,61 @@ def sync_callers(torch, calls: pd.DataFrame) -> List[dict]:
 
 # ---------------------------------------------------------------- 3. launch-bound
 def launch_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
-    gpu = torch.gpu[_inside(torch.gpu, steps)]
-    kernels = gpu[gpu["kind"] == "kernel"]
-    per_step = len(kernels) / max(steps.count, 1)
-    if kernels.empty or per_step < MIN_KERNELS_PER_STEP:
+    start, end = _intervals(torch.gpu)
+    inside = _starts_inside(start, steps)
+    kernels = np.flatnonzero(inside & _of_kind(torch.gpu, "kernel"))
+    per_step = kernels.size / max(steps.count, 1)
+    if not kernels.size or per_step < MIN_KERNELS_PER_STEP:
         return None
-    median = float((kernels["end_ns"] - kernels["start_ns"]).median())
-    busy = _in_steps_ns(_intervals(gpu), steps)
+    median = float(pd.Series(end[kernels] - start[kernels]).median())
+    busy = _in_steps_ns((start[inside], end[inside]), steps)
     idle = _pct(steps.total_ns - busy, steps.total_ns)
-    runtime = torch.runtime[_inside(torch.runtime, steps)]
-    launches = runtime[text_mask(runtime["name"], lambda n: re.match(LAUNCH_API, n) is not None)]
-    launch_ns = float((launches["end_ns"] - launches["start_ns"]).sum())
+    call_start, call_end = _intervals(torch.runtime)
+    launches = _starts_inside(call_start, steps) & names_passing(
+        torch.runtime["name"].to_numpy(), lambda n: re.match(LAUNCH_API, n) is not None)
+    launch_ns = float((call_end[launches] - call_start[launches]).sum())
     launch_to_busy = _pct(launch_ns, busy)
     if not (median < TINY_KERNEL_NS and launch_to_busy >= LAUNCH_TO_BUSY_PCT and idle >= LAUNCH_IDLE_PCT):
         return None
     graphs = "HIP graphs" if context.gpu_api == "HIP" else "CUDA graphs"
+    calls = int(launches.sum())
     return _finding(
         "launch_bound", "high" if idle >= LAUNCH_IDLE_HIGH_PCT else "medium",
-        f"Launch-bound: {len(kernels)} kernels with a median of {median / 1e3:.1f} us, GPU idle {idle:.0f}%",
-        f"{len(kernels)} kernels in {steps.label} ran a median {median / 1e3:.2f} us (threshold "
-        f"{TINY_KERNEL_NS / 1e3:.0f} us); the CPU spent {_ms(launch_ns)} in {len(launches)} launch calls, "
+        f"Launch-bound: {kernels.size} kernels with a median of {median / 1e3:.1f} us, GPU idle {idle:.0f}%",
+        f"{kernels.size} kernels in {steps.label} ran a median {median / 1e3:.2f} us (threshold "
+        f"{TINY_KERNEL_NS / 1e3:.0f} us); the CPU spent {_ms(launch_ns)} in {calls} launch calls, "
         f"{launch_to_busy:.0f}% of the GPU's {_ms(busy)} busy time (threshold {LAUNCH_TO_BUSY_PCT:.0f}%), and the GPU "
         f"idled {idle:.1f}% of the {_ms(steps.total_ns)} (threshold {LAUNCH_IDLE_PCT:.0f}%): it waits for launches",
         f"Launch fewer, larger kernels: torch.compile(model) fuses element-wise chains, "
         f"torch.compile(mode=\"reduce-overhead\") (or capturing the static step with torch.cuda.graph) "
         f"replays the whole step as {graphs} with one launch; use fused optimizers (foreach=True / fused=True) and "
         f"larger batches",
-        {"kernels": (len(kernels), "count"), "median_kernel_ns": (median, "ns"),
-         "launch_calls": (len(launches), "count"), "launch_ns": (launch_ns, "ns"), "busy_ns": (float(busy), "ns"),
+        {"kernels": (kernels.size, "count"), "median_kernel_ns": (median, "ns"),
+         "launch_calls": (calls, "count"), "launch_ns": (launch_ns, "ns"), "busy_ns": (float(busy), "ns"),
          "launch_to_busy_pct": (launch_to_busy, "%"), "step_ns": (float(steps.total_ns), "ns"),
          "gpu_idle_pct": (idle, "%"), "steps": (steps.count, "count")})
 
 
 # ---------------------------------------------------------------- 4. FP32 GEMMs
 def fp32_gemm(torch, steps: Steps, devices, context: CaptureContext) -> Optional[Finding]:
-    device = _kernel_device(torch, devices)
+    gpu = torch.gpu
+    start, end = _intervals(gpu)
+    is_kernel = _of_kind(gpu, "kernel")
+    device = _kernel_device(devices, gpu["device"].to_numpy()[is_kernel], end[is_kernel] - start[is_kernel])
     cores = matrix_cores(device)
-    gpu = torch.gpu[_inside(torch.gpu, steps)]
-    kernels = gpu[gpu["kind"] == "kernel"]
-    if cores is None or kernels.empty:
+    kernels = np.flatnonzero(is_kernel & _starts_inside(start, steps))
+    if cores is None or not kernels.size:
         return None
-    gemm_op = fp32_gemm_op_of_kernels(torch, kernels["op"].to_numpy())
-    picked = (gemm_op >= 0) & ~_names_matching(kernels["name"].to_numpy(), uses_tensor_cores, gemm_op >= 0)
-    duration = (kernels["end_ns"] - kernels["start_ns"]).to_numpy(np.float64)
+    gemm_op = fp32_gemm_op_of_kernels(torch, gpu["op"].to_numpy()[kernels])
+    names = gpu["name"].to_numpy()[kernels]
+    picked = (gemm_op >= 0) & ~_names_matching(names, uses_tensor_cores, gemm_op >= 0)
+    duration = (end[kernels] - start[kernels]).astype(np.float64)
     total, fp32 = float(duration.sum()), float(duration[picked].sum())
     share = _pct(fp32, total)
     if not picked.any() or not share >= FP32_GEMM_SHARE_PCT:
         return None
     ops = _time_by(duration[picked], torch.ops["name"].to_numpy()[gemm_op[picked]])
-    top_kernels = _time_by(duration[picked], kernels["name"].astype(str).to_numpy()[picked])
+    top_kernels = _time_by(duration[picked], gpu["name"].iloc[kernels[picked]].astype(str).to_numpy())
     return _finding(
         "fp32_gemm", "high" if share >= FP32_GEMM_HIGH_PCT else "medium",
         f"FP32 matrix multiplies / convolutions take {share:.0f}% of GPU kernel time",
@@ -358,7 +403,7 @@ def uses_tensor_cores(kernel: str) -> bool:
 def _names_matching(names: np.ndarray, test, rows: np.ndarray) -> np.ndarray:
     """Per name: test(name), asked once per distinct name among `rows` (False elsewhere)."""
     hit = np.zeros(names.size, dtype=bool)
-    hit[rows] = text_mask(names[rows], test)
+    hit[rows] = names_passing(names[rows], test)
     return hit
 
 
@@ -391,22 +436,23 @@ def fp32_gemm_op_of_kernels(torch, kernel_op: np.ndarray) -> np.ndarray:
     """Per kernel (by its launching op): the innermost enclosing GEMM / convolution op whose inputs
     are FP32, -1 for none.  An op is FP32 when its first input is "float" (input_types)."""
     ops = torch.ops
-    gemm = np.flatnonzero(_names_matching(ops["name"].to_numpy(), GEMM_OPS.match, np.ones(len(ops), dtype=bool)))
-    types = ops["input_types"].to_numpy()[gemm]
-    fp32_gemm_ops = gemm[np.array([_first_input_is_fp32(t) for t in types], dtype=bool)] if gemm.size else gemm
-    is_gemm = np.zeros(len(ops) + 1, dtype=bool)
-    is_gemm[fp32_gemm_ops] = True
-    parent = np.append(ops["parent"].to_numpy(), -1)
+    gemm = np.flatnonzero(names_passing(ops["name"].to_numpy(), GEMM_OPS.match))
+    # Each distinct input_types text parsed once (GEMMs repeat a few signatures thousands of times).
+    fp32_gemm_ops = _rows_passing(ops["input_types"].to_numpy(), gemm, _first_input_is_fp32)
     found = np.full(kernel_op.size, -1, dtype=np.int64)
-    row = np.where(kernel_op >= 0, kernel_op, len(ops))  # len(ops): no op
-    open_ = row < len(ops)
-    while open_.any():
-        hit = open_ & is_gemm[row]
-        found[hit] = row[hit]
-        open_ &= ~hit
-        row = np.where(open_, parent[row], len(ops))
-        row = np.where(row >= 0, row, len(ops))
-        open_ &= row < len(ops)
+    if not fp32_gemm_ops.size:
+        return found
+    is_gemm = np.zeros(len(ops), dtype=bool)
+    is_gemm[fp32_gemm_ops] = True
+    parent = ops["parent"].to_numpy()
+    looking = np.flatnonzero(kernel_op >= 0)  # kernels still looking, each at op `row`
+    row = kernel_op[looking]
+    while looking.size:  # one level up the chains per pass
+        hit = is_gemm[row]
+        found[looking[hit]] = row[hit]
+        looking, row = looking[~hit], parent[row[~hit]]
+        up = row >= 0
+        looking, row = looking[up], row[up]
     return found
 
 
@@ -420,12 +466,12 @@ def _first_input_is_fp32(types: str) -> bool:
     return bool(parsed) and parsed[0] == "float"
 
 
-def _kernel_device(torch, devices):
-    """The device that ran the most kernel time (a rank's trace lists every GPU of the node)."""
-    kernels = torch.gpu[torch.gpu["kind"] == "kernel"]
-    if kernels.empty or not devices:
+def _kernel_device(devices, kernel_device: np.ndarray, kernel_ns: np.ndarray):
+    """The device that ran the most kernel time (a rank's trace lists every GPU of the node), from
+    each kernel's device and duration; None without kernels or devices."""
+    if not kernel_device.size or not devices:
         return None
-    busiest = int((kernels["end_ns"] - kernels["start_ns"]).groupby(kernels["device"]).sum().idxmax())
+    busiest = int(pd.Series(kernel_ns).groupby(kernel_device).sum().idxmax())
     return next((d for d in devices if d.id == busiest), None)
 
 
@@ -445,17 +491,20 @@ def matrix_cores(device) -> Optional[str]:
 
 # ---------------------------------------------------------------- 5. pageable copies
 def pageable_copies(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
-    gpu = torch.gpu[_inside(torch.gpu, steps)]
-    copies = gpu[(gpu["kind"] == "memcpy") & text_mask(gpu["name"], lambda n: "Pageable" in n)]
+    gpu = torch.gpu
+    start, end = _intervals(gpu)
+    inside = _starts_inside(start, steps)
+    copies = gpu.iloc[_rows_passing(gpu["name"].to_numpy(), np.flatnonzero(inside & _of_kind(gpu, "memcpy")),
+                                    lambda n: "Pageable" in n)]
     if copies.empty:
         return None
     copy_ns = float((copies["end_ns"] - copies["start_ns"]).sum())
-    busy = _in_steps_ns(_intervals(gpu), steps)
+    busy = _in_steps_ns((start[inside], end[inside]), steps)
     launched = copies[copies["runtime"] >= 0]
     calls = torch.runtime.iloc[launched["runtime"].to_numpy()]
     # Host time: the host-to-device calls, which stage the data through a pinned buffer on the CPU
     # (a device-to-host call's time is mostly the wait for the queue: torch.host_sync counts it).
-    to_device = calls[text_mask(launched["name"], lambda n: "HtoD" in n)]
+    to_device = calls[names_passing(launched["name"].to_numpy(), lambda n: "HtoD" in n)]
     host_ns = float(interval_union_ns(*_intervals(to_device)))
     gpu_share, host_share = _pct(copy_ns, busy), _pct(host_ns, steps.total_ns)
     if not (gpu_share >= PAGEABLE_SHARE_PCT or host_share >= PAGEABLE_SHARE_PCT):  # NaN: nothing to weigh against
