@@ -335,14 +335,15 @@ def launch_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Findi
     busy = _in_steps_ns((start[inside], end[inside]), steps)
     idle = _pct(steps.total_ns - busy, steps.total_ns)
     call_start, call_end = _intervals(torch.runtime)
-    launches = _starts_inside(call_start, steps) & names_passing(
-        torch.runtime["name"].to_numpy(), lambda n: re.match(LAUNCH_API, n) is not None)
+    launches = np.flatnonzero(names_passing(torch.runtime["name"].to_numpy(),
+                                            lambda n: re.match(LAUNCH_API, n) is not None))
+    launches = launches[_starts_inside(call_start[launches], steps)]  # the launches only: a fraction of the calls
     launch_ns = float((call_end[launches] - call_start[launches]).sum())
     launch_to_busy = _pct(launch_ns, busy)
     if not (median < TINY_KERNEL_NS and launch_to_busy >= LAUNCH_TO_BUSY_PCT and idle >= LAUNCH_IDLE_PCT):
         return None
     graphs = "HIP graphs" if context.gpu_api == "HIP" else "CUDA graphs"
-    calls = int(launches.sum())
+    calls = launches.size
     return _finding(
         "launch_bound", "high" if idle >= LAUNCH_IDLE_HIGH_PCT else "medium",
         f"Launch-bound: {kernels.size} kernels with a median of {median / 1e3:.1f} us, GPU idle {idle:.0f}%",
