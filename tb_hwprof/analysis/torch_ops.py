@@ -7,7 +7,7 @@ instances that launched GPU work directly (TraceLens's Count).
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -19,69 +19,22 @@ OP_GPU_TIME_COLUMNS = ["op", "calls", "instances", "direct_gpu_ns", "subtree_gpu
                        "kernels", "top_kernel", "top_kernel_gpu_ns"]
 
 
-def gpu_ns_per_op_instance(torch: TorchTrace):
-    """(direct, subtree, launches) per row of torch.ops: GPU ns launched by the op itself, by it and
-    everything it encloses, and how many GPU activities it launched itself."""
-    n = len(torch.ops)
-    op = torch.gpu["op"].to_numpy()
-    mine = op >= 0
-    launcher, duration = op[mine], _durations(torch.gpu)[mine]
-    direct = np.bincount(launcher, weights=duration, minlength=n).astype(np.float64)
-    launches = np.bincount(launcher, minlength=n)
-    subtree = sum_over_ancestors(torch.ops["parent"].to_numpy(), np.flatnonzero(direct), direct)
-    return direct, subtree, launches
-
-
-def sum_over_ancestors(parent: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Per node of the forest `parent` (-1 for roots): the sum of values[rows] over those of `rows`
-    that are the node or lie below it.  Each row's value climbs its chain of ancestors (a trace's
-    operators nest a few levels deep), and one bincount adds up what reached each node: the work
-    follows the rows holding a value, not every node of the forest at every level.  (Values that are
-    whole numbers, as ns are, sum exactly in any order.)"""
-    weights = values[rows]
-    nodes, carried = [rows], [weights]
-    while rows.size:
-        up = parent[rows]
-        alive = up >= 0
-        rows, weights = up[alive], weights[alive]
-        nodes.append(rows)
-        carried.append(weights)
-    return np.bincount(np.concatenate(nodes), weights=np.concatenate(carried), minlength=parent.size).astype(np.float64)
-
-
-def _durations(frame: pd.DataFrame) -> np.ndarray:
-    """end_ns - start_ns per row, as float64 (the tables' sums)."""
-    return (frame["end_ns"].to_numpy() - frame["start_ns"].to_numpy()).astype(np.float64)
-
-
-def cpu_self_ns(torch: TorchTrace, duration: Optional[np.ndarray] = None) -> np.ndarray:
-    """Per op instance: its wall time less that of the ops directly inside it (>= 0).
-    duration: _durations(torch.ops), where the caller has it."""
-    ops = torch.ops
-    duration = _durations(ops) if duration is None else duration
-    parent = ops["parent"].to_numpy()
-    child = parent >= 0
-    inner = np.bincount(parent[child], weights=duration[child], minlength=len(ops)).astype(np.float64)
-    return np.maximum(duration - inner, 0.0)
-
-
 def op_gpu_time(torch: TorchTrace, names: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> pd.DataFrame:
     """summaries["op_gpu_time"]: one row per operator name, by direct GPU time (then CPU time).
     names: op_names(torch), where the caller has it."""
     ops = torch.ops
     if ops.empty:
         return pd.DataFrame(columns=OP_GPU_TIME_COLUMNS)
-    direct, subtree, launches = gpu_ns_per_op_instance(torch)
     codes, distinct = op_names(torch) if names is None else names
     per_name = lambda values: np.bincount(codes, weights=values, minlength=len(distinct))
-    count_per_name = lambda rows: np.bincount(codes[rows], minlength=len(distinct)).astype(np.int64)
+    gpu = gpu_ns_per_name(torch, codes, len(distinct))
     duration = _durations(ops)
     table = pd.DataFrame({
-        "op": pd.Series(distinct, dtype=object), "calls": count_per_name(launches > 0),
-        "instances": count_per_name(slice(None)),
-        "direct_gpu_ns": per_name(direct), "subtree_gpu_ns": per_name(subtree),
+        "op": pd.Series(distinct, dtype=object), "calls": gpu["calls"],
+        "instances": np.bincount(codes, minlength=len(distinct)).astype(np.int64),
+        "direct_gpu_ns": gpu["direct"], "subtree_gpu_ns": gpu["subtree"],
         "cpu_self_ns": per_name(cpu_self_ns(torch, duration)), "cpu_total_ns": per_name(duration),
-        "kernels": count_per_name(_launching_ops(torch.gpu))})
+        "kernels": gpu["kernels"]})
     top = _top_kernel_per_op(torch, (codes, distinct))
     table = table.merge(top, on="op", how="left")
     table["top_kernel"] = table["top_kernel"].fillna("")
@@ -89,16 +42,72 @@ def op_gpu_time(torch: TorchTrace, names: Optional[Tuple[np.ndarray, np.ndarray]
     return table[OP_GPU_TIME_COLUMNS].reset_index(drop=True)
 
 
+def gpu_ns_per_name(torch: TorchTrace, codes: np.ndarray, n_names: int) -> Dict[str, np.ndarray]:
+    """Per operator name (codes: one per row of torch.ops, 0..n_names-1): direct (GPU ns its
+    instances launched themselves), subtree (by them and everything they enclose), calls (instances
+    that launched GPU work), kernels (GPU activities they launched).  Worked from the GPU rows up
+    their ops' ancestors, never over every operator: a trace's operators are mostly CPU-only."""
+    op, ns, activities = launch_runs(torch.gpu)
+    name_of = codes[op]
+    per_name = lambda rows, values=None: np.bincount(rows, weights=values, minlength=n_names)
+    launching = np.zeros(len(torch.ops), dtype=bool)
+    launching[op] = True
+    nodes, carried = climb_ancestors(torch.ops["parent"].to_numpy(), op, ns)
+    return {"direct": per_name(name_of, ns).astype(np.float64),
+            "subtree": per_name(codes[nodes], carried).astype(np.float64),
+            "calls": per_name(codes[launching]).astype(np.int64),
+            "kernels": per_name(name_of, activities).astype(np.int64)}
+
+
+def launch_runs(gpu: pd.DataFrame) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(op, gpu_ns, activities) per run of consecutive gpu rows launched by one op (rows of no op
+    left out): the op's row, the run's GPU ns (float64) and its number of rows.  An op's kernels
+    are neighbours in the GPU rows' order, so runs are fewer than rows; an op may have several."""
+    op = gpu["op"].to_numpy()
+    mine = op >= 0
+    launcher, duration = op[mine], _durations(gpu)[mine]
+    if launcher.size == 0:
+        return launcher, duration, launcher
+    first = np.flatnonzero(np.concatenate([[True], launcher[1:] != launcher[:-1]]))
+    return launcher[first], np.add.reduceat(duration, first), np.diff(np.append(first, launcher.size))
+
+
+def climb_ancestors(parent: np.ndarray, rows: np.ndarray, values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(nodes, values): each row of `rows` and each of its ancestors in the forest `parent` (-1 for
+    roots), with the row's value; a bincount over them sums, per node, the values of the rows at or
+    below it.  (A trace's operators nest a few levels deep: a handful of gathers.  Values that are
+    whole numbers, as ns are, sum exactly in any order.)"""
+    nodes, carried = [rows], [values]
+    while rows.size:
+        up = parent[rows]
+        alive = up >= 0
+        rows, values = up[alive], values[alive]
+        nodes.append(rows)
+        carried.append(values)
+    return np.concatenate(nodes), np.concatenate(carried)
+
+
+def _durations(frame: pd.DataFrame) -> np.ndarray:
+    """end_ns - start_ns per row (int64 arithmetic), as float64 (the tables' sums)."""
+    out = np.empty(len(frame), dtype=np.float64)
+    return np.subtract(frame["end_ns"].to_numpy(), frame["start_ns"].to_numpy(), out=out, dtype=np.int64, casting="unsafe")
+
+
+def cpu_self_ns(torch: TorchTrace, duration: Optional[np.ndarray] = None) -> np.ndarray:
+    """Per op instance: its wall time less that of the ops directly inside it (>= 0).
+    duration: _durations(torch.ops), where the caller has it."""
+    ops = torch.ops
+    duration = _durations(ops) if duration is None else duration
+    # Each op's time handed to its parent's slot (+1: slot 0 takes the roots'), in one bincount.
+    self_ns = np.bincount(ops["parent"].to_numpy() + 1, weights=duration, minlength=len(ops) + 1)[1:]
+    np.subtract(duration, self_ns, out=self_ns)
+    return np.maximum(self_ns, 0.0, out=self_ns)
+
+
 def op_names(torch: TorchTrace) -> Tuple[np.ndarray, np.ndarray]:
     """(code per op instance, distinct names in order of first sight) of torch.ops["name"]; the
     PyTorch tables all group operators by name, and hash the names once through this."""
     return object_factorize(torch.ops["name"].to_numpy())
-
-
-def _launching_ops(gpu: pd.DataFrame) -> np.ndarray:
-    """The op row of each GPU activity an op launched (one entry per activity)."""
-    op = gpu["op"].to_numpy()
-    return op[op >= 0]
 
 
 def _top_kernel_per_op(torch: TorchTrace, names: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> pd.DataFrame:

@@ -17,6 +17,7 @@ import pandas as pd
 from ..model import Device, TorchTrace
 from ..columnar import first_rows, object_factorize
 from .op_perf_models import op_category, op_cost
+from .torch_ops import launch_runs
 
 OP_SHAPES_COLUMNS = ["op", "input_dims", "input_types", "concrete_inputs", "category", "calls", "gpu_ns",
                      "flops_per_call", "bytes_per_call", "flop_per_s", "bytes_per_s", "intensity",
@@ -35,15 +36,13 @@ def op_shapes(torch: TorchTrace, devices: List[Device], source: str = "<trace>",
     codes, uniques = _shape_groups(ops, names)
     costs = [op_cost(name, dims or None, types or None, concrete or None, source) for name, dims, types, concrete in uniques]
     owns_subtree = np.array([c is not None and not c.repeated for c in costs], dtype=bool)
-    gpu_op = torch.gpu["op"].to_numpy()
-    launched = gpu_op >= 0
-    holder = _holders(ops["parent"].to_numpy(), codes, owns_subtree, gpu_op[launched])
-    ns = (torch.gpu["end_ns"].to_numpy() - torch.gpu["start_ns"].to_numpy())[launched].astype(np.float64)
+    launcher, ns, _ = launch_runs(torch.gpu)
+    holder = _holders(ops["parent"].to_numpy(), codes, owns_subtree, launcher)
     # Per group: its instances holding GPU time, and that time (groups in code order, as a groupby).
-    per_instance = np.bincount(holder, weights=ns, minlength=len(ops))
-    holding = np.flatnonzero(np.bincount(holder, minlength=len(ops)))
+    holding = np.zeros(len(ops), dtype=bool)
+    holding[holder] = True
     calls = np.bincount(codes[holding], minlength=len(uniques))
-    gpu_ns = np.bincount(codes[holding], weights=per_instance[holding], minlength=len(uniques))
+    gpu_ns = np.bincount(codes[holder], weights=ns, minlength=len(uniques))
     rows = []
     device = _main_device(torch, devices)
     for group in np.flatnonzero(calls).tolist():
@@ -119,7 +118,7 @@ def _value_groups(columns: List[np.ndarray]):
 
 
 def _holders(parent: np.ndarray, group: np.ndarray, owns_subtree: np.ndarray, launcher: np.ndarray) -> np.ndarray:
-    """Per GPU activity (its launching op in `launcher`): the op instance its time counts for, the
+    """Per run of GPU activities (its launching op in `launcher`): the op instance its time counts for, the
     outermost among the op and its ancestors whose group owns its subtree, else the op itself.
     Each activity climbs its op's chain of ancestors (a few levels), an owner met higher up
     replacing one met below."""
