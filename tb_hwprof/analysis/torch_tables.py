@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .torch_ops import op_gpu_time
+from .torch_ops import op_gpu_time, op_names
 from .torch_shapes import op_shapes
 from .torch_steps import gpu_summary, step_spans, step_time_breakdown
 
@@ -20,11 +20,12 @@ def torch_tables(profile, analysis) -> None:
     torch = getattr(profile, "torch", None)
     if torch is None:
         return
-    analysis.summaries["op_gpu_time"] = op_gpu_time(torch)
-    analysis.summaries["op_shapes"] = op_shapes(torch, profile.devices, profile.provenance.source_path)
+    names = op_names(torch)  # the tables all group operators by name: the names hashed once
+    analysis.summaries["op_gpu_time"] = op_gpu_time(torch, names)
+    analysis.summaries["op_shapes"] = op_shapes(torch, profile.devices, profile.provenance.source_path, names)
     if len(torch.steps):
         spans = step_spans(torch)  # both tables' steps (launches counted once)
-        analysis.summaries["step_time_breakdown"] = step_time_breakdown(torch, spans)
+        analysis.summaries["step_time_breakdown"] = step_time_breakdown(torch, spans, names)
         summary = gpu_summary_table(torch, spans)
         if len(summary):
             analysis.summaries["torch_gpu_summary"] = summary
