@@ -11,8 +11,6 @@ import statistics
 from collections import defaultdict
 from decimal import Decimal
 
-import numpy as np
-import pandas as pd
 import pytest
 
 import tb_hwprof
@@ -440,22 +438,3 @@ def test_idle_gaps_name_the_operator_the_cpu_was_in():
         best = max(overlap)
         assert (gap.cpu_op, gap.cpu_op_overlap_ns) == (best[2], best[0])
     assert re.match(r"enumerate\(DataLoader\)#_SingleProcessDataLoaderIter", gaps["cpu_op"].iloc[0])
-
-
-def test_names_passing_asks_per_text_and_answers_per_row():
-    """names_passing: the per-row answer of a name test asked once per distinct text, however many
-    str objects hold it; a missing value (NaN, None, not a str) passes no test."""
-    same_text = ["aten::" + n for n in ("item", "item")]  # two str objects, one text
-    assert same_text[0] is not same_text[1]
-    asked = []
-
-    def is_item(name):
-        asked.append(name)
-        return name == "aten::item"
-
-    values = pd.Series([same_text[0], "aten::mm", None, same_text[1], "aten::mm", same_text[0]], dtype="string")
-    assert rules.names_passing(values, is_item).tolist() == [True, False, False, True, False, True]
-    assert sorted(asked) == ["aten::item", "aten::mm"]
-    mixed = np.array([same_text[1], float("nan"), 3, "aten::item"], dtype=object)
-    assert rules.names_passing(mixed, is_item).tolist() == [True, False, False, True]
-    assert rules.names_passing(np.array([], dtype=object), is_item).tolist() == []

@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tb_hwprof import columnar
 from tb_hwprof.columnar import object_codes, object_factorize
 
 from conftest import sample
@@ -95,3 +96,22 @@ def test_group_codes_are_pandas_groups_missing_values_included(read_sample, samp
         want = frame.groupby(list(frame.columns), dropna=False, sort=False).ngroup().to_numpy()
         assert (codes == want).all()
         assert (firsts == pd.Series(want).drop_duplicates().index.to_numpy()).all()
+
+
+def test_text_mask_asks_per_text_and_answers_per_row():
+    """text_mask: the per-row answer of a name test asked once per distinct text, however many
+    str objects hold it; a missing value (NaN, None, not a str) passes no test."""
+    same_text = ["aten::" + n for n in ("item", "item")]  # two str objects, one text
+    assert same_text[0] is not same_text[1]
+    asked = []
+
+    def is_item(name):
+        asked.append(name)
+        return name == "aten::item"
+
+    values = pd.Series([same_text[0], "aten::mm", None, same_text[1], "aten::mm", same_text[0]], dtype="string")
+    assert columnar.text_mask(values, is_item).tolist() == [True, False, False, True, False, True]
+    assert sorted(asked) == ["aten::item", "aten::mm"]
+    mixed = np.array([same_text[1], float("nan"), 3, "aten::item"], dtype=object)
+    assert columnar.text_mask(mixed, is_item).tolist() == [True, False, False, True]
+    assert columnar.text_mask(np.array([], dtype=object), is_item).tolist() == []

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import numpy as np
 import pandas as pd
 
+from ...columnar import text_mask
 from ..context import CaptureContext
 from ..findings import Finding, by_severity, finding
 from ..summary import interval_union_ns, merge
@@ -122,31 +123,14 @@ def _starts_inside(start: np.ndarray, steps: Steps) -> np.ndarray:
     return (i >= 0) & (start < e[np.maximum(i, 0)])
 
 
-def names_passing(values, test) -> np.ndarray:
-    """Per row: test(text), False for a missing value; asked once per distinct text.  Like
-    columnar.text_mask, with one hash pass over the rows (of the str objects they share: a reader
-    keeps one per distinct name) and one gather back: ~8 ms per million rows, text_mask ~18."""
-    values = np.ascontiguousarray(values, dtype=object)
-    try:
-        by_object, objects = pd.factorize(np.frombuffer(values, dtype=np.intp))
-    except (TypeError, ValueError, BufferError):  # numpy would not expose the pointers: hash the values
-        by_object, objects = pd.factorize(values, use_na_sentinel=False)
-    holder = np.empty(len(objects), dtype=np.intp)  # a row holding each object (any: they hold the same)
-    holder[by_object] = np.arange(by_object.size)
-    # Distinct objects may hold equal text: each text tested once; NaN kept as a text of its own.
-    by_text, texts = pd.factorize(values[holder], use_na_sentinel=False)
-    answers = np.fromiter((isinstance(t, str) and bool(test(t)) for t in texts), dtype=bool, count=len(texts))
-    return answers[by_text][by_object]
-
-
 def _rows_passing(values: np.ndarray, rows: np.ndarray, test) -> np.ndarray:
     """The rows whose value passes test (rows: indices into values)."""
-    return rows[names_passing(values[rows], test)] if rows.size else rows
+    return rows[text_mask(values[rows], test)] if rows.size else rows
 
 
 def _of_kind(gpu: pd.DataFrame, kind: str) -> np.ndarray:
     """Per GPU row: is it a `kind` (kernel, memcpy, memset)."""
-    return names_passing(gpu["kind"].to_numpy(), lambda k: k == kind)
+    return text_mask(gpu["kind"].to_numpy(), lambda k: k == kind)
 
 
 def _in_steps_ns(intervals, steps: Steps) -> int:
@@ -198,7 +182,7 @@ def op_chain(ops: pd.DataFrame, row: int, keep: int = 4) -> str:
 def dataloader_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]:
     ops = torch.ops
     # The name first: the few loader rows are then checked for the thread.
-    rows = np.flatnonzero(names_passing(ops["name"].to_numpy(), lambda n: n.startswith(DATALOADER_PREFIX)))
+    rows = np.flatnonzero(text_mask(ops["name"].to_numpy(), lambda n: n.startswith(DATALOADER_PREFIX)))
     loader = ops.iloc[_on_threads(ops, rows, steps.threads)]
     if loader.empty:
         return None
@@ -283,7 +267,7 @@ def blocking_calls(torch) -> np.ndarray:
     """The rows of the runtime calls that block the host until the GPU catches up: synchronize
     calls, copies without Async, and (Async) copies from or to pageable memory (staged, so
     synchronous)."""
-    sync = names_passing(torch.runtime["name"].to_numpy(), lambda n: SYNC_API.match(n) is not None)
+    sync = text_mask(torch.runtime["name"].to_numpy(), lambda n: SYNC_API.match(n) is not None)
     gpu = torch.gpu
     launched = np.flatnonzero(_of_kind(gpu, "memcpy") & (gpu["runtime"].to_numpy() >= 0))
     pageable = _rows_passing(gpu["name"].to_numpy(), launched, lambda n: "Pageable" in n)
@@ -295,7 +279,7 @@ def item_ops_on_gpu(torch) -> np.ndarray:
     """The rows of the aten::item / _local_scalar_dense instances that called the GPU runtime (GPU
     tensors; on a CPU tensor .item() is a plain read)."""
     ops, runtime = torch.ops, torch.runtime
-    items = np.flatnonzero(names_passing(ops["name"].to_numpy(), lambda n: n in ITEM_OPS))
+    items = np.flatnonzero(text_mask(ops["name"].to_numpy(), lambda n: n in ITEM_OPS))
     if not items.size:  # no walk up a million call chains for nothing
         return items
     called = np.zeros(len(ops), dtype=bool)
@@ -335,7 +319,7 @@ def launch_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Findi
     busy = _in_steps_ns((start[inside], end[inside]), steps)
     idle = _pct(steps.total_ns - busy, steps.total_ns)
     call_start, call_end = _intervals(torch.runtime)
-    launches = np.flatnonzero(names_passing(torch.runtime["name"].to_numpy(),
+    launches = np.flatnonzero(text_mask(torch.runtime["name"].to_numpy(),
                                             lambda n: re.match(LAUNCH_API, n) is not None))
     launches = launches[_starts_inside(call_start[launches], steps)]  # the launches only: a fraction of the calls
     launch_ns = float((call_end[launches] - call_start[launches]).sum())
@@ -404,7 +388,7 @@ def uses_tensor_cores(kernel: str) -> bool:
 def _names_matching(names: np.ndarray, test, rows: np.ndarray) -> np.ndarray:
     """Per name: test(name), asked once per distinct name among `rows` (False elsewhere)."""
     hit = np.zeros(names.size, dtype=bool)
-    hit[rows] = names_passing(names[rows], test)
+    hit[rows] = text_mask(names[rows], test)
     return hit
 
 
@@ -437,7 +421,7 @@ def fp32_gemm_op_of_kernels(torch, kernel_op: np.ndarray) -> np.ndarray:
     """Per kernel (by its launching op): the innermost enclosing GEMM / convolution op whose inputs
     are FP32, -1 for none.  An op is FP32 when its first input is "float" (input_types)."""
     ops = torch.ops
-    gemm = np.flatnonzero(names_passing(ops["name"].to_numpy(), GEMM_OPS.match))
+    gemm = np.flatnonzero(text_mask(ops["name"].to_numpy(), GEMM_OPS.match))
     # Each distinct input_types text parsed once (GEMMs repeat a few signatures thousands of times).
     fp32_gemm_ops = _rows_passing(ops["input_types"].to_numpy(), gemm, _first_input_is_fp32)
     found = np.full(kernel_op.size, -1, dtype=np.int64)
@@ -505,7 +489,7 @@ def pageable_copies(torch, steps: Steps, context: CaptureContext) -> Optional[Fi
     calls = torch.runtime.iloc[launched["runtime"].to_numpy()]
     # Host time: the host-to-device calls, which stage the data through a pinned buffer on the CPU
     # (a device-to-host call's time is mostly the wait for the queue: torch.host_sync counts it).
-    to_device = calls[names_passing(launched["name"].to_numpy(), lambda n: "HtoD" in n)]
+    to_device = calls[text_mask(launched["name"].to_numpy(), lambda n: "HtoD" in n)]
     host_ns = float(interval_union_ns(*_intervals(to_device)))
     gpu_share, host_share = _pct(copy_ns, busy), _pct(host_ns, steps.total_ns)
     if not (gpu_share >= PAGEABLE_SHARE_PCT or host_share >= PAGEABLE_SHARE_PCT):  # NaN: nothing to weigh against
