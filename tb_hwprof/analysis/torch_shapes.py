@@ -17,7 +17,7 @@ import pandas as pd
 from ..model import Device, TorchTrace
 from ..columnar import first_rows, object_factorize
 from .op_perf_models import op_category, op_cost
-from .torch_ops import launch_runs
+from .torch_ops import first_sight_rows, launch_runs
 
 OP_SHAPES_COLUMNS = ["op", "input_dims", "input_types", "concrete_inputs", "category", "calls", "gpu_ns",
                      "flops_per_call", "bytes_per_call", "flop_per_s", "bytes_per_s", "intensity",
@@ -58,43 +58,53 @@ def _shape_groups(ops: pd.DataFrame, names: Optional[Tuple[np.ndarray, np.ndarra
     object per distinct text: no hashing of a million texts), then those few combinations by value.
     names: torch_ops.op_names(torch), where the caller has it (codes by value serve as well)."""
     columns = [ops[c].to_numpy() for c in ["name"] + GROUP[1:]]
-    combination, first = _object_combinations([names[0] if names is not None else columns[0]] + columns[1:])
+    name_codes = _first_sight_codes(names[0]) if names is not None else _object_identity_codes(columns[0])
+    combination, first = _combinations([name_codes] + [_object_identity_codes(c) for c in columns[1:]], len(ops))
     group_of_combination, uniques = _value_groups([column[first] for column in columns])
     return group_of_combination[combination], uniques
 
 
-def _object_combinations(columns: List[np.ndarray]):
-    """(code per row, first row of each code) of the distinct combinations of the objects the rows
-    hold (an integer column: of its values), codes in order of first sight.  A column holding one
-    object throughout adds nothing and is not hashed."""
-    key = np.zeros(len(columns[0]), dtype=np.int64)
-    span = 1  # key < span
-    for column in columns:
-        codes = _object_identity_codes(column)
-        k = int(codes.max()) + 1 if codes is not None and codes.size else 1
-        if k <= 1:
-            continue
-        if span > (1 << 62) // k:  # the product would overflow: renumber what we have first
-            key = pd.factorize(key)[0].astype(np.int64)
-            span = int(key.max()) + 1
-        key = key * k + codes
-        span *= k
-    codes, distinct = pd.factorize(key)
-    return codes, first_rows(codes, len(distinct))
+def _combinations(codes: List[Optional[np.ndarray]], n_rows: int):
+    """(code per row, first row of each code) of the distinct combinations of the rows' codes (each
+    column numbered 0.. in order of first sight; None: one value throughout), in order of first
+    sight.  A single varying column is its own answer (no hashing)."""
+    varying = [c for c in codes if c is not None and c.size and c.max() > 0]
+    if not varying:
+        combination = np.zeros(n_rows, dtype=np.int64)
+    elif len(varying) == 1:
+        combination = varying[0]
+    else:
+        key = np.zeros(n_rows, dtype=np.int64)
+        span = 1  # key < span
+        for column in varying:
+            k = int(column.max()) + 1
+            if span > (1 << 62) // k:  # the product would overflow: renumber what we have first
+                key = pd.factorize(key)[0].astype(np.int64)
+                span = int(key.max()) + 1
+            key = key * k + column
+            span *= k
+        combination = pd.factorize(key)[0]
+    n_codes = int(combination.max()) + 1 if combination.size else 0
+    return combination, first_sight_rows(combination, n_codes)
+
+
+def _first_sight_codes(codes: np.ndarray) -> np.ndarray:
+    """codes renumbered 0.. in order of first sight where they are not already (a missing
+    value's -1 becomes a code like the others)."""
+    return codes if not codes.size or codes.min() >= 0 else pd.factorize(codes)[0]
 
 
 def _object_identity_codes(column: np.ndarray) -> Optional[np.ndarray]:
-    """Codes 0.. per row, equal for rows holding the same object (an integer column: the same
-    value); None when every row holds the same one."""
-    if column.dtype == object:
-        column = np.ascontiguousarray(column)
-        try:
-            column = np.frombuffer(column, dtype=np.intp)  # the objects' addresses
-        except (TypeError, ValueError, BufferError):
-            return pd.factorize(column)[0] + 1  # by value (missing values: 0)
-    if column.size == 0 or (column == column[0]).all():
+    """Codes 0.. per row in order of first sight, equal for rows holding the same object (by value
+    where numpy will not expose the objects); None when every row holds the same one."""
+    column = np.ascontiguousarray(column, dtype=object)
+    try:
+        pointers = np.frombuffer(column, dtype=np.intp)  # the objects' addresses
+    except (TypeError, ValueError, BufferError):
+        return pd.factorize(column, use_na_sentinel=False)[0]
+    if pointers.size == 0 or (pointers == pointers[0]).all():
         return None
-    return pd.factorize(column)[0] + 1  # >= 0 (a negative value code is a value like any other)
+    return pd.factorize(pointers)[0]
 
 
 def _value_groups(columns: List[np.ndarray]):
