@@ -88,9 +88,8 @@ def climb_ancestors(parent: np.ndarray, rows: np.ndarray, values: np.ndarray) ->
 
 
 def _durations(frame: pd.DataFrame) -> np.ndarray:
-    """end_ns - start_ns per row (int64 arithmetic), as float64 (the tables' sums)."""
-    out = np.empty(len(frame), dtype=np.float64)
-    return np.subtract(frame["end_ns"].to_numpy(), frame["start_ns"].to_numpy(), out=out, dtype=np.int64, casting="unsafe")
+    """end_ns - start_ns per row (in the columns' type: exact ns), as float64 (the tables' sums)."""
+    return (frame["end_ns"].to_numpy() - frame["start_ns"].to_numpy()).astype(np.float64)
 
 
 def cpu_self_ns(torch: TorchTrace, duration: Optional[np.ndarray] = None) -> np.ndarray:

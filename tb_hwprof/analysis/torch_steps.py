@@ -40,8 +40,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from .. import columnar
 from .summary import merge
+from .torch_ops import factorize_texts
 
 # Priority order of torch-tb-profiler's ProfileRole (event_parser.py), "other" last.
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
@@ -106,16 +106,19 @@ def _launch_step_of_device_rows(start: np.ndarray, end: np.ndarray, runtime: pd.
     not ended by the call's start (the first with end > call start, i.e. on the running max of
     ends) and belongs to it only when it starts at or after the step's start and ends by its end."""
     call = gpu["runtime"].to_numpy(np.int64)
-    if len(runtime) == 0:
-        return np.full(call.size, -1, np.int64)
-    rt_start = runtime["start_ns"].to_numpy(np.int64)
-    rt_end = runtime["end_ns"].to_numpy(np.int64)
+    step = np.full(call.size, -1, np.int64)
+    launched = call >= 0
+    if len(runtime) == 0 or not launched.any():
+        return step
+    # Only the calls that launched device work are looked up (a third of a trace's calls).
+    rt_start = runtime["start_ns"].to_numpy(np.int64)[call[launched]]
+    rt_end = runtime["end_ns"].to_numpy(np.int64)[call[launched]]
     candidate = np.searchsorted(np.maximum.accumulate(end), rt_start, side="right")
     valid = candidate < start.size
     at = np.minimum(candidate, start.size - 1)
     inside = valid & (rt_start >= start[at]) & (rt_end <= end[at])
-    step_of_call = np.where(inside, at, -1)
-    return np.where(call >= 0, step_of_call[np.maximum(call, 0)], -1)
+    step[launched] = np.where(inside, at, -1)
+    return step
 
 
 def _extend_to_device_work(start: np.ndarray, end: np.ndarray, launched_in: np.ndarray,
@@ -187,7 +190,7 @@ def category_intervals(torch_trace, names: Optional[Tuple[np.ndarray, np.ndarray
 def gpu_kinds(gpu: pd.DataFrame) -> Dict[str, np.ndarray]:
     """Per kind (kernel, memcpy, memset): which gpu rows are of it; the column's texts compared once
     per distinct text, not per row."""
-    codes, distinct = columnar.object_factorize(gpu["kind"].to_numpy(object))
+    codes, distinct = factorize_texts(gpu["kind"].to_numpy(object))
     return {kind: codes == _code_of(distinct, kind) for kind in ("kernel", "memcpy", "memset")}
 
 
@@ -217,11 +220,11 @@ def is_dataloader_op(name: str) -> bool:
 def names_where(names, *predicates, factorized: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> List[np.ndarray]:
     """Per predicate, predicate(name) per row (names: a Series or an object array), evaluated once
     per distinct name (a trace repeats a few thousand names over millions of rows).  factorized:
-    (code per row, distinct names) of these names (columnar.object_factorize), where the caller has it."""
+    (code per row, distinct names) of these names (torch_ops.factorize_texts), where the caller has it."""
     if len(names) == 0:
         return [np.zeros(0, bool) for _ in predicates]
     values = names.to_numpy(object) if isinstance(names, pd.Series) else names
-    codes, uniques = columnar.object_factorize(values) if factorized is None else factorized
+    codes, uniques = factorize_texts(values) if factorized is None else factorized
     distinct = [str(name) for name in uniques]
     return [np.fromiter(map(predicate, distinct), bool, len(distinct))[codes] for predicate in predicates]
 
@@ -242,7 +245,8 @@ def step_time_breakdown(torch_trace, spans: Optional[pd.DataFrame] = None,
     union: Intervals = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     covered_before = np.zeros(start.size, np.int64)
     for name in CATEGORIES:
-        union = merge(np.concatenate([union[0], islands[name][0]]), np.concatenate([union[1], islands[name][1]]))
+        if islands[name][0].size:  # (an empty category leaves the union as it is)
+            union = merge(np.concatenate([union[0], islands[name][0]]), np.concatenate([union[1], islands[name][1]]))
         covered = _measure_within(union, start, end)
         out[f"{name}_ns"] = covered - covered_before
         covered_before = covered
