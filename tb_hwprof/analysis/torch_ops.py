@@ -158,7 +158,7 @@ def _top_kernel_per_op(torch: TorchTrace, names: Optional[Tuple[np.ndarray, np.n
                              "top_kernel_gpu_ns": pd.Series(dtype=float)})
     name_codes, op_names_ = op_names(torch) if names is None else names
     op_codes = name_codes[gpu["op"].to_numpy()[launched]]
-    kernel_codes, kernel_names = object_factorize(gpu["name"].to_numpy()[launched])
+    kernel_codes, kernel_names = factorize_texts(gpu["name"].to_numpy()[launched])
     ns = _durations(gpu)[launched]
     pair, pairs = pd.factorize(op_codes * len(kernel_names) + kernel_codes)
     sums = np.bincount(pair, weights=ns)

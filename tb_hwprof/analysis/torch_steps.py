@@ -40,6 +40,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
+from .. import columnar
 from .summary import merge
 from .torch_ops import factorize_texts
 
@@ -289,7 +290,7 @@ def gpu_summary(torch_trace, spans: Optional[pd.DataFrame] = None) -> dict:
                (("start_ns", np.int64), ("end_ns", np.int64), ("name", object), ("blocks_per_sm", np.float64),
                 ("est_occupancy_pct", np.float64))}
     devices = {}
-    for on in np.unique(device[kernel]).tolist():  # in device order
+    for on in columnar.distinct(device[kernel]).tolist():  # in device order
         rows = kernel & (device == on)
         devices[int(on)] = _device_summary({c: values[rows] for c, values in columns.items()}, span)
     return {"span_start_ns": span[0], "span_end_ns": span[1], "devices": devices}
