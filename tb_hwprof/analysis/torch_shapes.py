@@ -128,9 +128,9 @@ def _value_groups(columns: List[np.ndarray]):
 
 
 def _holders(parent: np.ndarray, group: np.ndarray, owns_subtree: np.ndarray, launcher: np.ndarray) -> np.ndarray:
-    """Per run of GPU activities (its launching op in `launcher`): the op instance its time counts for, the
-    outermost among the op and its ancestors whose group owns its subtree, else the op itself.
-    Each activity climbs its op's chain of ancestors (a few levels), an owner met higher up
+    """Per run of GPU activities (its launching op in `launcher`): the op instance its time counts
+    for, the outermost among the op and its ancestors whose group owns its subtree, else the op
+    itself.  Each run climbs its op's chain of ancestors (a few levels), an owner met higher up
     replacing one met below."""
     holder = launcher.copy()
     at, node = np.arange(launcher.size), launcher
