@@ -106,13 +106,43 @@ def object_codes(values) -> np.ndarray:
 
 
 def object_factorize(values) -> Tuple[np.ndarray, np.ndarray]:
-    """(code per row, distinct values in order of first appearance) of an object array, by the
-    pointer trick of object_codes (no hashing of a million long names)."""
+    """(int64 code per row, distinct values in order of first appearance; missing values: code -1) of
+    an object array, by the pointer trick of object_codes (rows grouped by the str object they hold,
+    then those few objects by value: no hashing of a million long names), the first rows found by
+    first_sight_rows, and no copy of codes that are final already (one object per text)."""
     values = np.ascontiguousarray(values, dtype=object)
-    row_codes = object_codes(values)
-    if row_codes.size == 0 or row_codes.max() < 0:
-        return row_codes.astype(np.int64), values[:0]
-    return row_codes.astype(np.int64), values[first_rows(row_codes, int(row_codes.max()) + 1)]
+    try:
+        pointers = np.frombuffer(values, dtype=np.intp)
+    except (TypeError, ValueError, BufferError):  # numpy would not expose them: hash the values
+        codes = pd.factorize(values)[0].astype(np.int64)
+        return codes, values[first_sight_rows(codes, int(codes.max()) + 1 if codes.size else 0)]
+    by_object, objects = pd.factorize(pointers)
+    texts = values[first_sight_rows(by_object, len(objects))]
+    text_of_object, distinct = pd.factorize(texts)
+    if (text_of_object == np.arange(texts.size)).all():  # one object per text: the codes are final
+        return by_object.astype(np.int64, copy=False), texts
+    # Objects holding equal texts (or missing values) share a code; the distinct values are the first
+    # object seen of each text.
+    codes = text_of_object.astype(np.int64)[by_object]
+    return codes, texts[first_sight_rows(text_of_object, len(distinct))]
+
+
+def first_sight_rows(codes: np.ndarray, n_codes: int, block: int = 1 << 16) -> np.ndarray:
+    """first_rows of codes numbered in order of first sight (as pd.factorize numbers them; negative
+    codes are no code's): where the running maximum first reaches each code.  Scanned block by block,
+    stopping once every code has been seen (a trace shows its names early: a few blocks of a
+    million rows, where first_rows writes every row)."""
+    first = np.empty(n_codes, dtype=np.int64)
+    seen = 0  # codes 0..seen-1 found
+    for at in range(0, codes.size, block):
+        if seen >= n_codes:
+            break
+        running = np.maximum.accumulate(codes[at:at + block])
+        top = int(running[-1])
+        if top >= seen:
+            first[seen:top + 1] = at + np.searchsorted(running, np.arange(seen, top + 1))
+            seen = top + 1
+    return first
 
 
 def text_mask(values, predicate) -> np.ndarray:

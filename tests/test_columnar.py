@@ -115,3 +115,47 @@ def test_text_mask_asks_per_text_and_answers_per_row():
     mixed = np.array([same_text[1], float("nan"), 3, "aten::item"], dtype=object)
     assert columnar.text_mask(mixed, is_item).tolist() == [True, False, False, True]
     assert columnar.text_mask(np.array([], dtype=object), is_item).tolist() == []
+
+
+def _texts_variants(values):
+    """A real text column, and the same with every third row a new object of equal text and every
+    seventh a missing value (None or NaN)."""
+    copies = np.array([v if i % 3 else "".join(["", v]) for i, v in enumerate(values)], dtype=object)
+    missing = copies.copy()
+    missing[::7] = None
+    missing[3::14] = np.nan
+    return [values, copies, missing]
+
+
+def _factorize_by_dict(values):
+    """Plain Python: each text's code in order of first sight, -1 for a missing value; the first
+    object holding each text."""
+    code_of, first = {}, []
+    codes = []
+    for v in values:
+        if not isinstance(v, str):
+            codes.append(-1)
+            continue
+        if v not in code_of:
+            code_of[v] = len(first)
+            first.append(v)
+        codes.append(code_of[v])
+    return codes, first
+
+
+@pytest.mark.parametrize("table, column", [("ops", "name"), ("ops", "input_dims"), ("gpu", "name"), ("gpu", "kind")])
+def test_object_factorize_equals_a_dict_on_real_columns(samples_dir, table, column):
+    """object_factorize on a real trace's text columns, with equal texts in distinct objects and
+    missing values: the codes a dict gives, the very first object of each text kept; and
+    first_sight_rows equal to first_rows when scanning in many blocks."""
+    import tb_hwprof
+    path = sample(samples_dir, "torch/kineto_rn50_v100_jun2021.json.gz")
+    values = getattr(tb_hwprof.read(path).torch, table)[column].to_numpy(object)
+    for texts in _texts_variants(values):
+        want_codes, want_first = _factorize_by_dict(texts)
+        codes, distinct = object_factorize(texts)
+        assert codes.dtype == np.int64 and codes.tolist() == want_codes
+        assert len(distinct) == len(want_first) and all(a is b for a, b in zip(distinct, want_first))
+        n_codes = int(codes.max()) + 1
+        assert np.array_equal(columnar.first_sight_rows(codes, n_codes, block=100), columnar.first_rows(codes, n_codes))
+    assert object_factorize(np.array([], dtype=object))[0].size == 0

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import tb_hwprof
-from tb_hwprof.analysis.torch_ops import factorize_texts, first_sight_rows
+from tb_hwprof.columnar import object_factorize
 from tb_hwprof.analysis.torch_shapes import op_shapes
 
 TRACES = ["tracelens_h100_bert_small", "tracelens_h100_falconsai_vit", "tracelens_mi300x_bert_small",
@@ -82,38 +82,8 @@ def test_shape_groups_are_the_distinct_name_and_shape_tuples_in_order_of_first_s
     assert codes.tolist() == want
     assert uniques == list(first_seen)
     # The op names' codes handed in (as torch_tables does) change nothing.
-    named_codes, named_uniques = _shape_groups(ops, factorize_texts(ops["name"].to_numpy()))
+    named_codes, named_uniques = _shape_groups(ops, object_factorize(ops["name"].to_numpy()))
     assert named_codes.tolist() == want
     assert named_uniques == list(first_seen)
 
 
-def _texts_variants(values):
-    """A real text column, and the same with every third row a new object of equal text and every
-    seventh a missing value (None or NaN)."""
-    import numpy as np
-    copies = np.array([v if i % 3 else "".join(["", v]) for i, v in enumerate(values)], dtype=object)
-    missing = copies.copy()
-    missing[::7] = None
-    missing[3::14] = np.nan
-    return [values, copies, missing]
-
-
-@pytest.mark.parametrize("table, column", [("ops", "name"), ("ops", "input_dims"), ("gpu", "name"), ("gpu", "kind")])
-def test_factorize_texts_gives_object_factorize_result(samples_dir, table, column):
-    """torch_ops.factorize_texts against columnar.object_factorize (the codes, and the very objects
-    kept as distinct values) on a real trace's columns, with equal texts in distinct objects and
-    missing values; first_sight_rows against columnar.first_rows, scanning in many blocks."""
-    import numpy as np
-    from tb_hwprof.columnar import first_rows, object_factorize
-    path = samples_dir / "torch" / "kineto_rn50_v100_jun2021.json.gz"
-    if not path.is_file():
-        pytest.skip("kineto_rn50_v100_jun2021.json.gz")
-    values = getattr(tb_hwprof.read(path).torch, table)[column].to_numpy(object)
-    for texts in _texts_variants(values):
-        want_codes, want_distinct = object_factorize(texts)
-        codes, distinct = factorize_texts(texts)
-        assert codes.dtype == np.int64 and np.array_equal(codes, want_codes)
-        assert len(distinct) == len(want_distinct) and all(a is b for a, b in zip(distinct, want_distinct))
-        n_codes = int(codes.max()) + 1
-        assert np.array_equal(first_sight_rows(codes, n_codes, block=100), first_rows(codes, n_codes))
-    assert factorize_texts(np.array([], dtype=object))[0].size == 0

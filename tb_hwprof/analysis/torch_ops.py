@@ -106,46 +106,7 @@ def cpu_self_ns(torch: TorchTrace, duration: Optional[np.ndarray] = None) -> np.
 def op_names(torch: TorchTrace) -> Tuple[np.ndarray, np.ndarray]:
     """(code per op instance, distinct names in order of first sight) of torch.ops["name"]; the
     PyTorch tables all group operators by name, and hash the names once through this."""
-    return factorize_texts(torch.ops["name"].to_numpy())
-
-
-def factorize_texts(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """(int64 code per row, distinct values in order of first sight; missing values: code -1), as
-    columnar.object_factorize returns them, by the same pointer trick (rows grouped by the str
-    object they hold, then those few objects by value) with fewer passes over the rows: the first
-    rows found by first_sight_rows, no copy of codes that are final already."""
-    values = np.ascontiguousarray(values, dtype=object)
-    try:
-        pointers = np.frombuffer(values, dtype=np.intp)
-    except (TypeError, ValueError, BufferError):  # numpy would not expose them
-        return object_factorize(values)
-    by_object, objects = pd.factorize(pointers)
-    texts = values[first_sight_rows(by_object, len(objects))]
-    text_of_object, distinct = pd.factorize(texts)
-    if (text_of_object == np.arange(texts.size)).all():  # one object per text: the codes are final
-        return by_object.astype(np.int64, copy=False), texts
-    # Objects holding equal texts (or missing values) share a code; distinct as object_factorize
-    # gives them: the first object seen of each text.
-    codes = text_of_object.astype(np.int64)[by_object]
-    return codes, texts[first_sight_rows(text_of_object, len(distinct))]
-
-
-def first_sight_rows(codes: np.ndarray, n_codes: int, block: int = 1 << 16) -> np.ndarray:
-    """Per code 0..n_codes-1 of codes numbered in order of first sight (negative codes are no
-    code's): its first row, where the running maximum first reaches it.  Scanned block by block,
-    stopping once every code has been seen (a trace shows its names early: a few blocks of a
-    million rows, where columnar.first_rows writes every row)."""
-    first = np.empty(n_codes, dtype=np.int64)
-    seen = 0  # codes 0..seen-1 found
-    for at in range(0, codes.size, block):
-        if seen >= n_codes:
-            break
-        running = np.maximum.accumulate(codes[at:at + block])
-        top = int(running[-1])
-        if top >= seen:
-            first[seen:top + 1] = at + np.searchsorted(running, np.arange(seen, top + 1))
-            seen = top + 1
-    return first
+    return object_factorize(torch.ops["name"].to_numpy())
 
 
 def _top_kernel_per_op(torch: TorchTrace, names: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> pd.DataFrame:
@@ -158,7 +119,7 @@ def _top_kernel_per_op(torch: TorchTrace, names: Optional[Tuple[np.ndarray, np.n
                              "top_kernel_gpu_ns": pd.Series(dtype=float)})
     name_codes, op_names_ = op_names(torch) if names is None else names
     op_codes = name_codes[gpu["op"].to_numpy()[launched]]
-    kernel_codes, kernel_names = factorize_texts(gpu["name"].to_numpy()[launched])
+    kernel_codes, kernel_names = object_factorize(gpu["name"].to_numpy()[launched])
     ns = _durations(gpu)[launched]
     pair, pairs = pd.factorize(op_codes * len(kernel_names) + kernel_codes)
     sums = np.bincount(pair, weights=ns)

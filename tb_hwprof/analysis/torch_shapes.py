@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from ..model import Device, TorchTrace
-from ..columnar import first_rows, object_factorize
+from ..columnar import first_rows, first_sight_rows, object_factorize
 from .op_perf_models import op_category, op_cost
-from .torch_ops import first_sight_rows, launch_runs
+from .torch_ops import launch_runs
 
 OP_SHAPES_COLUMNS = ["op", "input_dims", "input_types", "concrete_inputs", "category", "calls", "gpu_ns",
                      "flops_per_call", "bytes_per_call", "flop_per_s", "bytes_per_s", "intensity",

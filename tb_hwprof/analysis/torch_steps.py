@@ -42,7 +42,6 @@ import pandas as pd
 
 from .. import columnar
 from .summary import merge
-from .torch_ops import factorize_texts
 
 # Priority order of torch-tb-profiler's ProfileRole (event_parser.py), "other" last.
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
@@ -191,7 +190,7 @@ def category_intervals(torch_trace, names: Optional[Tuple[np.ndarray, np.ndarray
 def gpu_kinds(gpu: pd.DataFrame) -> Dict[str, np.ndarray]:
     """Per kind (kernel, memcpy, memset): which gpu rows are of it; the column's texts compared once
     per distinct text, not per row."""
-    codes, distinct = factorize_texts(gpu["kind"].to_numpy(object))
+    codes, distinct = columnar.object_factorize(gpu["kind"].to_numpy(object))
     return {kind: codes == _code_of(distinct, kind) for kind in ("kernel", "memcpy", "memset")}
 
 
@@ -221,11 +220,11 @@ def is_dataloader_op(name: str) -> bool:
 def names_where(names, *predicates, factorized: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> List[np.ndarray]:
     """Per predicate, predicate(name) per row (names: a Series or an object array), evaluated once
     per distinct name (a trace repeats a few thousand names over millions of rows).  factorized:
-    (code per row, distinct names) of these names (torch_ops.factorize_texts), where the caller has it."""
+    (code per row, distinct names) of these names (columnar.object_factorize), where the caller has it."""
     if len(names) == 0:
         return [np.zeros(0, bool) for _ in predicates]
     values = names.to_numpy(object) if isinstance(names, pd.Series) else names
-    codes, uniques = factorize_texts(values) if factorized is None else factorized
+    codes, uniques = columnar.object_factorize(values) if factorized is None else factorized
     distinct = [str(name) for name in uniques]
     return [np.fromiter(map(predicate, distinct), bool, len(distinct))[codes] for predicate in predicates]
 
