@@ -92,24 +92,17 @@ def first_rows(row_codes: np.ndarray, n_codes: int) -> np.ndarray:
 
 
 def object_codes(values) -> np.ndarray:
-    """A code per value of an object array, equal values sharing one.  Rows are grouped by the object
-    they hold first (an object array is an array of pointers, and readers share one str object per
-    distinct name: ~5 ms per million rows, where hashing long kernel names costs ~45 ms), then the
-    distinct objects by value (different objects may hold equal text)."""
-    values = np.ascontiguousarray(values, dtype=object)
-    try:
-        pointers = np.frombuffer(values, dtype=np.intp)
-    except (TypeError, ValueError, BufferError):  # numpy would not expose them: hash the values
-        return pd.factorize(values)[0]
-    by_object, distinct = pd.factorize(pointers)
-    return pd.factorize(values[first_rows(by_object, len(distinct))])[0][by_object]
+    """A code per value of an object array, equal values sharing one (missing values -1): rows are
+    grouped by the object they hold first (an object array is an array of pointers, and readers share
+    one str object per distinct name: ~5 ms per million rows, where hashing long kernel names costs
+    ~45 ms), then the distinct objects by value (different objects may hold equal text)."""
+    return object_factorize(values)[0]
 
 
 def object_factorize(values) -> Tuple[np.ndarray, np.ndarray]:
     """(int64 code per row, distinct values in order of first appearance; missing values: code -1) of
-    an object array, by the pointer trick of object_codes (rows grouped by the str object they hold,
-    then those few objects by value: no hashing of a million long names), the first rows found by
-    first_sight_rows, and no copy of codes that are final already (one object per text)."""
+    an object array, by object_codes' pointer trick (no hashing of a million long names), the first
+    rows found by first_sight_rows, and no copy of codes that are final already (one object per text)."""
     values = np.ascontiguousarray(values, dtype=object)
     try:
         pointers = np.frombuffer(values, dtype=np.intp)
