@@ -35,7 +35,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -55,6 +54,11 @@ CONNECT_TIMEOUT = "20s"  # to reach a --scheduler (Dask's own default is 30 s)
 # the job's cluster was up and closed 1-2 s sooner (60k-kernel ranks: 2.0 s vs 3.0-4.2 s from start
 # to a first task done and the cluster closed).  A worker still exits when its nanny (here) is gone.
 WORKER_START = "forkserver"
+# What that fork server imports beside Dask's own list (distributed, pandas, numpy, ...): our modules,
+# so the workers share their pages instead of each importing them, then _worker_preload, which
+# freezes all of it out of the workers' garbage collections (copy-on-write).
+FORKSERVER_PRELOAD = ("tb_hwprof.detect", "tb_hwprof.analysis.pipeline", "tb_hwprof.analysis.ranks", "tb_hwprof.jobs",
+                      "tb_hwprof._worker_preload")
 
 
 # ------------------------------------------------------------------ what a rank task returns
@@ -141,13 +145,20 @@ def forked_without_gc_copies(fork: Callable):
     """fork() (which forks this process) with every object it holds frozen out of the garbage
     collector (gc.freeze) meanwhile: a collection in the child would otherwise write to the header of
     every object it inherited, copying each page holding one (the worker's Dask, pandas and modules).
-    The parent's objects are collected again as soon as the child exists."""
+    The parent's objects are collected again as soon as the child exists, but in a worker whose fork
+    server froze what they share (below)."""
     import gc
+    gc.collect()  # garbage is not frozen
+    frozen_by_fork_server = gc.get_freeze_count() > 0  # a worker of our local cluster (_worker_preload)
     gc.freeze()
     try:
         return fork()
     finally:
-        gc.unfreeze()
+        # A worker whose fork server froze what they share keeps it all frozen: unfreezing would hand
+        # those objects back to its collections, which would copy their pages into the worker.  What
+        # the worker made itself stays frozen too (collected beforehand, so only live objects).
+        if not frozen_by_fork_server:
+            gc.unfreeze()
 
 
 def _export_in_child(work: tuple):
@@ -409,6 +420,8 @@ def dask_client(address: Optional[str], workers: int, progress):
     with dask.config.set({"distributed.nanny.pre-spawn-environ": local_worker_environ(),
                           "distributed.worker.daemon": False,
                           "distributed.worker.multiprocessing-method": start}):
+        if start == "forkserver":
+            preload_our_modules()
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                                silence_logs=logging.ERROR)
     client = Client(cluster)
@@ -418,6 +431,17 @@ def dask_client(address: Optional[str], workers: int, progress):
         client.close()
         cluster.close()
     return client, close
+
+
+def preload_our_modules() -> None:
+    """Have the fork server our local cluster's workers start from import FORKSERVER_PRELOAD after
+    Dask's own list (a fork server already running keeps what it has)."""
+    from multiprocessing import forkserver
+
+    from distributed.utils import get_mp_context
+    context = get_mp_context()  # sets Dask's list first, as it would when the cluster starts
+    theirs = list(getattr(forkserver._forkserver, "_preload_modules", None) or [])
+    context.set_forkserver_preload(theirs + [m for m in FORKSERVER_PRELOAD if m not in theirs])
 
 
 def local_worker_environ() -> dict:
