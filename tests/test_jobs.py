@@ -327,3 +327,32 @@ def test_a_rank_child_does_not_copy_the_workers_objects_by_collecting(tmp_path):
     frozen = child_copies(jobs.forked_without_gc_copies)
     assert plain - frozen > 15 and frozen < plain / 3, (plain, frozen)  # seen: 25 MB vs 2.8 MB
     assert gc.get_freeze_count() == 0
+
+
+LOCAL_CLUSTER_WORKER_STATE = """
+import gc, json, sys
+from tb_hwprof import jobs
+def state():
+    import gc, sys
+    return {"frozen": gc.get_freeze_count(), "ours": "tb_hwprof.analysis.pipeline" in sys.modules}
+client, close = jobs.dask_client(None, 1, lambda line: None)
+try:
+    print(json.dumps(list(client.run(state).values())))
+finally:
+    close()
+"""
+
+
+@pytest.mark.skipif(jobs.WORKER_START not in __import__("multiprocessing").get_all_start_methods(),
+                    reason="needs the forkserver start method")
+def test_local_cluster_workers_start_with_our_modules_frozen():
+    """Our local cluster's workers come from a fork server that imported our modules and froze its
+    objects out of the garbage collector (what the workers share stays shared): seen from a worker,
+    in a fresh interpreter (a fork server already running would keep its own list)."""
+    pytest.importorskip("distributed")
+    import subprocess
+    done = subprocess.run([sys.executable, "-c", LOCAL_CLUSTER_WORKER_STATE], capture_output=True, text=True,
+                          timeout=120, cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (worker,) = json.loads(done.stdout.strip().splitlines()[-1])
+    assert worker["ours"] and worker["frozen"] > 10_000, worker
