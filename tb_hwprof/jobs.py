@@ -416,8 +416,10 @@ def dask_client(address: Optional[str], workers: int, progress):
     import dask
     import multiprocessing
     start = WORKER_START if WORKER_START in multiprocessing.get_all_start_methods() else "spawn"  # Windows: spawn
-    # Not daemonic: a worker forks a child per rank (export_rank's isolate).
+    # Not daemonic: a worker forks a child per rank (export_rank's isolate).  No statistical profiler in
+    # the workers: its thread samples every 10 ms, and a rank's work is in its child, out of its sight.
     with dask.config.set({"distributed.nanny.pre-spawn-environ": local_worker_environ(),
+                          "distributed.worker.profile.enabled": False,
                           "distributed.worker.daemon": False,
                           "distributed.worker.multiprocessing-method": start}):
         if start == "forkserver":
