@@ -3,7 +3,7 @@ format, no analysis): distinct values, codes by hashing, nsys-style grouped stat
 join of GPU operations to the API calls that launched them."""
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Iterable, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -91,6 +91,37 @@ def first_rows(row_codes: np.ndarray, n_codes: int) -> np.ndarray:
     return first
 
 
+# Rows hashed at a time by factorize_ints: pandas sizes a factorize's hash table by its rows (~34 MB
+# per million), where a launch table's id and text columns hold a few hundred distinct values.
+HASH_ROWS = 1 << 17
+FEW_DISTINCT = 1 << 16  # beyond this many distinct values, one pandas factorize of the whole column
+
+
+def factorize_ints(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """pd.factorize of an integer column (int64 codes in order of first sight, the distinct values),
+    HASH_ROWS rows at a time against the distinct values found so far: a hash table the size of the
+    distinct values, not of the rows.  A column with more than FEW_DISTINCT distinct values is
+    factorised whole."""
+    values = np.asarray(values)
+    if values.size <= HASH_ROWS:
+        codes, uniques = pd.factorize(values)
+        return codes.astype(np.int64, copy=False), np.asarray(uniques)
+    codes = np.empty(values.size, dtype=np.int64)
+    seen = pd.Index(values[:0])
+    for lo in range(0, values.size, HASH_ROWS):
+        part = values[lo:lo + HASH_ROWS]
+        new = pd.unique(part)  # in order of first sight within the part
+        if len(seen):
+            new = new[seen.get_indexer(new) < 0]
+        if len(new):
+            seen = seen.append(pd.Index(new))
+            if len(seen) > FEW_DISTINCT:
+                whole, uniques = pd.factorize(values)
+                return whole.astype(np.int64, copy=False), np.asarray(uniques)
+        codes[lo:lo + HASH_ROWS] = seen.get_indexer(part)
+    return codes, seen.to_numpy()
+
+
 def object_codes(values) -> np.ndarray:
     """A code per value of an object array, equal values sharing one (missing values -1): rows are
     grouped by the object they hold first (an object array is an array of pointers, and readers share
@@ -109,11 +140,11 @@ def object_factorize(values) -> Tuple[np.ndarray, np.ndarray]:
     except (TypeError, ValueError, BufferError):  # numpy would not expose them: hash the values
         codes = pd.factorize(values)[0].astype(np.int64)
         return codes, values[first_sight_rows(codes, int(codes.max()) + 1 if codes.size else 0)]
-    by_object, objects = pd.factorize(pointers)
+    by_object, objects = factorize_ints(pointers)
     texts = values[first_sight_rows(by_object, len(objects))]
     text_of_object, distinct = pd.factorize(texts)
     if (text_of_object == np.arange(texts.size)).all():  # one object per text: the codes are final
-        return by_object.astype(np.int64, copy=False), texts
+        return by_object, texts
     # Objects holding equal texts (or missing values) share a code; the distinct values are the first
     # object seen of each text.
     codes = text_of_object.astype(np.int64)[by_object]
@@ -145,7 +176,7 @@ def text_mask(values, predicate) -> np.ndarray:
     name), and one gather back: ~8 ms per million rows."""
     values = np.ascontiguousarray(values, dtype=object)
     try:
-        by_object, objects = pd.factorize(np.frombuffer(values, dtype=np.intp))
+        by_object, objects = factorize_ints(np.frombuffer(values, dtype=np.intp))
     except (TypeError, ValueError, BufferError):  # numpy would not expose the pointers: hash the values
         by_object, objects = pd.factorize(values, use_na_sentinel=False)
     holder = np.empty(len(objects), dtype=np.intp)  # a row holding each object (any: they hold the same)
@@ -156,32 +187,40 @@ def text_mask(values, predicate) -> np.ndarray:
     return answers[by_text][by_object]
 
 
-def group_codes(columns: List[np.ndarray]):
+def group_codes(columns: Iterable[np.ndarray]):
     """(code per row, first row of each code) of the distinct combinations of equal-length columns,
     codes numbered in order of first sight.  One hash pass per column (floats hashed by their bits,
     text by the str objects rows share: columnar.object_codes), the columns' codes combined by
-    arithmetic and hashed once more: O(n), ~10 ms a column per million launches."""
-    codes = np.zeros(len(columns[0]), dtype=np.int64)
+    arithmetic and hashed once more: O(n), ~10 ms a column per million launches.  The columns may
+    come from a generator: each is coded and let go before the next is made (a million-row column
+    is 8 MB)."""
+    codes = None
     span = 1  # codes < span
     for column in columns:
         one = _value_codes(column)
+        del column
+        if codes is None:
+            codes = np.zeros(len(one), dtype=np.int64)
         k = int(one.max()) + 1 if one.size else 1
         if k <= 1:
             continue
         if span > (1 << 62) // k:  # the product would overflow: renumber what we have first
             codes = pd.factorize(codes)[0].astype(np.int64)
             span = int(codes.max()) + 1
-        codes = codes * k + one
+        codes *= k
+        codes += one
         span *= k
-    codes, distinct = pd.factorize(codes)
-    return codes, first_rows(codes, len(distinct))
+    codes, distinct = factorize_ints(codes)
+    return codes, first_sight_rows(codes, len(distinct))
 
 
 def _value_codes(column) -> np.ndarray:
     """A code 0..k-1 per row, equal values (NaN equal to NaN) sharing one."""
     column = np.asarray(column)
     if column.dtype == object:
-        return object_codes(column).astype(np.int64) + 1  # missing values (-1) are a value of their own: 0
+        codes = object_codes(column).astype(np.int64, copy=False)  # a fresh array
+        codes += 1  # missing values (-1) are a value of their own: 0
+        return codes
     if column.dtype.kind == "f":
         small = _small_whole_codes(column)
         if small is not None:
@@ -189,7 +228,7 @@ def _value_codes(column) -> np.ndarray:
         canonical = column.astype(np.float64) + 0.0  # a copy; -0.0 becomes 0.0
         canonical[np.isnan(canonical)] = np.nan  # one NaN bit pattern
         column = canonical.view(np.int64)
-    return pd.factorize(column)[0].astype(np.int64, copy=False)
+    return factorize_ints(column)[0]
 
 
 def _small_whole_codes(column: np.ndarray) -> Optional[np.ndarray]:

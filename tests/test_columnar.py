@@ -159,3 +159,22 @@ def test_object_factorize_equals_a_dict_on_real_columns(samples_dir, table, colu
         n_codes = int(codes.max()) + 1
         assert np.array_equal(columnar.first_sight_rows(codes, n_codes, block=100), columnar.first_rows(codes, n_codes))
     assert object_factorize(np.array([], dtype=object))[0].size == 0
+
+
+def test_factorize_ints_equals_pandas_across_chunks(monkeypatch, samples_dir):
+    """factorize_ints hashes HASH_ROWS rows at a time against the values found so far: the codes and
+    distinct values pd.factorize gives, on a real trace's correlation ids and stream column (few and
+    many distinct values, new ones first seen in later chunks), and past FEW_DISTINCT (whole column)."""
+    import sqlite3
+    conn = sqlite3.connect(f"file:{sample(samples_dir, DLPROF)}?mode=ro", uri=True)
+    rows = conn.execute("SELECT correlationId, streamId, deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid").fetchall()
+    monkeypatch.setattr(columnar, "HASH_ROWS", 7)
+    for i in range(3):
+        column = np.array([r[i] for r in rows] * 3, dtype=np.int64)
+        column[::5] = column[::-5]  # values first seen late
+        for few in (1 << 16, 10):
+            monkeypatch.setattr(columnar, "FEW_DISTINCT", few)
+            codes, uniques = columnar.factorize_ints(column)
+            want_codes, want_uniques = pd.factorize(column)
+            assert codes.dtype == np.int64 and codes.tolist() == want_codes.tolist()
+            assert np.asarray(uniques).tolist() == np.asarray(want_uniques).tolist()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -308,10 +309,14 @@ def _devices_per_key(kset: KernelSet) -> List[str]:
     if "device" in kset.kernels.columns:
         ids = _floats(kset.kernels, "device")
         known = ~np.isnan(ids)
-        device_codes, devices = pd.factorize(ids[known].astype(np.int64), sort=True)
+        device_codes, devices = columnar.factorize_ints(ids[known].astype(np.int64))
+        order = np.argsort(devices)  # codes renumbered in device order: each key's ids come out sorted
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[order] = np.arange(order.size)
         width = max(len(devices), 1)
-        for combo in np.unique(kset.codes[known].astype(np.int64) * width + device_codes).tolist():
-            out[combo // width].append(int(devices[combo % width]))
+        combos = kset.codes[known].astype(np.int64) * width + rank[device_codes]
+        for combo in np.flatnonzero(np.bincount(combos, minlength=len(kset.keys) * width)).tolist():
+            out[combo // width].append(int(devices[order[combo % width]]))
     return [",".join(map(str, ids)) for ids in out]
 
 
@@ -358,7 +363,8 @@ def launch_configs(kset: KernelSet, keys: Sequence[str]) -> Dict[str, Optional[s
     wanted[[kset.index[k] for k in keys]] = True
     rows = np.flatnonzero(wanted[kset.codes])
     key_codes = kset.codes[rows]
-    _, firsts = columnar.group_codes([key_codes] + [kset.kernels[c].to_numpy()[rows] for c in LAUNCH_CONFIG])
+    columns = itertools.chain([key_codes], (kset.kernels[c].to_numpy()[rows] for c in LAUNCH_CONFIG))  # one at a time
+    _, firsts = columnar.group_codes(columns)
     per_key = np.bincount(key_codes[firsts], minlength=len(kset.keys))  # distinct configurations per key
     for key in keys:
         if per_key[kset.index[key]] == 1:
