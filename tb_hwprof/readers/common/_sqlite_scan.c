@@ -99,6 +99,22 @@ static void scan(const char *uri, const char *sql, long long first, long long la
     sqlite3_close(db);
 }
 
+/* A writable C-contiguous int64 view of `obj` in *v; -1 with `message` (a TypeError) and nothing held
+ * when it is not one. */
+static int int64_buffer(PyObject *obj, Py_buffer *v, const char *message) {
+    if (PyObject_GetBuffer(obj, v, PyBUF_CONTIG | PyBUF_FORMAT) < 0)
+        return -1;
+    const char *f = v->format ? v->format : "B";
+    if (f[0] == '<' || f[0] == '=' || f[0] == '@')
+        f++;
+    if (v->itemsize != 8 || !(strcmp(f, "q") == 0 || strcmp(f, "l") == 0)) {
+        PyBuffer_Release(v);
+        PyErr_SetString(PyExc_TypeError, message);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *fill(PyObject *self, PyObject *args) {
     const char *uri, *sql;
     long long first, last;
@@ -124,16 +140,8 @@ static PyObject *fill(PyObject *self, PyObject *args) {
     }
     for (; got < n; got++) {
         Py_buffer *v = &views[got];
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), v, PyBUF_CONTIG | PyBUF_FORMAT) < 0)
+        if (int64_buffer(PySequence_Fast_GET_ITEM(seq, got), v, "buffers must hold int64") < 0)
             goto done;
-        const char *f = v->format ? v->format : "B";
-        if (f[0] == '<' || f[0] == '=' || f[0] == '@')
-            f++;
-        if (v->itemsize != 8 || !(strcmp(f, "q") == 0 || strcmp(f, "l") == 0)) {
-            got++;
-            PyErr_SetString(PyExc_TypeError, "buffers must hold int64");
-            goto done;
-        }
         columns[got] = (int64_t *)v->buf;
         if (v->len / 8 < capacity)
             capacity = v->len / 8;
@@ -202,16 +210,8 @@ static PyObject *text_codes(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "ssLLO", &uri, &sql, &first, &last, &buffer))
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(buffer, &view, PyBUF_CONTIG | PyBUF_FORMAT) < 0)
+    if (int64_buffer(buffer, &view, "codes must hold int64") < 0)
         return NULL;
-    const char *f = view.format ? view.format : "B";
-    if (f[0] == '<' || f[0] == '=' || f[0] == '@')
-        f++;
-    if (view.itemsize != 8 || !(strcmp(f, "q") == 0 || strcmp(f, "l") == 0)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_TypeError, "codes must hold int64");
-        return NULL;
-    }
     int64_t *codes = (int64_t *)view.buf;
     Py_ssize_t capacity = view.len / 8;
     scan_result r = {0, -1, ""};
