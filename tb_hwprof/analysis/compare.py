@@ -310,13 +310,11 @@ def _devices_per_key(kset: KernelSet) -> List[str]:
         ids = _floats(kset.kernels, "device")
         known = ~np.isnan(ids)
         device_codes, devices = columnar.factorize_ints(ids[known].astype(np.int64))
-        order = np.argsort(devices)  # codes renumbered in device order: each key's ids come out sorted
-        rank = np.empty(order.size, dtype=np.int64)
-        rank[order] = np.arange(order.size)
+        devices, rank = np.unique(devices, return_inverse=True)  # in device order: each key's ids come out sorted
         width = max(len(devices), 1)
         combos = kset.codes[known].astype(np.int64) * width + rank[device_codes]
         for combo in np.flatnonzero(np.bincount(combos, minlength=len(kset.keys) * width)).tolist():
-            out[combo // width].append(int(devices[order[combo % width]]))
+            out[combo // width].append(int(devices[combo % width]))
     return [",".join(map(str, ids)) for ids in out]
 
 
