@@ -195,9 +195,7 @@ def native_fill(uri: str, table: str, exprs: Sequence[str], rows: tuple, out: Se
                 where: str = "") -> int:
     """fill_columns() through the C reader, on a connection of its own to `uri` (only the rows
     `where` keeps, when given)."""
-    keep = f"AND ({where})" if where else ""
-    sql = f'SELECT {", ".join(exprs)} FROM "{table}" NOT INDEXED WHERE rowid BETWEEN ? AND ? {keep}'
-    count, bad_column, error = _sqlite_scan.fill(uri, sql, rows[0], rows[1], out)
+    count, bad_column, error = _sqlite_scan.fill(uri, _rowid_range_query(table, exprs, where), rows[0], rows[1], out)
     if error is not None:
         raise sqlite3.DatabaseError(f"{table}: {error}")
     if bad_column >= 0:
@@ -207,6 +205,13 @@ def native_fill(uri: str, table: str, exprs: Sequence[str], rows: tuple, out: Se
         finally:
             conn.close()
     return count
+
+
+def _rowid_range_query(table: str, exprs: Sequence[str], where: str = "") -> str:
+    """The C reader's query: `exprs` of the rows of `table` with rowid between its two parameters
+    that `where` keeps, in rowid order."""
+    keep = f"AND ({where})" if where else ""
+    return f'SELECT {", ".join(exprs)} FROM "{table}" NOT INDEXED WHERE rowid BETWEEN ? AND ? {keep}'
 
 
 def check_span(table: str, span: tuple) -> None:
@@ -299,8 +304,7 @@ def _native_text_codes(conn: sqlite3.Connection, table: str, expr: str, where: s
     check_span(table, span)
     if not is_dense(span, _file_bytes(conn)):
         return None
-    keep = f"AND ({where})" if where else ""
-    sql = f'SELECT CAST({expr} AS TEXT) FROM "{table}" NOT INDEXED WHERE rowid BETWEEN ? AND ? {keep}'
+    sql = _rowid_range_query(table, [f"CAST({expr} AS TEXT)"], where)
     codes = np.empty(span[1] - span[0] + 1, np.int64)
     rows, values, error = _sqlite_scan.text_codes(read_only_uri(_main_file(conn)), sql, span[0], span[1], codes)
     if error is not None:
