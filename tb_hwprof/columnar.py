@@ -184,21 +184,25 @@ def group_codes(columns: Iterable[np.ndarray]):
     """(code per row, first row of each code) of the distinct combinations of equal-length columns,
     codes numbered in order of first sight.  One hash pass per column (floats hashed by their bits,
     text by the str objects rows share: columnar.object_codes), the columns' codes combined by
-    arithmetic and hashed once more: O(n), ~10 ms a column per million launches.  The columns may
-    come from a generator: each is coded and let go before the next is made (a million-row column
-    is 8 MB)."""
+    combined_codes: O(n), ~10 ms a column per million launches.  The columns may come from a
+    generator: each is coded and let go before the next is made (a million-row column is 8 MB)."""
+    return combined_codes(_value_codes(column) for column in columns)
+
+
+def combined_codes(code_columns: Iterable[np.ndarray]):
+    """(code per row, first row of each code) of the distinct combinations of equal-length columns of
+    codes 0..k-1, in order of first sight: the codes combined by arithmetic into one integer key
+    (renumbered first only where the product would overflow), hashed once."""
     codes = None
     span = 1  # codes < span
-    for column in columns:
-        one = _value_codes(column)
-        del column
+    for one in code_columns:
         if codes is None:
             codes = np.zeros(len(one), dtype=np.int64)
         k = int(one.max()) + 1 if one.size else 1
         if k <= 1:
             continue
         if span > (1 << 62) // k:  # the product would overflow: renumber what we have first
-            codes = pd.factorize(codes)[0].astype(np.int64)
+            codes = factorize_ints(codes)[0]
             span = int(codes.max()) + 1
         codes *= k
         codes += one

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import Device, TorchTrace
-from ..columnar import first_rows, first_sight_rows, object_factorize
+from ..columnar import combined_codes, factorize_ints, first_sight_rows, object_factorize
 from .op_perf_models import op_category, op_cost
 from .torch_ops import launch_runs
 
@@ -69,21 +69,9 @@ def _combinations(codes: List[Optional[np.ndarray]], n_rows: int):
     column numbered 0.. in order of first sight; None: one value throughout), in order of first
     sight.  A single varying column is its own answer (no hashing)."""
     varying = [c for c in codes if c is not None and c.size and c.max() > 0]
-    if not varying:
-        combination = np.zeros(n_rows, dtype=np.int64)
-    elif len(varying) == 1:
-        combination = varying[0]
-    else:
-        key = np.zeros(n_rows, dtype=np.int64)
-        span = 1  # key < span
-        for column in varying:
-            k = int(column.max()) + 1
-            if span > (1 << 62) // k:  # the product would overflow: renumber what we have first
-                key = pd.factorize(key)[0].astype(np.int64)
-                span = int(key.max()) + 1
-            key = key * k + column
-            span *= k
-        combination = pd.factorize(key)[0]
+    if len(varying) > 1:
+        return combined_codes(varying)
+    combination = varying[0] if varying else np.zeros(n_rows, dtype=np.int64)
     n_codes = int(combination.max()) + 1 if combination.size else 0
     return combination, first_sight_rows(combination, n_codes)
 
@@ -91,7 +79,7 @@ def _combinations(codes: List[Optional[np.ndarray]], n_rows: int):
 def _first_sight_codes(codes: np.ndarray) -> np.ndarray:
     """codes renumbered 0.. in order of first sight where they are not already (a missing
     value's -1 becomes a code like the others)."""
-    return codes if not codes.size or codes.min() >= 0 else pd.factorize(codes)[0]
+    return codes if not codes.size or codes.min() >= 0 else factorize_ints(codes)[0]
 
 
 def _object_identity_codes(column: np.ndarray) -> Optional[np.ndarray]:
@@ -104,26 +92,17 @@ def _object_identity_codes(column: np.ndarray) -> Optional[np.ndarray]:
         return pd.factorize(column, use_na_sentinel=False)[0]
     if pointers.size == 0 or (pointers == pointers[0]).all():
         return None
-    return pd.factorize(pointers)[0]
+    return factorize_ints(pointers)[0]
 
 
 def _value_groups(columns: List[np.ndarray]):
     """(group code per row, [tuple of the row's values] per group) of the rows' value tuples, in
-    order of first sight: each text column factorised alone, the codes combined into one integer
-    key, hashed once (renumbered first only where the combinations would not fit one integer)."""
-    key = np.zeros(len(columns[0]), dtype=np.int64)
-    span = 1  # key < span
-    values = []
-    for column in columns:
-        c, u = object_factorize(column)
-        if span * (len(u) + 1) >= 1 << 62:
-            key = pd.factorize(key)[0].astype(np.int64)  # < rows
-            span = int(key.max()) + 1 if key.size else 1
-        key = key * (len(u) + 1) + c
-        span *= len(u) + 1
-        values.append((c, u))
-    codes, keys = pd.factorize(key)
-    uniques = [tuple(u[c[i]] for c, u in values) for i in first_rows(codes, len(keys)).tolist()]
+    order of first sight: each text column factorised alone, the codes combined by
+    columnar.combined_codes (a missing value's -1 shifted to a code of its own, so it cannot stand
+    for another column's value)."""
+    values = [object_factorize(column) for column in columns]
+    codes, first = combined_codes(c + 1 for c, _ in values)
+    uniques = [tuple(u[c[i]] for c, u in values) for i in first.tolist()]
     return codes, uniques
 
 
