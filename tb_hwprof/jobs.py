@@ -36,6 +36,7 @@ import re
 import resource
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
@@ -141,6 +142,11 @@ def in_child(path: str, work: tuple):
                          "export this rank alone to see why") from None
 
 
+# One freeze at a time: two ranks forking at once on a threaded worker would otherwise see each
+# other's freeze as the fork server's and leave the worker's objects frozen for good.
+_FREEZE_LOCK = threading.Lock()
+
+
 def forked_without_gc_copies(fork: Callable):
     """fork() (which forks this process) with every object it holds frozen out of the garbage
     collector (gc.freeze) meanwhile: a collection in the child would otherwise write to the header of
@@ -148,17 +154,19 @@ def forked_without_gc_copies(fork: Callable):
     The parent's objects are collected again as soon as the child exists, but in a worker whose fork
     server froze what they share (below)."""
     import gc
-    gc.collect()  # garbage is not frozen
-    frozen_by_fork_server = gc.get_freeze_count() > 0  # a worker of our local cluster (_worker_preload)
-    gc.freeze()
-    try:
-        return fork()
-    finally:
-        # A worker whose fork server froze what they share keeps it all frozen: unfreezing would hand
-        # those objects back to its collections, which would copy their pages into the worker.  What
-        # the worker made itself stays frozen too (collected beforehand, so only live objects).
-        if not frozen_by_fork_server:
-            gc.unfreeze()
+    import sys
+    with _FREEZE_LOCK:
+        gc.collect()  # garbage is not frozen
+        gc.freeze()
+        try:
+            return fork()
+        finally:
+            # A worker of our local cluster (its fork server imported _worker_preload, which froze what
+            # they share) keeps it all frozen: unfreezing would hand those objects back to its
+            # collections, which would copy their pages into the worker.  What the worker made itself
+            # stays frozen too (collected beforehand, so only live objects).
+            if "tb_hwprof._worker_preload" not in sys.modules:
+                gc.unfreeze()
 
 
 def _export_in_child(work: tuple):

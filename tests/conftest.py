@@ -53,6 +53,15 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "fuzz: damaged inputs and runs (tests/fuzzing.py; TB_HWPROF_FUZZ_MUTANTS sets how many)")
 
 
+@pytest.fixture(autouse=True)
+def nothing_left_frozen():
+    """No test leaves this process' objects frozen out of the garbage collector (jobs freezes them
+    around a rank's fork): later tests measuring copy-on-write would measure nothing."""
+    import gc
+    yield
+    assert gc.get_freeze_count() == 0, "a test left objects frozen (gc.freeze without gc.unfreeze)"
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 (for a TensorBoard a test starts)."""
     with socket.socket() as s:

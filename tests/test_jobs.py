@@ -8,6 +8,7 @@ import os
 import shutil
 import sqlite3
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -312,12 +313,14 @@ def _private_dirty_after_a_collection(_):
 def test_a_rank_child_does_not_copy_the_workers_objects_by_collecting(tmp_path):
     """The rank's child is forked with the worker's objects frozen out of the garbage collector: a
     collection in the child then leaves their pages shared, where it would write to (and so copy)
-    every page holding one.  Measured on 300k small dicts; and the worker's own objects are
+    every page holding one.  Measured on 300k small lists; and the worker's own objects are
     collectable again afterwards."""
     import gc
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
-    held = [{"i": i} for i in range(300_000)]  # noqa: F841  (what a worker holds: tracked containers)
+    assert gc.get_freeze_count() == 0  # else the plain fork below would not copy either
+    held = [[i] for i in range(300_000)]  # noqa: F841  (what a worker holds: containers the collector tracks)
+    assert gc.is_tracked(held[-1])
 
     def child_copies(fork_with) -> float:
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -328,6 +331,30 @@ def test_a_rank_child_does_not_copy_the_workers_objects_by_collecting(tmp_path):
     assert plain - frozen > 15 and frozen < plain / 3, (plain, frozen)  # seen: 25 MB vs 2.8 MB
     assert gc.get_freeze_count() == 0
 
+
+
+def test_ranks_forking_at_once_on_a_threaded_worker_leave_nothing_frozen():
+    """Two ranks forking their children at the same time (a Dask worker with threads) freeze, fork and
+    unfreeze one after the other: overlapping, one took the other's freeze for our fork server's and
+    kept everything frozen (a CI run's later test found the pytest process frozen)."""
+    import gc
+    import threading
+    forks = []
+
+    def fork():  # long enough for the other threads to arrive meanwhile
+        began = time.monotonic()
+        frozen = gc.get_freeze_count()
+        time.sleep(0.02)
+        forks.append((began, time.monotonic(), frozen))
+    threads = [threading.Thread(target=jobs.forked_without_gc_copies, args=(fork,)) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    forks.sort()
+    assert len(forks) == 6 and all(frozen > 0 for _, _, frozen in forks)
+    assert all(ended <= next_began for (_, ended, _), (next_began, _, _) in zip(forks, forks[1:]))
+    assert gc.get_freeze_count() == 0
 
 LOCAL_CLUSTER_WORKER_STATE = """
 import gc, json, sys
