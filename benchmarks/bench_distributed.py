@@ -46,7 +46,7 @@ from pathlib import Path
 import orjson
 
 from bench_torch_export import ID_STEP, SHIFTED_ARGS, _load, _shifted  # noqa: E402  (benchmarks/ is the script's folder)
-from children import run_child_watched  # noqa: E402
+from children import in_page_cache, run_child_watched  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
@@ -299,16 +299,6 @@ def parse_args():
                         help="skip the reference run of the single exports --workers at a time")
     parser.add_argument("--keep", type=Path, help="keep the grown ranks in this folder (and reuse them)")
     return parser.parse_args()
-
-
-def in_page_cache(*files) -> None:
-    """Read the files through once, so the measured step reads them from memory: this VM pages out
-    what was not touched for a minute (DAMON), and a rank file read from disk in one step and from
-    memory in the other made either side up to 4x slower (CPU time unchanged)."""
-    for path in files:
-        with open(path, "rb", buffering=0) as f:
-            while f.read(1 << 24):
-                pass
 
 
 def _single(path: Path, folder: Path, run: str) -> dict:

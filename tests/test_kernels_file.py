@@ -149,7 +149,31 @@ def test_column_rules():
     assert encoded(jumpy).kind == "data"  # steps as long as the values
     assert encoded(ids + 2**52).kind == "data"  # beyond what a JavaScript double sums exactly
     assert encoded(["a", 1, "a", 1]).kind == "data"  # not a string column
+    occupancy = np.tile([46.875, np.nan, 50.0, -0.0, 0.0], 200)  # one figure per launch configuration
+    kind, (values, codes) = encoded(occupancy)
+    assert kind == "dictionary" and values == [46.875, None, 50.0, 0.0, 0.0] and codes.dtype == np.uint8
+    back = np.asarray(values, dtype=float)[codes]  # None -> NaN, as the readers take it
+    assert np.array_equal(back.view(np.uint64), np.where(np.isnan(occupancy), back, occupancy).view(np.uint64))
+    assert encoded(np.random.default_rng(1).random(10_000)).kind == "data"  # measured figures: all distinct
+    few_at_first = np.concatenate([np.full(5000, 0.5), np.random.default_rng(2).random(10_000)])
+    assert encoded(few_at_first).kind == "data"  # more than half distinct in all
     assert encoded([None, None, "a", "a"]).kind == "data"
+
+
+def test_filled_occupancy_figures_are_dictionaries_that_read_back(read_sample, tmp_path):
+    """A tracer's theoretical occupancy and waves per SM (computed once per launch configuration)
+    are written as their distinct figures plus codes, and read back bit for bit."""
+    profile = read_sample(NSYS)
+    tb_hwprof.analyse(profile)
+    kernels = profile.kernels
+    tables.write_kernels_gz(tmp_path / "k.json.gz", kernels)
+    doc = tables.read_json_gz(tmp_path / "k.json.gz")
+    for column in ("theoretical_occupancy_pct", "waves_per_sm"):
+        figures = kernels[column].to_numpy(dtype=float)
+        assert column in doc["dictionary"] and len(doc["dictionary"][column]["values"]) == len(set(figures.tolist()))
+        back = columns.decode_column(doc, column, dtype=float)
+        assert np.array_equal(back, figures, equal_nan=True)
+    pd.testing.assert_frame_equal(read_kernels_file(tmp_path / "k.json.gz"), normalise_kernels(kernels), check_dtype=True)
 
 
 def test_dictionary_of_a_mostly_distinct_object_column(tmp_path):

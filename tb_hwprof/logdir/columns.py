@@ -1,9 +1,9 @@
 """How each column of the kernels file is written (format 2, docs/FORMAT.md), and read back.
 
-A column whose values are all equal is written once ("constant"), a string column with few
-distinct values as its distinct strings plus one small integer per row ("dictionary"), a column of
-whole numbers that grow by small steps (launch ids, timestamps, correlation ids) as those steps
-("delta"), any other column value by value ("data").  A 1M-launch trace has ~35 counter columns
+A column whose values are all equal is written once ("constant"), a string or fractional float
+column with few distinct values as its distinct values plus one small integer per row
+("dictionary"), a column of whole numbers that grow by small steps (launch ids, timestamps,
+correlation ids) as those steps ("delta"), any other column value by value ("data").  A 1M-launch trace has ~35 counter columns
 that are all null (tracers read no counters), name columns repeating a few dozen strings and
 13-digit timestamps: value by value they were most of the file and of the time spent writing it
 (gzip of 13-digit numbers: ~0.13 s per million).
@@ -20,6 +20,9 @@ CONSTANT, DICTIONARY, DELTA, DATA = "constant", "dictionary", "delta", "data"
 # value repeats twice on average); below that the codes save little over the strings themselves.
 DICTIONARY_MAX_DISTINCT_SHARE = 0.5
 PREFIX = 4096  # rows compared first: a column that is not constant almost always differs early
+# A float column with fractions is tried as a dictionary when its first PREFIX rows hold at most
+# this share of distinct values.
+FEW_FLOATS_HEAD_SHARE = 1 / 8
 # A whole-number column becomes steps when they are at least this many characters per row shorter
 # than the values (estimated on SAMPLE evenly spaced rows).
 DELTA_MIN_SAVING = 2
@@ -30,7 +33,7 @@ DELTA_MAX_ABS = 2 ** 52
 
 class Column(NamedTuple):
     """One encoded column: kind CONSTANT (payload: the JSON value), DICTIONARY (payload: (distinct
-    strings, codes array)), DELTA (payload: int array of steps, the first row's value first) or
+    strings or floats, codes array)), DELTA (payload: int array of steps, the first row's value first) or
     DATA (payload: numpy array of the values)."""
 
     kind: str
@@ -70,9 +73,23 @@ def _numeric(values: np.ndarray, whole_floats: bool) -> Column:
     if whole_floats and values.dtype.kind == "f":
         whole = _whole_numbers(values)
     if whole is None:
-        return Column(DATA, values)
+        return (_few_floats(values) if values.dtype.kind == "f" else None) or Column(DATA, values)
     steps = _steps(whole)
     return Column(DATA, whole) if steps is None else Column(DELTA, steps)
+
+
+def _few_floats(values: np.ndarray) -> Optional[Column]:
+    """DICTIONARY of a float column with few distinct values (an occupancy % or waves per SM: one
+    per launch configuration), else None: a million floats as text cost orjson ~50 ms, their codes
+    ~5 ms.  In a long column the first PREFIX rows decide whether to look at all: a column of
+    measured figures is nearly all distinct there."""
+    if len(values) < 2 or (len(values) > PREFIX and len(np.unique(_bits(values[:PREFIX]))) > PREFIX * FEW_FLOATS_HEAD_SHARE):
+        return None
+    codes, distinct = pd.factorize(_bits(values))  # by bit pattern: NaN groups with NaN, -0.0 stays apart
+    if len(distinct) > len(values) * DICTIONARY_MAX_DISTINCT_SHARE:
+        return None
+    floats = [json_scalar(v) for v in np.asarray(distinct).view(values.dtype)]
+    return Column(DICTIONARY, (floats, codes.astype(np.min_scalar_type(len(distinct) - 1))))
 
 
 def _bits(values: np.ndarray) -> np.ndarray:
