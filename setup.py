@@ -55,7 +55,7 @@ setup(
         # Logdirs on object storage (s3://, gs://; any other fsspec URL with its fsspec filesystem).
         "s3": ["s3fs"],
         "gcs": ["gcsfs"],
-        "test": ["pytest>=7", "ncu-report", "playwright>=1.40", "hypothesis>=6", "torch-tb-profiler==0.4.3",
+        "test": ["pytest>=7", "pytest-xdist>=3", "ncu-report", "playwright>=1.40", "hypothesis>=6", "torch-tb-profiler==0.4.3",
                  "dask[distributed]>=2023.1", "s3fs", "boto3", "moto[server]>=5"],
     },
     entry_points={
