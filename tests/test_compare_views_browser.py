@@ -4,7 +4,7 @@ import pytest
 
 from browser_support import export_run, get_json, log_pos
 from conftest import sample
-from test_series import CHAIN, ORACLE, oracle_step
+from support_series import CHAIN, ORACLE, oracle_step
 from tb_hwprof import cli
 
 SERIES_RUNS = [f"tuning/{name.rsplit('/', 1)[1][: -len('.ncu-rep')]}" for name in CHAIN]

@@ -23,6 +23,7 @@ from tb_hwprof.logdir import fs, metadata
 
 from conftest import ncu_actions, sample
 from support_plugin import App, P
+from support_series import CHAIN, ORACLE, oracle_step
 
 fsspec = pytest.importorskip("fsspec")
 from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
@@ -662,3 +663,39 @@ def test_timeline_windows_read_by_ranges_from_s3_equal_the_local_ones(s3, sample
     finally:
         for key in keys(s3, "runs/chunked/"):
             s3.delete_object(Bucket=BUCKET, Key=key)
+
+
+# -- an optimisation series on object storage ----------------------------------------------------
+SERIES_MEMORY = "memory://hwprof-series/runs"  # a root of its own: the memory runs above list exactly theirs
+
+
+@pytest.fixture(scope="module")
+def series_in_memory(samples_dir, tmp_path_factory):
+    """The T4 series (a kernel renamed twice) exported under one --run to memory:// and to a local
+    logdir, and one report alone beside it; the memory root is removed afterwards."""
+    from tb_hwprof import cli
+    files = [str(sample(samples_dir, name)) for name in CHAIN]
+    local = tmp_path_factory.mktemp("series") / "runs"
+    for logdir in (SERIES_MEMORY, str(local)):
+        assert cli.main(["export", *files, "--logdir", logdir, "--run", "tuning", "--step", "3", "--quiet"]) == 0
+        assert cli.main(["export", files[0], "--logdir", logdir, "--run", "alone/v2", "--quiet"]) == 0
+    yield local
+    fsspec.filesystem("memory").rm("/hwprof-series", recursive=True)
+
+
+def test_the_series_view_on_object_storage_equals_the_local_one(series_in_memory, samples_dir, ncu_report_module):
+    """/series reads its steps from TensorBoard's listing and its runs where they lie: on memory://
+    it equals the local logdir's document, whose figures test_series checks against ncu_report."""
+    app, local = App(SERIES_MEMORY), App(series_in_memory)
+    runs = [f"tuning/{name.rsplit('/', 1)[1][: -len('.ncu-rep')]}" for name in CHAIN]
+    doc = app.json("/series", run=runs[1])
+    assert doc == local.json("/series", run=runs[1])
+    assert doc["steps"] == [{"step": 3 + i, "run": r} for i, r in enumerate(runs)]
+    [chain] = doc["chains"]
+    for point, name in zip(chain["points"], CHAIN):
+        want = oracle_step(ncu_report_module, sample(samples_dir, name))
+        assert point["label"] == want["name"]
+        assert all(point[m] == pytest.approx(want[m], rel=1e-6) for m in ORACLE)
+    # A run in a folder without the series' event file is no step of one, there as here.
+    for logdir_app in (app, local):
+        assert "not a step of a series" in logdir_app.json("/series", expect=404, run="alone/v2")["error"]

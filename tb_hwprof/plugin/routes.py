@@ -87,9 +87,10 @@ VIEWS = (
 # Routes that serve one run's JSON document, built by views.<name>(entry) and kept until the
 # run's files change.
 RUN_DOCUMENTS = ("/kernel_groups", "/roofline", "/bottlenecks", "/cpu_hotspots", "/overview", "/phases",
-                 "/operators", "/steps", "/summaries", "/distributed", "/series")
+                 "/operators", "/steps", "/summaries", "/distributed")
 # Routes with a handler of their own in service.Service (the method named after the route).
-HANDLED = ("/runs", "/kernels", "/kernel", "/compare", "/compare_pair", "/summary", "/timeline", "/trace", "/static/*")
+HANDLED = ("/runs", "/kernels", "/kernel", "/compare", "/compare_pair", "/series", "/summary", "/timeline", "/trace",
+           "/static/*")
 ROUTES = RUN_DOCUMENTS + HANDLED
 
 

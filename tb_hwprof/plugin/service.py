@@ -66,14 +66,23 @@ class Service:
         return response(environ, start_response)
 
     # -- runs ---------------------------------------------------------------------------
-    def _listed(self, request) -> Set[str]:
-        """Runs TensorBoard knows that carry tb_hwprof data (the only names accepted)."""
+    def _listing(self, request) -> dict:
+        """{run: {tag: its blob sequence}} of the runs TensorBoard knows that carry tb_hwprof data."""
         if self._provider is None:
             raise HttpError(422, "TensorBoard gave tb_hwprof no data provider")
         listing = self._provider.list_blob_sequences(
             plugin_util.context(request.environ), experiment_id=plugin_util.experiment_id(request.environ),
             plugin_name=metadata.PLUGIN_NAME)
-        return {run for run, tags in listing.items() if tags}
+        return {run: tags for run, tags in listing.items() if tags}
+
+    def _listed(self, request) -> Set[str]:
+        """Runs TensorBoard knows that carry tb_hwprof data (the only names accepted)."""
+        return set(self._listing(request))
+
+    def _listed_steps(self, request) -> Dict[str, int]:
+        """{run: the step of its tb_hwprof data} of the listed runs (an export writes all of a run's
+        events at one step)."""
+        return {run: max(series.max_step for series in tags.values()) for run, tags in self._listing(request).items()}
 
     def _entry(self, request, param: str = "run") -> RunEntry:
         run = run_param(request.args.get(param))
@@ -126,6 +135,21 @@ class Service:
         base, run = self._entry(request, "base"), self._entry(request, "run")
         doc = views.compare_pair(base, run, request.args.get("base_key"), request.args.get("run_key"))
         return json_response(request, encode.response(doc))
+
+    def series(self, request):
+        """The optimisation series the run is a step of: the runs TensorBoard lists in its folder,
+        each at the step its tb_hwprof events were written at, when the folder holds a series' event
+        file (local and object-storage logdirs alike).  Kept until any of those runs changes."""
+        entry = self._entry(request)
+        group = entry.run.rpartition("/")[0]
+        steps = {run: step for run, step in self._listed_steps(request).items() if group and run.rpartition("/")[0] == group}
+        if entry.run not in steps or not self.store.holds_series_events(group):
+            raise HttpError(404, f"run {entry.run!r} is not a step of a series (export several files under one --run: "
+                                 f"tb-hwprof export v1.ncu-rep v2.ncu-rep --run NAME)")
+        members = [(step, entry if run == entry.run else self.store.entry(run, self.store.run_dir(run)))
+                   for run, step in steps.items()]
+        key = ("series",) + tuple(sorted((member.run, member.signature) for _, member in members))
+        return json_response(request, entry.memo(key, lambda: encode.response(views.series(entry, members))))
 
     def summary(self, request):
         entry = self._entry(request)

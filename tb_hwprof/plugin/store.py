@@ -310,6 +310,18 @@ class RunStore:
                 raise HttpError(404, f"run {run!r} resolves outside the logdir")
         return run_dir
 
+    def holds_series_events(self, group: str) -> bool:
+        """Whether the folder of run name `group` holds an optimisation series' own event file
+        (logdir/writer.py): listed where it lies, in the bucket for a URL logdir."""
+        if self.remote is not None:
+            try:
+                key = self.remote.key(group)
+            except HwprofError:
+                return False
+            return any(k.endswith(metadata.SERIES_EVENTS_SUFFIX) for k in self.remote.listing(key))
+        folder = self.run_dir(group)  # 404 where it resolves outside the logdir
+        return any(p.name.endswith(metadata.SERIES_EVENTS_SUFFIX) for p in folder.glob("events.out.tfevents.*"))
+
     def _mirror_dir(self, run: str) -> Path:
         """The local folder a remote run's objects are fetched into; 404 for a name that would leave
         the logdir's bucket and prefix (logdir.fs.RemoteDir.key)."""

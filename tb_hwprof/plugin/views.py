@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from ..analysis import compare, groups, ncu_sections, occupancy
 from ..analysis.findings import Finding
@@ -232,72 +232,14 @@ def compare_pair(base: RunEntry, run: RunEntry, base_key: Optional[str], run_key
 
 
 # -- series (docs/http_api.md /series) ---------------------------------------------------------------
-def _event_step(path: Path) -> Optional[int]:
-    """The step of the first summary in a run's own event file (the export writes all its events at
-    the run's step); None for a file that holds none or cannot be read."""
-    import struct
-    from tensorboard.compat.proto import event_pb2
-    try:
-        with open(path, "rb") as f:
-            while True:
-                header = f.read(12)
-                if len(header) < 12:
-                    return None
-                data = f.read(struct.unpack("<Q", header[:8])[0])
-                f.read(4)
-                event = event_pb2.Event.FromString(data)
-                if event.HasField("summary"):
-                    return int(event.step)
-    except (OSError, struct.error, ValueError, MemoryError):
-        return None
-    except Exception:  # noqa: BLE001 - protobuf's DecodeError: a damaged file gives no step
-        return None
-
-
-def _run_step(run_dir: Path) -> Optional[int]:
-    files = sorted(p for p in run_dir.glob("events.out.tfevents.*") if p.name.endswith(metadata.EVENTS_SUFFIX))
-    return _event_step(files[-1]) if files else None
-
-
-def series_runs(entry: RunEntry) -> list:
-    """[(step, run name, run folder)] of the series `entry` is a step of, by step: the runs of its
-    group folder (the one holding the series' event file) that carry a tb-hwprof run.  404 for a run
-    that is not a step of a series."""
-    from ..logdir import reader
-    group_dir, parent = entry.run_dir.parent, entry.run.rpartition("/")[0]
-    if entry.remote is not None or not parent or not any(
-            p.name.endswith(metadata.SERIES_EVENTS_SUFFIX) for p in group_dir.glob("events.out.tfevents.*")):
-        raise HttpError(404, f"run {entry.run!r} is not a step of a series (export several files under one --run: "
-                             f"tb-hwprof export v1.ncu-rep v2.ncu-rep --run NAME; read from a local logdir)")
-    found = []
-    for run_dir in sorted(p for p in group_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if (reader.asset_dir(run_dir) / metadata.MANIFEST).is_file():
-            step = _run_step(run_dir)
-            if step is not None:
-                found.append((step, f"{parent}/{run_dir.name}", run_dir))
-    return sorted(found)
-
-
-def _series_kernel_set(entry: RunEntry, run: str, run_dir: Path) -> "compare.KernelSet":
-    from ..compare_cli import read_compare_table, read_compared_kernels
-    from ..logdir import reader
-    if run == entry.run:
-        return kernel_set(entry)
-    manifest = read_asset(reader.asset_dir(run_dir) / metadata.MANIFEST, "manifest", lambda: reader.read_manifest(run_dir))
-    table = read_compare_table(run_dir, manifest)  # an InputError of its own naming the file
-    if table is not None:
-        return compare.kernel_set_from_table(table)
-    path = reader.asset_dir(run_dir) / metadata.KERNELS
-    return compare.kernel_set(read_asset(path, "kernels table", lambda: read_compared_kernels(run_dir, manifest)))
-
-
-def series(entry: RunEntry) -> dict:
-    """/series: the series `entry` is a step of, its runs in step order and the kernels followed
-    across them (compare.series_chains: pairing step by step), with SERIES_METRICS per step."""
-    runs = series_runs(entry)
-    sets = [_series_kernel_set(entry, run, run_dir) for _, run, run_dir in runs]
+def series(entry: RunEntry, steps: List[Tuple[int, RunEntry]]) -> dict:
+    """/series: the series `entry` is a step of, given as its runs with their steps (service.series
+    finds them), in step order, and the kernels followed across them (compare.series_chains:
+    pairing step by step), with SERIES_METRICS per step."""
+    steps = sorted(steps, key=lambda point: (point[0], point[1].run))
+    sets = [kernel_set(member) for _, member in steps]
     return {"run": entry.run, "group": entry.run.rpartition("/")[0],
-            "steps": [{"step": step, "run": run} for step, run, _ in runs],
+            "steps": [{"step": step, "run": member.run} for step, member in steps],
             "metrics": list(compare.SERIES_METRICS), "chains": compare.series_chains(sets)}
 
 
