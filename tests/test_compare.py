@@ -17,11 +17,9 @@ from tb_hwprof.analysis import compare
 from tb_hwprof.cli import main
 from tb_hwprof.plugin import store, views
 
-from conftest import ncu_actions, sample
+from conftest import sample
+from support_compare import V1, V2, V8, ncu_launches
 
-V1 = "ncu/armleth_t4_full_2024.2.1.ncu-rep"  # the series' first version (matrix_addition2D)
-V8 = "ncu/armleth_t4_series/report_v8_1d_1_per_thread_stripped.ncu-rep"  # renamed: matrix_addition1D_stripped
-V2 = "ncu/armleth_t4_series/report_v2.ncu-rep"
 DLPROF = "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite"
 ANNIKOLA = "nsys/annikola_gtx1050_2024.5.1.sqlite"
 NSYS_T4 = "nsys/gpu4_t4_2022.4.2.sqlite"
@@ -30,20 +28,6 @@ RN50, RN50_WORKERS4 = "torch/kineto_rn50_v100_jun2021.json.gz", "torch/kineto_rn
 
 
 # -- independent readers of the raw files --------------------------------------------------------
-def ncu_launches(ncu_report, path):
-    """[(function name, gpu__time_duration.sum, {metric: value})] per launch, by NVIDIA's own module."""
-    out = []
-    for action in ncu_actions(ncu_report, path):
-        metrics = {}
-        for name in action.metric_names():
-            try:
-                metrics[name] = float(action[name].value())
-            except (TypeError, ValueError):
-                pass
-        out.append((action.name(), metrics.get("gpu__time_duration.sum", float("nan")), metrics))
-    return out
-
-
 def sqlite_kernels(path):
     """{demangled name: (short name, [durations])} and per instantiation its launch configurations."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

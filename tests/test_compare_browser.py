@@ -4,7 +4,7 @@ import pytest
 
 from browser_support import export_run
 from conftest import sample
-from test_compare import V1, V2, V8, ncu_launches
+from support_compare import V1, V2, V8, ncu_launches, tracelens_ops
 
 EXPECTED_RUNS = {"v1", "v2", "v8", "lakshya", "raytracer", "h100", "mi300x"}
 BERT = {"h100": "torch/tracelens_h100_bert_small.json.gz", "mi300x": "torch/tracelens_mi300x_bert_small.json.gz"}
@@ -91,7 +91,6 @@ def test_pairing_by_hand(session, samples_dir, ncu_report_module):
 def test_operators_paired_across_vendors(session, samples_dir):
     """BERT on an H100 and an MI300X: no kernel pairs (the warning says why), operators paired by
     shape with TraceLens's own per-op times on each side."""
-    from test_compare_vendors import tracelens_ops
     base = tracelens_ops(samples_dir, "tracelens_h100_bert_small")
     run = tracelens_ops(samples_dir, "tracelens_mi300x_bert_small")
     session.open()

@@ -2,35 +2,16 @@
 and an MI300X.  Kernels are not paired across vendors (the warning says so); operators are, by name,
 input dims and input types, each side's GPU time checked against TraceLens's own per-op report of
 that trace (torch/tracelens_reference/*/unified_perf_summary.csv: its test oracle)."""
-import ast
-import csv
 import json
 
 import pytest
 
 from tb_hwprof.cli import main
+from support_compare import tracelens_ops
 from support_plugin import App
 
 MODELS = [("tracelens_h100_bert_small", "tracelens_mi300x_bert_small"),
           ("tracelens_h100_falconsai_vit", "tracelens_mi300x_falconsai_vit")]
-
-
-def _compact(text: str) -> str:
-    """TraceLens's Python-tuple text ("((512,), (141, 512))") as the JSON text op_shapes holds."""
-    return json.dumps(ast.literal_eval(text), separators=(",", ":"))
-
-
-def tracelens_ops(samples_dir, name) -> dict:
-    """{(op, input dims, input types): kernel time ns} from TraceLens's unified_perf_summary.csv."""
-    path = samples_dir / "torch" / "tracelens_reference" / name / "unified_perf_summary.csv"
-    if not path.is_file():
-        pytest.skip(f"{path} not in the samples")
-    out = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            key = (row["name"], _compact(row["Input Dims"]), _compact(row["Input type"]))
-            out[key] = out.get(key, 0.0) + float(row["Kernel Time (µs)_sum"]) * 1e3
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ its own run through the normal export (job/rank_N), the job's run from analysis/
 job_profile written by the writer.  Expected values come from the written tables (loaded back with
 tb_hwprof.load_run), never from the backend's document.  Synthetic touches: for escaping only,
 rank 0's digest gets an extra kernel named like markup, which must show as text; for a straggler,
-a second job adds a copy of rank 1 with one operator's kernels stretched (tests/test_ranks.py).
+a second job adds a copy of rank 1 with one operator's kernels stretched (tests/support_ranks.py).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tb_hwprof.logdir.writer import write_run
 
 from conftest import sample
 from support_plugin import App
-from test_ranks import load, stretched
+from support_ranks import load, stretched
 
 PAIR = ["torch/hta_sampled_2rank_rank0.json.gz", "torch/hta_sampled_2rank_rank1.json.gz"]
 EXPECTED_RUNS = {"job", "job/rank_0", "job/rank_1", "slowjob"}
@@ -44,7 +44,7 @@ def logdir(tmp_path_factory, samples_dir):
     job = ranks.job_profile(digests, notes=["rank 7 skipped: <b>not a trace</b>"], job="job")
     write_run(job, analyse(job), root, "job", beside=True)  # the folder holds the ranks' runs
     # A job with a straggler: the real pair plus rank 1 with aten::mm stretched 4x as rank 2
-    # (synthetic, test_ranks.stretched), whose own run is not exported (its name shows as text).
+    # (synthetic, support_ranks.stretched), whose own run is not exported (its name shows as text).
     slow_path = root.parent / "synthetic_stretched_rank2.json"
     slow_path.write_text(json.dumps(stretched(load(paths[1]), "aten::mm", 4, rank=2)))
     slow = ranks.rank_digest(read(slow_path), 2, str(slow_path), run="slowjob/rank_2")

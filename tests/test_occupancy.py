@@ -14,6 +14,7 @@ from tb_hwprof.analysis import occupancy
 from tb_hwprof.readers.nvidia.ncu_metrics import LAUNCH_LIMIT_ATTRIBUTES
 
 from conftest import ncu_actions
+from support_occupancy import plain_occupancy
 
 # launch__occupancy_limit_* (blocks per SM each resource allows, Nsight Compute) -> our limit.
 NCU_LIMITS = {"launch__occupancy_limit_registers": "blocks_by_registers",
@@ -168,9 +169,6 @@ def test_kineto_estimate_recomputed_from_our_theoretical_occupancy(samples_dir, 
 
 
 # ------------------------------------------------------------------ Nsight Systems traces
-LIMITER_ORDER = ("registers", "shared memory", "block size", "warps")
-
-
 def plain_device_limits(conn):
     """deviceId -> the SM limits as the export states them (stdlib sqlite3)."""
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -185,22 +183,6 @@ def plain_device_limits(conn):
                               "maxSharedMemoryPerMultiprocessor, numMultiprocessors FROM TARGET_INFO_CUDA_GPU"):
             out[r[0]] = dict(zip(("major", "warps", "blocks", "regs", "smem", "sms"), r[1:]))
     return out
-
-
-def plain_occupancy(dev, block, regs, smem):
-    """One launch, by the calculator's rules written out again as a loop: (occupancy %, limiter, active blocks)."""
-    warps_per_block = -(-block // 32)
-    limits = {"warps": dev["warps"] // warps_per_block, "block size": dev["blocks"]}
-    if regs:
-        per_warp = -(-regs * 32 // 256) * 256
-        limits["registers"] = (dev["regs"] // 4 // per_warp) * 4 // warps_per_block
-    reserved, unit = (1024, 128) if dev["major"] >= 8 else (0, 256)
-    allocated = -(-(smem + reserved) // unit) * unit
-    if allocated:
-        limits["shared memory"] = dev["smem"] // allocated
-    active = min(limits.values())
-    limiter = ", ".join(n for n in LIMITER_ORDER if limits.get(n) == active)
-    return 100.0 * active * warps_per_block / dev["warps"], limiter, active
 
 
 def test_nsys_occupancy_columns_equal_a_plain_loop(nsys_sqlite):

@@ -9,6 +9,8 @@ import pytest
 
 import tb_hwprof
 
+from support_occupancy import plain_waves_per_simd
+
 WORKLOADS = ("rocprof-compute_bmm1_mi300x", "omniperf_vcopy_mi200", "omniperf_vcopy_mi300x")
 
 
@@ -104,27 +106,8 @@ def test_grids_of_several_waves_are_not_grid_limited(roc, analysed, name):
 
 
 # ------------------------------------------------------------------ theoretical waves per SIMD
-# The rules of analysis/occupancy.py amd_occupancy written out again as a loop over the raw files:
-# CDNA2/3 (gfx90a, gfx942): 4 SIMDs x 8 wave slots; 512 VGPRs per lane shared by arch and
-# accumulation VGPRs (these start at the arch count rounded up to 4), allocated by 8; 800 SGPRs per
-# SIMD allocated by 16; 64 KB LDS per CU allocated by 512 bytes; at most 16 multi-wave work-groups per CU.
+# The rules written out again as a loop: plain_waves_per_simd (tests/support_occupancy.py).
 CDNA = {"gfx90a", "gfx942"}
-
-
-def plain_waves_per_simd(workgroup, arch, accum, sgpr, lds, wave=64):
-    waves_per_wg = math.ceil(workgroup / wave)
-    vgprs = (math.ceil(arch / 4) * 4 + accum) if accum else arch
-    limits = {"waves": 32 // waves_per_wg,
-              "work-group slots": 32 if waves_per_wg == 1 else min(32 // waves_per_wg, 16)}
-    if vgprs:
-        limits["VGPRs"] = (512 // (math.ceil(vgprs / 8) * 8)) * 4 // waves_per_wg
-    if sgpr:
-        limits["SGPRs"] = (800 // (math.ceil(sgpr / 16) * 16)) * 4 // waves_per_wg
-    if lds:
-        limits["LDS"] = 65536 // (math.ceil(lds / 512) * 512)
-    active = min(limits.values())
-    order = ("VGPRs", "SGPRs", "LDS", "work-group slots", "waves")
-    return active * waves_per_wg / 4, ", ".join(n for n in order if limits.get(n) == active)
 
 
 def raw_dispatches(roc, name):

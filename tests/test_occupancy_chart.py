@@ -16,7 +16,7 @@ import tb_hwprof
 from tb_hwprof.analysis import occupancy
 
 from conftest import REPO, sample
-from test_occupancy import plain_occupancy
+from support_occupancy import plain_occupancy, plain_waves_per_simd
 
 LAUNCHES = {  # sample -> launch (row) drawn
     "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite": 0,
@@ -116,7 +116,7 @@ def test_chart_draws_the_served_curves(page, samples_dir, name):
 
 
 def test_served_curves_equal_a_plain_loop(samples_dir):
-    """The nsys launch's three sweeps, point by point, against the rules written out again (test_occupancy)."""
+    """The nsys launch's three sweeps, point by point, against the rules written out again (support_occupancy)."""
     profile, doc = document_of(samples_dir, "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite", 0)
     d = profile.devices[0]
     dev = {"major": int(d.compute_capability.split(".")[0]), "warps": d.max_warps_per_sm, "blocks": d.max_blocks_per_sm,
@@ -142,8 +142,7 @@ def test_report_text_stays_text(page, samples_dir):
 
 def test_amd_curves_equal_a_plain_loop(samples_dir):
     """The CK GEMM dispatch's sweeps (waves per CU) against LLVM's rules written out again
-    (test_occupancy_amd.plain_waves_per_simd), with the dispatch's own accumulation VGPRs kept."""
-    from test_occupancy_amd import plain_waves_per_simd
+    (support_occupancy.plain_waves_per_simd), with the dispatch's own accumulation VGPRs kept."""
     import sqlite3
     path = sample(samples_dir, "rocprof/v3_rocpd_mi300x_ck_bmm_results.db")
     profile, doc = document_of(samples_dir, "rocprof/v3_rocpd_mi300x_ck_bmm_results.db", 1)

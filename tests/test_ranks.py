@@ -9,11 +9,9 @@ The one synthetic input: a copy of rank 1 of the 2-rank capture with one operato
 stretched (everything after them shifted), made in tmp_path, to have a straggler with a known
 cause.  The real pair itself is judged as the data says.
 """
-import gzip
 import json
 import math
 import pickle
-from bisect import bisect_left
 from collections import defaultdict
 
 import numpy as np
@@ -27,6 +25,7 @@ from tb_hwprof.errors import InputError
 from tb_hwprof.logdir.writer import write_run
 
 from conftest import sample
+from support_ranks import OP_CATS, RUNTIME_CATS, complete, load, span_of, stretched
 
 PAIR = ["torch/hta_sampled_2rank_rank0.json.gz", "torch/hta_sampled_2rank_rank1.json.gz"]
 # Rank-0 files of 2-, 8- and 64-rank jobs (NCCL, RCCL on MI300X, DeepEP), see PROVENANCE.md.
@@ -36,33 +35,9 @@ ALL = PAIR + RANK0_FILES
 # The test's own list of communication kernels (the names in these files: NCCL / RCCL kernels,
 # DeepEP's internode dispatch / combine / notify kernels).
 COMM_WORDS = ("nccl", "rccl", "::ep::internode::")
-OP_CATS = ("cpu_op", "user_annotation")
-RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 
 
 # ---------------------------------------------------------------- the raw trace, read here
-def load(path):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return json.load(f)
-
-
-def ns(ts):
-    whole = math.floor(ts)
-    return int(whole) * 1000 + int(round((ts - whole) * 1000))
-
-
-def complete(doc, cats):
-    for e in doc["traceEvents"]:
-        if e.get("ph") == "X" and str(e.get("cat", "")).lower() in cats:
-            yield e
-
-
-def span_of(e):
-    start = ns(e["ts"])
-    return start, start + int(round(e.get("dur", 0) * 1000))
-
-
 def union(intervals):
     out = []
     for s, e in sorted(intervals):
@@ -326,47 +301,6 @@ def test_job_run_exports_and_loads_back(tmp_path, digests):
 
 
 # ---------------------------------------------------------------- a straggler with a known cause
-def innermost_op_of_calls(doc):
-    """correlation id -> name of the innermost cpu_op / user annotation around its runtime call."""
-    ops = defaultdict(list)
-    for e in complete(doc, OP_CATS):
-        if not e["name"].startswith("ProfilerStep#"):
-            ops[(e["pid"], e["tid"])].append((*span_of(e), e["name"]))
-    out = {}
-    for e in complete(doc, RUNTIME_CATS):
-        s, end = span_of(e)
-        around = [o for o in ops[(e["pid"], e["tid"])] if o[0] <= s and end <= o[1]]
-        if around and "correlation" in e.get("args", {}):
-            out[e["args"]["correlation"]] = max(around, key=lambda o: (o[0], -o[1]))[2]
-    return out
-
-
-def stretched(doc, op_name, factor, rank):
-    """A copy of the trace where `op_name`'s kernels take `factor` times as long and every event
-    after each of them moves later by what it gained (ranges around them grow); the copy claims `rank`."""
-    doc = json.loads(json.dumps(doc))
-    owner = innermost_op_of_calls(doc)
-    points = sorted((e["ts"], e["dur"] * (factor - 1)) for e in complete(doc, ("kernel",))
-                    if owner.get(e["args"].get("correlation")) == op_name)
-    assert points, op_name
-    at = [p[0] for p in points]
-    cumulative = np.concatenate([[0.0], np.cumsum([p[1] for p in points])])
-
-    def shift(t):  # the growth of the stretched kernels that started before t
-        return cumulative[bisect_left(at, t)]
-
-    for e in doc["traceEvents"]:
-        if "ts" not in e:
-            continue
-        ts = float(e["ts"])
-        if "dur" in e:
-            end = ts + float(e["dur"])
-            e["dur"] = (end + shift(end)) - (ts + shift(ts))
-        e["ts"] = ts + shift(ts)
-    doc["distributedInfo"]["rank"] = rank
-    return doc
-
-
 def test_a_stretched_operator_makes_a_straggler_and_is_named(tmp_path, traces, digests):
     """Synthetic for the straggler case only: rank 1's aten::mm kernels 4x as long, as rank 2."""
     doc = stretched(traces[PAIR[1]][1], "aten::mm", 4, rank=2)

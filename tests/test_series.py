@@ -100,7 +100,7 @@ def test_chains_start_and_end_where_kernels_appear_and_vanish(samples_dir, ncu_r
     elsewhere, and the third step's kernels are new chains too (a chain never skips a step)."""
     import tb_hwprof
     from tb_hwprof.analysis import compare
-    from test_compare import ncu_launches
+    from support_compare import ncu_launches
     files = [sample(samples_dir, "ncu/raytracer_gtx1660s_2021.1.0.ncu-rep"),
              sample(samples_dir, "ncu/lakshya_gtx1660s_full_2024.1.1.ncu-rep")]
     sets = [compare.kernel_set(tb_hwprof.read(f).kernels) for f in (files[0], files[1], files[0])]
