@@ -3,10 +3,10 @@
 A column whose values are all equal is written once ("constant"), a string or fractional float
 column with few distinct values as its distinct values plus one small integer per row
 ("dictionary"), a column of whole numbers that grow by small steps (launch ids, timestamps,
-correlation ids) as those steps ("delta"), any other column value by value ("data").  A 1M-launch trace has ~35 counter columns
-that are all null (tracers read no counters), name columns repeating a few dozen strings and
-13-digit timestamps: value by value they were most of the file and of the time spent writing it
-(gzip of 13-digit numbers: ~0.13 s per million).
+correlation ids) as those steps ("delta"), any other column value by value ("data").  A 1M-launch
+trace has ~35 counter columns that are all null (tracers read no counters), name columns
+repeating a few dozen strings and 13-digit timestamps: value by value they were most of the file
+and of the time spent writing it (gzip of 13-digit numbers: ~0.13 s per million).
 """
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import pandas as pd
+
+from ..columnar import factorize_ints
 
 CONSTANT, DICTIONARY, DELTA, DATA = "constant", "dictionary", "delta", "data"
 # A string column becomes a dictionary when it has at most rows * this many distinct values (each
@@ -33,8 +35,8 @@ DELTA_MAX_ABS = 2 ** 52
 
 class Column(NamedTuple):
     """One encoded column: kind CONSTANT (payload: the JSON value), DICTIONARY (payload: (distinct
-    strings or floats, codes array)), DELTA (payload: int array of steps, the first row's value first) or
-    DATA (payload: numpy array of the values)."""
+    strings or floats, codes array)), DELTA (payload: int array of steps, the first row's value
+    first) or DATA (payload: numpy array of the values)."""
 
     kind: str
     payload: Any
@@ -83,9 +85,13 @@ def _few_floats(values: np.ndarray) -> Optional[Column]:
     per launch configuration), else None: a million floats as text cost orjson ~50 ms, their codes
     ~5 ms.  In a long column the first PREFIX rows decide whether to look at all: a column of
     measured figures is nearly all distinct there."""
-    if len(values) < 2 or (len(values) > PREFIX and len(np.unique(_bits(values[:PREFIX]))) > PREFIX * FEW_FLOATS_HEAD_SHARE):
+    if len(values) < 2:
         return None
-    codes, distinct = pd.factorize(_bits(values))  # by bit pattern: NaN groups with NaN, -0.0 stays apart
+    if len(values) > PREFIX and len(np.unique(_bits(values[:PREFIX]))) > PREFIX * FEW_FLOATS_HEAD_SHARE:
+        return None
+    # By bit pattern (NaN groups with NaN, -0.0 stays apart), a hash table the size of the distinct
+    # values rather than of the rows (columnar.factorize_ints).
+    codes, distinct = factorize_ints(_bits(values))
     if len(distinct) > len(values) * DICTIONARY_MAX_DISTINCT_SHARE:
         return None
     floats = [json_scalar(v) for v in np.asarray(distinct).view(values.dtype)]

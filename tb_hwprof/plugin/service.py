@@ -84,9 +84,10 @@ class Service:
         events at one step)."""
         return {run: max(series.max_step for series in tags.values()) for run, tags in self._listing(request).items()}
 
-    def _entry(self, request, param: str = "run") -> RunEntry:
+    def _entry(self, request, param: str = "run", listed=None) -> RunEntry:
+        """The requested run's entry (listed: the runs TensorBoard lists, when already asked)."""
         run = run_param(request.args.get(param))
-        if run not in self._listed(request):
+        if run not in (self._listed(request) if listed is None else listed):
             raise HttpError(404, f"unknown run {run!r}: not a tb_hwprof run of this TensorBoard (see /runs)")
         return self.store.entry(run, self.store.run_dir(run))
 
@@ -140,9 +141,10 @@ class Service:
         """The optimisation series the run is a step of: the runs TensorBoard lists in its folder,
         each at the step its tb_hwprof events were written at, when the folder holds a series' event
         file (local and object-storage logdirs alike).  Kept until any of those runs changes."""
-        entry = self._entry(request)
+        listed = self._listed_steps(request)
+        entry = self._entry(request, listed=listed)
         group = entry.run.rpartition("/")[0]
-        steps = {run: step for run, step in self._listed_steps(request).items() if group and run.rpartition("/")[0] == group}
+        steps = {run: step for run, step in listed.items() if group and run.rpartition("/")[0] == group}
         if entry.run not in steps or not self.store.holds_series_events(group):
             raise HttpError(404, f"run {entry.run!r} is not a step of a series (export several files under one --run: "
                                  f"tb-hwprof export v1.ncu-rep v2.ncu-rep --run NAME)")
