@@ -17,7 +17,13 @@ Fetch and export run alternately, --rounds times after --warmup rounds not count
 read through before each; the ratio is of their median times, the peak is the highest of all
 rounds.  Targets: export <= 4x the fetch, <= 600 MB peak.
 
+With --baseline-tree, another revision's export runs in every round too (in turn before and after
+ours) and this tree's time is given against it, round by round: on this project's VMs the fetch and
+the export drift by ~30% between runs minutes apart, so a regression is judged by that paired ratio
+rather than by comparing two runs' medians.
+
     python benchmarks/bench_nsys_export.py [--kernels 1000000] [--nvtx 200000] [--rounds 5] [--keep PATH]
+                                           [--baseline-tree CHECKOUT]
 """
 from __future__ import annotations
 
@@ -142,16 +148,23 @@ def fetch_child(grown: Path) -> dict:
     return run_child(FETCH, grown)
 
 
-def export_child(grown: Path, logdir: Path) -> dict:
+def export_child(grown: Path, logdir: Path, tree: Path = REPO) -> dict:
     in_page_cache(grown)
-    return run_child(EXPORT, grown, logdir, REPO)
+    return run_child(EXPORT, grown, logdir, tree)
 
 
-def precompile() -> None:
+def precompile(tree: Path = REPO) -> None:
     """The package's bytecode written once, as an installed package has it: pip compiles it at install,
     and an editable install's first import caches it, unless PYTHONDONTWRITEBYTECODE is set (as on
     this project's machines), when every child would compile ~70 modules again (~0.5 s of each export)."""
-    compileall.compile_dir(str(REPO / "tb_hwprof"), quiet=1)
+    compileall.compile_dir(str(tree / "tb_hwprof"), quiet=1)
+
+
+def paired_ratio(ours: list, theirs: list) -> float:
+    """The median of the per-round ratios ours / theirs: both ran within seconds of each other, so a
+    drift of the machine between rounds (this VM's medians move ~30% from one run to the next)
+    moves both sides of a ratio alike."""
+    return statistics.median(o / t for o, t in zip(ours, theirs))
 
 
 def main() -> None:
@@ -162,7 +175,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="fetch/export rounds, alternating (medians reported)")
     parser.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (printed)")
     parser.add_argument("--keep", type=Path, help="keep the grown export at this path (and reuse it if present)")
+    parser.add_argument("--baseline-tree", type=Path,
+                        help="a checkout of another revision (its C extensions built in place: `python setup.py "
+                             "build_ext --inplace` there) whose export runs in every round too, in turn before and "
+                             "after ours: prints this tree's time against it, round by round")
     args = parser.parse_args()
+    if args.baseline_tree is not None and not (args.baseline_tree / "tb_hwprof" / "cli.py").is_file():
+        parser.error(f"--baseline-tree {args.baseline_tree}: no tb_hwprof/cli.py there (give a checkout's root)")
     with tempfile.TemporaryDirectory() as tmp:
         grown = args.keep or Path(tmp) / "grown.sqlite"
         if not grown.exists():
@@ -175,17 +194,25 @@ def main() -> None:
             os.sync()
         print(f"file: {grown.stat().st_size / 1e6:.0f} MB")
         precompile()
+        if args.baseline_tree is not None:
+            precompile(args.baseline_tree)
         # Alternating rounds, medians: on a VM one run's time swings by ~20% (fresh memory costs
         # page faults whose price varies), and each side should see the same conditions.  A first
         # round is not counted: on CI it was the slowest of both sides (fetch 1.06 vs 0.85-0.99 s,
         # export 5.45 vs 3.8-4.9 s); it is printed.
-        def one_round():
-            return fetch_child(grown), export_child(grown, Path(tmp) / "logs")
-        warmup = [one_round() for _ in range(args.warmup)]
-        rounds = [one_round() for _ in range(args.rounds)]
-        base = {k: statistics.median(b[k] for b, _ in rounds) for k in ("s", "mb", "rows")}
-        ours = {k: statistics.median(o[k] for _, o in rounds) for k in ("s", "mb")}
-        ours["mb"] = max(o["mb"] for _, o in warmup + rounds)  # memory: the worst round counts, warm-up too
+        def one_round(i: int):
+            fetched = fetch_child(grown)
+            if args.baseline_tree is None:
+                return fetched, export_child(grown, Path(tmp) / "logs"), None
+            # Which of the two exports goes first alternates: neither always follows the fetch.
+            sides = [(REPO, "logs"), (args.baseline_tree, "baseline_logs")][::1 if i % 2 else -1]
+            done = {tree: export_child(grown, Path(tmp) / logs, tree) for tree, logs in sides}
+            return fetched, done[REPO], done[args.baseline_tree]
+        warmup = [one_round(i) for i in range(args.warmup)]
+        rounds = [one_round(i) for i in range(args.rounds)]
+        base = {k: statistics.median(b[k] for b, _, _ in rounds) for k in ("s", "mb", "rows")}
+        ours = {k: statistics.median(o[k] for _, o, _ in rounds) for k in ("s", "mb")}
+        ours["mb"] = max(o["mb"] for _, o, _ in warmup + rounds)  # memory: the worst round counts, warm-up too
         run = Path(tmp) / "logs" / "big" / "plugins" / "tb_hwprof"
         exported = {p.name for p in run.glob("*")}
         trace = run_child(TRACE, Path(tmp) / "logs" / "big", REPO)
@@ -193,12 +220,12 @@ def main() -> None:
         sizes = {p.name: p.stat().st_size for p in run.glob("*") if p.is_file()}
     ratio = ours["s"] / base["s"]
     listed = lambda values: ", ".join(f"{v:.2f}" for v in values)  # noqa: E731
-    for fetched, exported_ in warmup:
+    for fetched, exported_, _ in warmup:
         print(f"warm-up round (not counted): fetch {fetched['s']:.2f} s, export {exported_['s']:.2f} s, "
               f"peak {exported_['mb']:.0f} MB")
     if args.rounds > 1:
-        print(f"{args.rounds} rounds: fetch {listed(b['s'] for b, _ in rounds)} s; "
-              f"export {listed(o['s'] for _, o in rounds)} s; ratios {listed(o['s'] / b['s'] for b, o in rounds)}")
+        print(f"{args.rounds} rounds: fetch {listed(b['s'] for b, _, _ in rounds)} s; "
+              f"export {listed(o['s'] for _, o, _ in rounds)} s; ratios {listed(o['s'] / b['s'] for b, o, _ in rounds)}")
     print(f"bare sqlite3 fetchall (start, end, streamId, shortName): {base['s']:.2f} s, "
           f"peak {base['mb']:.0f} MB, {base['rows']:.0f} rows (median of {args.rounds})")
     print(f"tb-hwprof export (read + analyse + write):                {ours['s']:.2f} s, peak {ours['mb']:.0f} MB "
@@ -208,6 +235,12 @@ def main() -> None:
           f"peak {readback['mb']:.0f} MB; compare of it with itself {readback['compare_s']:.2f} s")
     print(f"ratio export / fetch: {ratio:.2f} (target <= {TARGET_RATIO:g}); "
           f"peak {ours['mb']:.0f} MB (target <= {TARGET_MB} MB)")
+    if args.baseline_tree is not None:
+        theirs = [t for _, _, t in rounds]
+        print(f"baseline tree {args.baseline_tree}: export {listed(t['s'] for t in theirs)} s, median "
+              f"{statistics.median(t['s'] for t in theirs):.2f} s, peak {max(t['mb'] for t in theirs):.0f} MB; "
+              f"this tree / baseline, per round: {listed(o['s'] / t['s'] for _, o, t in rounds)}, median "
+              f"{paired_ratio([o['s'] for _, o, _ in rounds], [t['s'] for t in theirs]):.2f}")
     for name, size in sorted(sizes.items()):
         print(f"  {name}: {size / 1e6:.1f} MB" + ("" if name in exported else " (by tb-hwprof trace)"))
 
