@@ -35,6 +35,7 @@ import os
 import re
 import resource
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -58,6 +59,9 @@ WORKER_START = "forkserver"
 # What that fork server imports beside Dask's own list (distributed, pandas, numpy, ...): our modules,
 # so the workers share their pages instead of each importing them, then _worker_preload, which
 # freezes all of it out of the workers' garbage collections (copy-on-write).
+MAIN_GUARD_HINT = ("a script that exports a job must make the call under `if __name__ == \"__main__\":` (the "
+                   "local cluster's worker processes import the main script, as multiprocessing's do), or pass "
+                   "scheduler=\"none\" (--scheduler none) to export the ranks in this process")
 FORKSERVER_PRELOAD = ("tb_hwprof.detect", "tb_hwprof.analysis.pipeline", "tb_hwprof.analysis.ranks", "tb_hwprof.jobs",
                       "tb_hwprof._worker_preload")
 
@@ -217,6 +221,8 @@ def export_job(paths: Sequence, logdir, job: str, *, scheduler: Optional[str] = 
     "none" (this process, no Dask).  Nothing is written when a rank fails, unless skip_bad_ranks."""
     from .logdir import fs
     from .logdir.writer import check_run_name, lock_run
+    if importing_the_main_script():
+        raise HwprofError(f"export_job called while a worker process imported the main script -- {MAIN_GUARD_HINT}")
     if not paths:
         raise HwprofError("a job needs at least one rank file")
     check_run_name(job)
@@ -250,6 +256,20 @@ def export_job(paths: Sequence, logdir, job: str, *, scheduler: Optional[str] = 
     finally:
         if not placed:
             remove_empty(created)  # a failed job leaves no folder it made (the logdir included)
+
+
+def importing_the_main_script() -> bool:
+    """Whether this runs while a child process of multiprocessing (a local Dask worker) imports the
+    parent's main script or module (multiprocessing.spawn's _fixup_main_from_path / _from_name run it
+    as __mp_main__): an unguarded script's call, about to start a cluster of its own from a worker."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in ("_fixup_main_from_path", "_fixup_main_from_name") and \
+                code.co_filename.endswith(os.path.join("multiprocessing", "spawn.py")):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def export_job_remote(paths, url: str, job: str, overwrite: bool, options: dict) -> List[str]:
@@ -432,8 +452,11 @@ def dask_client(address: Optional[str], workers: int, progress):
                           "distributed.worker.multiprocessing-method": start}):
         if start == "forkserver":
             preload_our_modules()
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+        try:
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   silence_logs=logging.ERROR)
+        except RuntimeError as e:  # Dask's "Nanny failed to start." (the worker's own error went to stderr)
+            raise HwprofError(f"the local Dask cluster's workers did not start ({e}) -- {MAIN_GUARD_HINT}") from e
     client = Client(cluster)
     progress(f"job: on a local Dask cluster of {workers} single-threaded worker process(es)")
 

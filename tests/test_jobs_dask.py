@@ -123,3 +123,35 @@ def test_a_local_cluster_exports_each_rank_on_a_worker_process(samples_dir, tmp_
             raw = json.load(f)
         kernels = sum(1 for e in raw["traceEvents"] if e.get("cat") == "kernel")
         assert read_manifest(tmp_path / "job" / f"rank_{raw['distributedInfo']['rank']}")["kernel_count"] == kernels
+
+
+UNGUARDED_SCRIPT = """
+import sys
+from tb_hwprof.jobs import export_job
+export_job(sys.argv[1:3], sys.argv[3], "job", workers=1)
+"""
+
+
+def test_a_script_without_a_main_guard_gets_the_fix_not_a_worker_traceback(samples_dir, tmp_path):
+    """A script calling export_job at its top level: the local cluster's worker imports it again (as
+    multiprocessing does), and that import's call must neither start a job of its own nor leave the
+    parent with Dask's "Nanny failed to start": the script fails with one line saying how to mend it,
+    and nothing is written."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    logdir = tmp_path / "logs"
+    env = {key: value for key, value in ENV.items() if key != jobs.SCHEDULER_ENV}
+    done = subprocess.run([sys.executable, str(script), *(sample(samples_dir, name) for name in RANKS), str(logdir)],
+                          capture_output=True, text=True, env=env, timeout=EXPORT_TIMEOUT_S, cwd=tmp_path)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("tb_hwprof.errors.HwprofError: the local Dask cluster's workers did not start"), last
+    assert 'under `if __name__ == "__main__":`' in last and 'scheduler="none"' in last
+    # The worker's import of the script stopped at once with the same fix, before any lock or staging.
+    assert "export_job called while a worker process imported the main script" in done.stderr
+    assert "RunBusy" not in done.stderr
+    assert not logdir.exists()
+
+
+def test_importing_the_main_script_is_false_in_an_ordinary_call():
+    assert not jobs.importing_the_main_script()
