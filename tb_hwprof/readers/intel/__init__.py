@@ -1,0 +1,1 @@
+"""Intel readers: VTune reports (CSV and text)."""
