@@ -18,17 +18,23 @@ NESTING = Extension("tb_hwprof.readers.common._nesting", ["tb_hwprof/readers/com
 NCU_REP_SCAN = Extension("tb_hwprof.readers.nvidia._ncu_rep_scan", ["tb_hwprof/readers/nvidia/_ncu_rep_scan.c"],
                          optional=True)
 
+# The frontend's folders, named as packages so setuptools does not warn that it would ignore them.
+FRONTEND = ("tb_hwprof.frontend", "tb_hwprof.frontend.views")
+FRONTEND_FILES = [f"*.{e}" for e in ("js", "css", "html", "svg")]
+
 setup(
     name="tb-hwprof",
     version="0.1.0",
     description="Nsight Compute / Nsight Systems / rocprof / VTune results in TensorBoard",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["tb_hwprof", "tb_hwprof.*"]) + ["tb_hwprof.frontend"],
+    # Every folder of tb_hwprof is a package (an __init__.py each: find_packages skips a folder without
+    # one, and tests/test_install.py checks a built wheel holds every file).
+    packages=find_packages(include=["tb_hwprof", "tb_hwprof.*"]) + list(FRONTEND),
     # The plugin's frontend (plain ES modules, no build step) lives at the top of the repo and is
-    # installed as package data of tb_hwprof.frontend, where the plugin finds it by import.
+    # installed as package data of tb_hwprof.frontend (and .views), where the plugin finds it by import.
     package_dir={"tb_hwprof.frontend": "frontend"},
-    package_data={"tb_hwprof.frontend": [f"{d}*.{e}" for d in ("", "**/") for e in ("js", "css", "html", "svg")]},
+    package_data={package: FRONTEND_FILES for package in FRONTEND},
     ext_modules=[SQLITE_SCAN, KINETO_SCAN, NESTING, NCU_REP_SCAN],
     python_requires=">=3.9",
     install_requires=[

@@ -100,3 +100,24 @@ def test_the_installed_package_exports_each_tools_sample(wheel, samples_dir, too
                           capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "logs" / "run" / "plugins" / "tb_hwprof" / "profile.json").is_file()
+
+
+FRONTEND_FROM = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from tb_hwprof.plugin import static
+print(static.frontend_dir())
+print(static.find("views/kernels.js"))
+"""
+
+
+def test_the_installed_plugin_finds_its_frontend_in_the_package(wheel, tmp_path):
+    """The plugin serves the frontend from tb_hwprof.frontend as installed (in a checkout it falls back
+    to <repo>/frontend, which an install does not have)."""
+    _, site = wheel
+    done = subprocess.run([sys.executable, "-c", FRONTEND_FROM, str(site)], capture_output=True, text=True,
+                          timeout=EXPORT_TIMEOUT_S, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder, found = done.stdout.strip().splitlines()
+    assert Path(folder) == (site / "tb_hwprof" / "frontend").resolve()
+    assert found.startswith(f"('{folder}/views/kernels.js'")
