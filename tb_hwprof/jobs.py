@@ -48,6 +48,9 @@ SCHEDULER_ENV = "TB_HWPROF_SCHEDULER"
 IN_PROCESS = "none"
 INSTALL_HINT = ("Dask is not installed: pip install 'tb-hwprof[distributed]' (or --scheduler none to export "
                 "the ranks one after another in this process)")
+MAIN_GUARD_HINT = ("a script that exports a job must make the call under `if __name__ == \"__main__\":` (the "
+                   "local cluster's worker processes import the main script, as multiprocessing's do), or pass "
+                   "scheduler=\"none\" (--scheduler none) to export the ranks in this process")
 JOBS_AREA = "jobs"  # inside the logdir's hidden area (logdir/writer.py AREA)
 IN_PROCESS_WORKER = "in-process"
 CONNECT_TIMEOUT = "20s"  # to reach a --scheduler (Dask's own default is 30 s)
@@ -59,9 +62,6 @@ WORKER_START = "forkserver"
 # What that fork server imports beside Dask's own list (distributed, pandas, numpy, ...): our modules,
 # so the workers share their pages instead of each importing them, then _worker_preload, which
 # freezes all of it out of the workers' garbage collections (copy-on-write).
-MAIN_GUARD_HINT = ("a script that exports a job must make the call under `if __name__ == \"__main__\":` (the "
-                   "local cluster's worker processes import the main script, as multiprocessing's do), or pass "
-                   "scheduler=\"none\" (--scheduler none) to export the ranks in this process")
 FORKSERVER_PRELOAD = ("tb_hwprof.detect", "tb_hwprof.analysis.pipeline", "tb_hwprof.analysis.ranks", "tb_hwprof.jobs",
                       "tb_hwprof._worker_preload")
 
@@ -456,7 +456,8 @@ def dask_client(address: Optional[str], workers: int, progress):
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                                    silence_logs=logging.ERROR)
         except RuntimeError as e:  # Dask's "Nanny failed to start." (the worker's own error went to stderr)
-            raise HwprofError(f"the local Dask cluster's workers did not start ({e}) -- {MAIN_GUARD_HINT}") from e
+            raise HwprofError(f"the local Dask cluster's workers did not start ({e}; their own errors are printed "
+                              f"above) -- if a script of yours started the job: {MAIN_GUARD_HINT}") from e
     client = Client(cluster)
     progress(f"job: on a local Dask cluster of {workers} single-threaded worker process(es)")
 
