@@ -160,13 +160,6 @@ def precompile(tree: Path = REPO) -> None:
     compileall.compile_dir(str(tree / "tb_hwprof"), quiet=1)
 
 
-def paired_ratio(ours: list, theirs: list) -> float:
-    """The median of the per-round ratios ours / theirs: both ran within seconds of each other, so a
-    drift of the machine between rounds (this VM's medians move ~30% from one run to the next)
-    moves both sides of a ratio alike."""
-    return statistics.median(o / t for o, t in zip(ours, theirs))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", type=Path, default=DEFAULT)
@@ -237,10 +230,12 @@ def main() -> None:
           f"peak {ours['mb']:.0f} MB (target <= {TARGET_MB} MB)")
     if args.baseline_tree is not None:
         theirs = [t for _, _, t in rounds]
+        # Per-round ratios: both exports ran within seconds of each other, so a drift of the machine
+        # between rounds (this VM's medians move ~30% from one run to the next) moves both alike.
+        per_round = [o["s"] / t["s"] for _, o, t in rounds]
         print(f"baseline tree {args.baseline_tree}: export {listed(t['s'] for t in theirs)} s, median "
               f"{statistics.median(t['s'] for t in theirs):.2f} s, peak {max(t['mb'] for t in theirs):.0f} MB; "
-              f"this tree / baseline, per round: {listed(o['s'] / t['s'] for _, o, t in rounds)}, median "
-              f"{paired_ratio([o['s'] for _, o, _ in rounds], [t['s'] for t in theirs]):.2f}")
+              f"this tree / baseline, per round: {listed(per_round)}, median {statistics.median(per_round):.2f}")
     for name, size in sorted(sizes.items()):
         print(f"  {name}: {size / 1e6:.1f} MB" + ("" if name in exported else " (by tb-hwprof trace)"))
 

@@ -4,7 +4,6 @@ NVIDIA's ncu_report), Kineto's `est. achieved occupancy %` recomputed from our f
 columns a trace's export fills checked against a plain-Python loop over the raw files."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
