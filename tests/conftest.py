@@ -109,7 +109,32 @@ def ncu_report_module():
 
 
 def ncu_rep_files(samples: Path):
-    return sorted((samples / "ncu").rglob("*.ncu-rep"))
+    """Every real report: samples/ncu, and the xz-compressed reports of the trace + report pairs
+    (samples/pairs; the `ncu_rep` fixture decompresses them into a temporary folder)."""
+    return sorted((samples / "ncu").rglob("*.ncu-rep")) + sorted((samples / "pairs").glob("*/*.ncu-rep.xz"))
+
+
+_DECOMPRESSED = {}
+
+
+def decompressed(path: Path, tmp_path_factory) -> Path:
+    """`path`, or for a `.xz` file its content in a temporary folder (once per test process)."""
+    if path.suffix != ".xz":
+        return path
+    if path not in _DECOMPRESSED:
+        import lzma
+        import shutil
+        out = tmp_path_factory.mktemp("decompressed") / path.stem
+        with lzma.open(path) as source, open(out, "wb") as sink:
+            shutil.copyfileobj(source, sink, 1 << 20)
+        _DECOMPRESSED[path] = out
+    return _DECOMPRESSED[path]
+
+
+@pytest.fixture
+def ncu_rep(request, tmp_path_factory):
+    """One real .ncu-rep (parametrised over ncu_rep_files by pytest_generate_tests), decompressed."""
+    return None if request.param is None else decompressed(request.param, tmp_path_factory)
 
 
 def nsys_sqlite_files(samples: Path):
@@ -117,6 +142,7 @@ def nsys_sqlite_files(samples: Path):
 
 
 # Argument name -> the sample files a test taking it runs on, one test per file.
+# (ncu_rep is an indirect parameter: its fixture decompresses the pairs' reports.)
 PER_FILE_ARGUMENTS = {"ncu_rep": (ncu_rep_files, ".ncu-rep"), "nsys_sqlite": (nsys_sqlite_files, "nsys .sqlite")}
 
 
@@ -130,7 +156,8 @@ def pytest_generate_tests(metafunc):
             # Unmarked None fails the test when samples are required (CI); otherwise skip.
             files = [None] if os.environ.get("TB_HWPROF_REQUIRE_SAMPLES") else [
                 pytest.param(None, marks=pytest.mark.skip(reason=f"no {what} under {samples_path()}"))]
-        metafunc.parametrize(argument, files, ids=lambda p: p.name if isinstance(p, Path) else "none")
+        metafunc.parametrize(argument, files, ids=lambda p: p.name if isinstance(p, Path) else "none",
+                             indirect=argument == "ncu_rep")
 
 
 @pytest.fixture(scope="session")

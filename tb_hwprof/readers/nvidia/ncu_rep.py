@@ -371,38 +371,55 @@ def library_call():
 
 # unit__counter: snake case, at most a trailing capitalised word ("nvlink__dev0Id").
 UNIT_COUNTER = re.compile(r"[a-z][a-z0-9]*__[a-z0-9_]+(?:[A-Z][a-z]+)?")
+# A rollup or submetric word after the counter: snake case ("peak_sustained_elapsed", "per_second").
+SUFFIX_WORD = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class MetricGrammar:
-    """Nsight Compute's metric names: [prefix.]unit__counter[.rollup[.submetric]] or
-    [prefix.]unit__ratio[.submetric], unit and counter in snake case (UNIT_COUNTER), the rollups
-    and submetrics being the words of ncu_report's own enums (RollupOperation_SUM -> "sum",
-    MetricSubtype_PER_SECOND -> "per_second").  Every name of the real reports (66k, Nsight Compute
-    2020.2 to 2025.1) follows it; a name that does not is a damaged name table (a metric renamed,
-    its value lost under its real name)."""
+    """Nsight Compute's metric names: [prefix:]unit__counter[.word ...] or a plain snake-case name,
+    unit and counter in snake case (UNIT_COUNTER), then any number of rollup / submetric words
+    (2025.3 writes three: `.avg.peak_sustained_elapsed.per_second`).  Each word is snake case and
+    made of known parts: the parts of ncu_report's own enum words (RollupOperation_SUM -> "sum",
+    MetricSubtype_PEAK_SUSTAINED_ELAPSED_PER_SECOND -> "peak", "sustained", ...), or a part this
+    report attests itself, in two or more of its names (a newer Nsight Compute's vocabulary is used
+    across counters; a flipped byte renames one name).  A name that fails is a damaged entry of the
+    name table: its metric is dropped and listed, the launch kept."""
 
-    rollups: frozenset
-    submetrics: frozenset
+    parts: frozenset
+    attested: set = dataclasses.field(default_factory=set)
 
     @classmethod
     def of(cls, ncu_report) -> "MetricGrammar":
-        def words(prefix):
-            return frozenset(n[len(prefix):].lower() for n in dir(ncu_report.IMetric) if n.startswith(prefix)) - {"none"}
-        return cls(words("RollupOperation_"), words("MetricSubtype_"))
+        words = [n.split("_", 1)[1].lower() for n in dir(ncu_report.IMetric)
+                 if n.startswith(("RollupOperation_", "MetricSubtype_"))]
+        return cls(frozenset(part for word in words for part in word.split("_")) - {"none"})
 
-    def follows(self, name: str) -> bool:
+    def unknown_parts(self, name: str) -> Optional[set]:
+        """The suffix parts of `name` neither known nor attested, or None when its shape is broken."""
         if name.startswith("regex:"):  # a section's metric pattern, not a name
-            return True
+            return set()
         parts = name.split(".")
         counter = next((i for i, part in enumerate(parts) if "__" in part), None)
         if counter is None:  # not a unit__counter name ("inst_executed", "derived_tempMetric0"): no suffix either
-            return len(parts) == 1
+            return set() if len(parts) == 1 else None
         if not UNIT_COUNTER.fullmatch(parts[counter].rsplit(":", 1)[-1]):  # after "breakdown:", "pmsampling:"
-            return False
+            return None
         tail = parts[counter + 1:]
-        return len(tail) <= 2 and all(t in self.rollups | self.submetrics for t in tail[:1]) \
-            and all(t in self.submetrics for t in tail[1:])
+        if not all(SUFFIX_WORD.fullmatch(word) for word in tail):
+            return None
+        return {part for word in tail for part in word.split("_")} - self.parts - self.attested
+
+    def attest(self, names: List[str]) -> None:
+        """Accept the unknown suffix parts that two or more of `names` (distinct names) share."""
+        seen: Dict[str, int] = {}
+        for name in set(names):
+            for part in self.unknown_parts(name) or ():
+                seen[part] = seen.get(part, 0) + 1
+        self.attested.update(part for part, count in seen.items() if count >= 2)
+
+    def follows(self, name: str) -> bool:
+        return self.unknown_parts(name) == set()
 
 
 # Control characters but tab and newlines, and lone surrogates (bytes that were not UTF-8).
@@ -427,26 +444,33 @@ def launch_name(action, ncu_report) -> str:
 
 def _name_damage(name, grammar: MetricGrammar) -> Optional[str]:
     if not isinstance(name, str) or not METRIC_NAME.fullmatch(name):
-        return f"metric name {repr(name)[:60]} is not readable text"
-    if not grammar.follows(name):
-        return f"metric name {name[:80]} is not a Nsight Compute metric name"
+        return "its name is not readable text"
+    unknown = grammar.unknown_parts(name)
+    if unknown is None:
+        return "its name is not shaped as a Nsight Compute metric name"
+    if unknown:
+        return f"its name has a word no Nsight Compute uses there ({', '.join(sorted(unknown))})"
     return None
 
 
-def _metric_names(action, grammar: MetricGrammar, sound: set) -> List[str]:
-    """The launch's metric names, each checked once per report (`sound`: names already checked)."""
+def _metric_names(action, grammar: MetricGrammar, sound: set) -> Tuple[List[str], Dict[str, str]]:
+    """(the launch's sound metric names, {damaged name: why}), each name checked once per report
+    (`sound`: names already checked).  A name listed twice is damage of the launch's record."""
     with library_call():
         names = list(action.metric_names())
-    if not sound.issuperset(names):  # mostly the names of the launches before: one test in C
-        for name in names:
-            if name not in sound:
-                damage = _name_damage(name, grammar)
-                if damage:
-                    raise DamagedLaunch(damage)
-                sound.add(name)
     if len(set(names)) != len(names):
         raise DamagedLaunch("a metric name is listed twice")
-    return names
+    dropped: Dict[str, str] = {}
+    if not sound.issuperset(names):  # mostly the names of the launches before: one test in C
+        fresh = [name for name in names if name not in sound]
+        grammar.attest([name for name in fresh if isinstance(name, str)])
+        for name in fresh:
+            damage = _name_damage(name, grammar)
+            if damage:
+                dropped[name] = damage
+            else:
+                sound.add(name)
+    return ([name for name in names if name not in dropped] if dropped else names), dropped
 
 
 def _sound_text(name: str, value: str, grammar: MetricGrammar, sound: set) -> bool:
@@ -455,27 +479,43 @@ def _sound_text(name: str, value: str, grammar: MetricGrammar, sound: set) -> bo
     if name.startswith("breakdown:"):
         if value in sound:
             return True
-        if not all(METRIC_NAME.fullmatch(part) and grammar.follows(part) for part in value.split(",")):
+        if not all(_name_damage(part, grammar) is None for part in value.split(",")):
             return False
         sound.add(value)
         return True
     return readable_text(value)
 
 
-def action_metrics(action, access: MetricAccess, grammar: MetricGrammar, sound: set) -> Dict[str, list]:
-    """{metric name: [value, unit]} for every metric of one launch."""
+def action_metrics(action, access: MetricAccess, grammar: MetricGrammar, sound: set
+                   ) -> Tuple[Dict[str, list], Dict[str, str]]:
+    """({metric name: [value, unit]} for every sound metric of one launch, {dropped name: why}).
+    A metric whose name or text is damaged is dropped, the launch kept; a listed metric that is not
+    stored, or a launch with no sound metric left, is a damaged launch."""
     out = {}
     by_name, kind, unit, readers = access.by_name, access.kind, access.unit, access.readers
     with library_call():  # once per launch, not per metric: 30k metrics would pay ~0.3 s for it
-        for name in _metric_names(action, grammar, sound):
+        names, dropped = _metric_names(action, grammar, sound)
+        for name in names:
             metric = by_name(action, name)
             if metric is None:
                 raise DamagedLaunch(f"metric {name} is listed but not stored")
             value = readers[kind(metric)](metric)
             if value.__class__ is str and not _sound_text(name, value, grammar, sound):
-                raise DamagedLaunch(f"metric {name} holds damaged text")
+                dropped[name] = "its text is damaged"
+                continue
             out[name] = [None if value != value else value, unit(metric)]  # NaN -> null, as JSON has it
-    return out
+    if dropped and not out:
+        raise DamagedLaunch("no sound metric: " + _dropped_text(dropped))
+    return out, dropped
+
+
+def _dropped_text(dropped: Dict[str, str], most: int = 3) -> str:
+    """'metric NAME (why), ...' of the first few dropped metrics."""
+    shown = lambda name: name[:80] if METRIC_NAME.fullmatch(name) else repr(name)[:80]  # noqa: E731
+    parts = [f"metric {shown(str(name))} ({why})" for name, why in list(dropped.items())[:most]]
+    if len(dropped) > most:
+        parts.append(f"{len(dropped) - most} more")
+    return ", ".join(parts)
 
 
 def action_rules(action) -> List[dict]:
@@ -610,6 +650,16 @@ class Launches:
     hotspots: List[dict] = dataclasses.field(default_factory=list)  # source_hotspots of the sound launches
     sections: List[dict] = dataclasses.field(default_factory=list)  # section_rows of each range's first sound launch
     count: int = 0  # launches the library gave, sound or not
+    dropped: Dict[int, Dict[str, str]] = dataclasses.field(default_factory=dict)  # sound launch -> {metric: why}
+
+    def dropped_note(self) -> List[str]:
+        """The run's note listing the metrics dropped as damaged, per launch ([] when none was)."""
+        if not self.dropped:
+            return []
+        total = sum(len(d) for d in self.dropped.values())
+        return [f"{total} damaged metric(s) left out, their launches kept: " + "; ".join(
+            f"launch {launch}: {_dropped_text(dropped)}" for launch, dropped in sorted(self.dropped.items())[:5])
+            + (f"; {len(self.dropped) - 5} more launches" if len(self.dropped) > 5 else "")]
 
 
 def other_names(action, ncu_report) -> Dict[str, str]:
@@ -623,14 +673,14 @@ def other_names(action, ncu_report) -> Dict[str, str]:
 
 
 def read_launch(action, launch_id: int, range_id: int, ncu_report, access: MetricAccess,
-                grammar: MetricGrammar, sound: set) -> Tuple[dict, dict, list, dict]:
-    """(kernels row, raw metrics, rule results, peaks) of one launch, or DamagedLaunch."""
+                grammar: MetricGrammar, sound: set) -> Tuple[dict, dict, list, dict, dict]:
+    """(kernels row, raw metrics, rule results, peaks, dropped metrics) of one launch, or DamagedLaunch."""
     name = launch_name(action, ncu_report)
-    raw = action_metrics(action, access, grammar, sound)
+    raw, dropped = action_metrics(action, access, grammar, sound)
     values = {k: v[0] for k, v in raw.items()}
     row = ncu_metrics.kernel_fields(values)
     row.update(launch_id=launch_id, range_id=range_id, name=name, **other_names(action, ncu_report))
-    return row, raw, action_rules(action), ncu_metrics.kernel_peaks(values)
+    return row, raw, action_rules(action), ncu_metrics.kernel_peaks(values), dropped
 
 
 def read_launches(ctx, ncu_report, container: Container) -> Launches:
@@ -644,8 +694,9 @@ def read_launches(ctx, ncu_report, container: Container) -> Launches:
             launches.count += 1
             action = rng.action_by_idx(action_id)
             try:
-                row, raw, rules, peaks = read_launch(action, launch_id, range_id, ncu_report, access, grammar, sound)
-                container.check_metrics(launch_id, len(raw))
+                row, raw, rules, peaks, dropped = read_launch(action, launch_id, range_id, ncu_report, access,
+                                                              grammar, sound)
+                container.check_metrics(launch_id, len(raw) + len(dropped))
                 hotspots = source_hotspots(action, launch_id, raw)
                 # A range's launches share the sections chosen at capture: read once per range
                 # (ISection costs ~2 ms a launch: 0.2 s on a 105-launch report)
@@ -661,6 +712,8 @@ def read_launches(ctx, ncu_report, container: Container) -> Launches:
             launches.raws.append(raw)
             launches.rules.append(rules)
             launches.peaks.append(peaks)
+            if dropped:
+                launches.dropped[launch_id] = dropped
     return launches
 
 
@@ -719,7 +772,7 @@ def read_ncu_rep(path, salvage: bool = False) -> Profile:
     if (ctx is None or ctx.num_ranges() == 0) and not container.launches and not errors:
         raise InputError(path, "Nsight Compute could not read any range from this report",
                          "open it in the Nsight Compute GUI to check it, or re-run `ncu -o`")
-    notes = judge_damage(path, container, launches, errors, salvage)
+    notes = judge_damage(path, container, launches, errors, salvage) + launches.dropped_note()
     if not launches.rows:
         raise InputError(path, "the report holds no profiled kernel launches",
                          "check the ncu filters (-k, --launch-count) used to capture it")
