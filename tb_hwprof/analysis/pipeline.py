@@ -211,13 +211,17 @@ class WindowOptions:
 
 
 def read_report(path, window: WindowOptions = WindowOptions(),
-                progress: Callable[[str], None] = lambda line: None, salvage: bool = False) -> Report:
+                progress: Callable[[str], None] = lambda line: None, salvage: bool = False,
+                located: Optional[Dict[Path, Path]] = None) -> Report:
     """Read and window one input (salvage: keep a damaged report's sound launches, for the readers
-    that can tell them apart; the others ignore it)."""
+    that can tell them apart; the others ignore it).  located: {input path: the path the run names
+    as its source instead} (`profile` moves its captured files into the run once it is written)."""
     from ..detect import read
     path = Path(path)
     with blamed_on(path):
         profile = read(path, salvage=salvage)
+        if located and path in located:
+            profile.provenance = dataclasses.replace(profile.provenance, source_path=str(Path(located[path]).resolve()))
         return Report(path, profile, trace_window(profile, path, window, progress))
 
 
@@ -255,7 +259,8 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
                    window: WindowOptions = WindowOptions(), trace: str = "auto",
                    progress: Callable[[str], None] = lambda line: None,
                    written: Callable[[Path], None] = lambda run_dir: None, beside: bool = False,
-                   salvage: bool = False, series: Optional[str] = None) -> List[Path]:
+                   salvage: bool = False, series: Optional[str] = None,
+                   located: Optional[Dict[Path, Path]] = None) -> List[Path]:
     """Export each of `paths` as the run of the same position in `runs` under `logdir`; returns the
     run folders.  Every input is read before any run is written; progress(line) tells the steps,
     written(run_dir) is called as each run is in place.  step: the scalars' step, one for all or one
@@ -279,9 +284,11 @@ def export_reports(paths: Sequence, logdir, runs: Sequence[str], *, overwrite: b
     reports = []
     for i, path in enumerate(paths, 1):
         started = time.perf_counter()
-        reports.append(read_report(path, window, progress, salvage))
+        reports.append(read_report(path, window, progress, salvage, located))
         progress(f"[{i}/{len(paths)}] read {path} ({len(reports[-1].profile.kernels)} launches, "
                  f"{time.perf_counter() - started:.2f} s)")
+        for note in reports[-1].profile.notes:  # what the reader left out or assumed: said now, kept in the run
+            progress(f"[{i}/{len(paths)}] note: {note}")
     steps = list(step) if isinstance(step, (list, tuple, range)) else [step] * len(reports)
     if len(steps) != len(reports):
         raise HwprofError(f"{len(steps)} steps for {len(reports)} inputs: give one step per input")
