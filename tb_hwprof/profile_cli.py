@@ -11,12 +11,16 @@ sitecustomize.py of tb_hwprof/profile_boot/ put first on PYTHONPATH: the same st
 or tb_hwprof.profile_env.step() calls) are captured in every pass; ncu and nsys are told to capture
 only inside the cudaProfilerStart/Stop range it marks.
 
-Files: each pass writes into a capture folder outside the logdir (a temporary one, or
---capture-dir); the profilers' own output goes to <capture>/logs/<pass>.log as well as to the
-terminal.  When every pass has succeeded, the captured files (the trace, the report, the logs) are
-moved into <logdir>/<run>/ and the run is exported beside them (the writer's atomic replace of its
-own files; the PyTorch trace stays where torch-tb-profiler finds it).  A pass that fails leaves the
-logdir untouched and keeps the capture folder, whose log the error names.
+Files: each pass writes into a capture folder of its own outside the logdir (a temporary one, or
+--capture-dir when it is new or empty; a --capture-dir holding anything else gets a fresh
+capture-<time> folder inside it, so an earlier capture's files are never read as this one's and
+nothing of the user's is touched); the profilers' own output goes to <capture>/logs/<pass>.log as
+well as to the terminal.  When every pass has succeeded the run is exported from the captured files
+(the writer's atomic replace: with --overwrite the old run stays whole until the new one is
+complete), and only then are they moved into <logdir>/<run>/ (the PyTorch trace where
+torch-tb-profiler finds it).  Nothing a profiler wrote is ever deleted: a pass that fails, an export
+that fails or Ctrl-C leave the capture folder as it is, and the error names it and the one
+`tb-hwprof export ... --join ...` command that retries from it.
 
 Correctness of the join on a real trace + ncu pair is not validated yet (see analysis/join.py); the
 process handling is tested against fake `ncu` / `nsys` executables and a real CPU PyTorch run.
@@ -26,10 +30,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -137,9 +143,10 @@ def pass_environment(mode: Optional[str], o: ProfileOptions, claim: Path) -> Dic
     return env
 
 
-def run_logged(argv: List[str], env: Dict[str, str], log: Path, echo: Callable[[str], None]) -> int:
-    """Run argv, its output (stdout and stderr together) into `log` line by line and to echo(line);
-    the exit status.  A program that cannot start is a one-line error."""
+def run_logged(argv: List[str], env: Dict[str, str], log: Path, echo: Callable[[str], None],
+               watch: Callable[[str], None] = lambda line: None) -> int:
+    """Run argv, its output (stdout and stderr together) into `log` line by line and to echo(line)
+    and watch(line); the exit status.  A program that cannot start is a one-line error."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w", encoding="utf-8", errors="replace") as out:
         out.write("$ " + subprocess.list2cmdline(argv) + "\n")
@@ -152,6 +159,7 @@ def run_logged(argv: List[str], env: Dict[str, str], log: Path, echo: Callable[[
             for line in process.stdout:
                 out.write(line)
                 echo(line.rstrip("\n"))
+                watch(line.rstrip("\n"))
         except BaseException:
             process.kill()
             process.wait()
@@ -170,13 +178,14 @@ class Capture:
     count: int = 0
     total: int = 1
 
-    def run_pass(self, name: str, argv: List[str], mode: Optional[str]) -> None:
+    def run_pass(self, name: str, argv: List[str], mode: Optional[str],
+                 watch: Callable[[str], None] = lambda line: None) -> None:
         """Run one pass; a non-zero exit is a one-line error naming the log."""
         self.count += 1
         log = self.folder / LOGS / f"{name}.log"
         claim = self.folder / f".claim-{name}"
         self.progress(f"[{self.count}/{self.total}] {name} pass: {subprocess.list2cmdline(argv)} (log: {log})")
-        status = run_logged(argv, pass_environment(mode, self.options, claim), log, self.echo)
+        status = run_logged(argv, pass_environment(mode, self.options, claim), log, self.echo, watch)
         if status != 0:
             raise HwprofError(f"{log}: the {name} pass exited with status {status} -- see that log (the capture "
                               f"folder {self.folder} is kept; the logdir is untouched)")
@@ -205,15 +214,41 @@ def cmd_profile(args) -> int:
     run_folder(o.logdir, o.run, o.overwrite)  # a name in use fails before anything runs
     progress = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     echo = (lambda line: None) if args.quiet else (lambda line: print(f"  | {line}", file=sys.stderr, flush=True))
-    folder = Path(args.capture_dir) if args.capture_dir else Path(tempfile.mkdtemp(prefix="tb-hwprof-profile-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder, temporary = capture_folder(args.capture_dir, progress)
     capture = Capture(folder, o, progress, echo, total=2 if o.tool in COUNTER_TOOLS else 1)
     files = CAPTURES[o.tool](capture)
-    run_dir = place_and_export(files, o, progress)
-    if not args.capture_dir:
+    run_dir = place_and_export(files, o, progress, folder)
+    if temporary:  # everything the passes wrote is in the run now
         shutil.rmtree(folder, ignore_errors=True)
     print(f"profiled into run {run_dir}: tensorboard --logdir {o.logdir}")
     return 0
+
+
+CAPTURE_PREFIX = "capture-"
+
+
+def capture_folder(asked: Optional[str], progress: Callable[[str], None]):
+    """(the folder this capture writes into, whether it is a temporary one to remove once the run
+    holds its files).  --capture-dir is used as it is when it is new or empty; one holding anything
+    (an earlier capture's claims, reports and logs, or the user's own files) gets a fresh
+    capture-<time> folder inside it: a capture folder serves one capture."""
+    if not asked:
+        return Path(tempfile.mkdtemp(prefix="tb-hwprof-profile-")), True
+    folder = Path(asked)
+    if folder.exists() and not folder.is_dir():
+        raise HwprofError(f"{folder}: --capture-dir is a file -- give a folder (new or empty)")
+    folder.mkdir(parents=True, exist_ok=True)
+    if not any(folder.iterdir()):
+        return folder, False
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    fresh = folder / f"{CAPTURE_PREFIX}{stamp}"
+    for n in range(2, 1000):
+        if not fresh.exists():
+            break
+        fresh = folder / f"{CAPTURE_PREFIX}{stamp}-{n}"
+    fresh.mkdir()
+    progress(f"{folder} already holds files: this capture goes into {fresh} (nothing there is read or changed)")
+    return fresh, False
 
 
 def options_of(args) -> ProfileOptions:
@@ -253,12 +288,71 @@ def capture_ncu(capture: Capture) -> Captured:
     from .analysis.join import JoinFilters
     o = capture.options
     trace = torch_pass(capture)
-    stem = capture.folder / REPORT_STEM
-    capture.run_pass("ncu", ncu_argv(o, stem), "cuda-range" if o.ranged else None)
-    report = one_file(capture.folder, f"{REPORT_STEM}.ncu-rep", "Nsight Compute reports", capture.folder / LOGS / "ncu.log")
     filters = JoinFilters(kernel_name=f"regex:{o.kernels}" if o.kernels else None, launch_skip=o.launch_skip,
                           launch_count=o.launch_count)
+    asked = ncu_estimate(trace, filters, o, capture.progress)
+    stem = capture.folder / REPORT_STEM
+    capture.run_pass("ncu", ncu_argv(o, stem), "cuda-range" if o.ranged else None,
+                     NcuProgress(asked, capture.progress).line)
+    report = one_file(capture.folder, f"{REPORT_STEM}.ncu-rep", "Nsight Compute reports", capture.folder / LOGS / "ncu.log")
     return Captured(trace, report, capture.folder / LOGS, filters)
+
+
+# Seconds Nsight Compute takes per kernel, per section set: measured on an H200 (Nsight Compute
+# 2025.3.1, clocks locked to base): --set full replays each kernel 38 times, ~2.4 s a kernel.  Other
+# sets are not measured: the progress line's own rate replaces the guess once kernels are done.
+NCU_SECONDS_PER_KERNEL = {"full": 2.4}
+
+
+def ncu_estimate(trace: Path, filters, o: ProfileOptions, progress: Callable[[str], None]) -> Optional[int]:
+    """Say, before the ncu pass, how many kernels the trace pass saw in the captured steps, how many
+    of them ncu is asked to profile, and about how long it will take; the number asked (None when
+    the trace cannot be read here: the pass runs all the same)."""
+    from .analysis.join import expected_launches
+    from .analysis.pipeline import read_report
+    try:
+        kernels = read_report(trace).profile.kernels
+    except Exception as e:  # the estimate is advice: the export reads the trace again and says what is wrong
+        progress(f"ncu pass: no estimate ({trace}: {e})")
+        return None
+    asked = len(expected_launches(kernels, filters))
+    configurations = len(kernels.groupby(["name", "grid", "block"], dropna=False, sort=False)) if len(kernels) else 0
+    per_kernel = NCU_SECONDS_PER_KERNEL.get(o.ncu_set)
+    took = (f"about {_duration(asked * per_kernel)} at ~{per_kernel} s a kernel (--set {o.ncu_set}, measured on an H200)"
+            if per_kernel else f"--set {o.ncu_set}: the time per kernel shows once the first ones are done")
+    progress(f"ncu pass: the trace pass saw {len(kernels)} kernel launches ({configurations} distinct kernel, grid and "
+             f"block) in the captured steps; ncu profiles {asked} of them ({filters.text()}): {took}")
+    return asked
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+# ncu's line for each kernel it profiled: '==PROF== Profiling "name" - 3: 0%....50%....100% - 38 passes'
+NCU_PROFILED = re.compile(r'^==PROF== Profiling ".*" - \d+: .*100% - \d+ pass')
+
+
+@dataclasses.dataclass
+class NcuProgress:
+    """A progress line per kernel ncu has profiled: done / asked and the time left at the rate so far."""
+
+    asked: Optional[int]
+    progress: Callable[[str], None]
+    done: int = 0
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+    def line(self, text: str) -> None:
+        if not NCU_PROFILED.match(text):
+            return
+        self.done += 1
+        elapsed = time.monotonic() - self.started
+        if self.asked:
+            left = max(self.asked - self.done, 0) * elapsed / self.done
+            self.progress(f"ncu: {self.done}/{self.asked} kernels profiled, {_duration(elapsed)} so far, "
+                          f"about {_duration(left)} left")
+        else:
+            self.progress(f"ncu: {self.done} kernels profiled, {_duration(elapsed)} so far")
 
 
 def capture_rocprof_compute(capture: Capture) -> Captured:
@@ -290,29 +384,57 @@ CAPTURES = {"ncu": capture_ncu, "nsys": capture_nsys, "rocprof-compute": capture
             "rocprofv3": capture_rocprofv3}
 
 
-def place_and_export(files: Captured, o: ProfileOptions, progress) -> Path:
-    """Move the captured files into <logdir>/<run>/ and export the run beside them; a run folder made
-    here is removed again if the export fails."""
+def place_and_export(files: Captured, o: ProfileOptions, progress, folder: Path) -> Path:
+    """Export the run from the captured files where they lie, then move them into <logdir>/<run>/.
+    The export writes the run atomically (an --overwrite replaces the old run only once the new one
+    is complete); when it fails, or is interrupted, nothing the passes wrote has moved: the error
+    names the capture folder and the command that retries the export from it."""
     run_dir = Path(o.logdir).joinpath(*Path(o.run).parts)
-    made = not run_dir.exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    roots = files.moves()
+    placed = {path: run_dir / path.name for path in roots}
     try:
-        if not made:  # --overwrite: an earlier profile's traces would sit beside the new one
-            for old in run_dir.glob("*.pt.trace.json*"):
-                old.unlink()
-        roots = files.moves()
-        for path in roots:
-            _move_into(path, run_dir)
-        primary = _relocated(files.primary, roots, run_dir)
-        if files.counters is not None:
-            return export_joined(primary, _relocated(files.counters, roots, run_dir), o.logdir, o.run, files.filters,
-                                 overwrite=True, beside=True, progress=progress)
-        from .analysis.pipeline import export_reports
-        return export_reports([primary], o.logdir, [o.run], overwrite=True, beside=True, progress=progress)[0]
-    except BaseException:
-        if made:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        export_captured(files, o, progress, {path: _relocated(path, roots, run_dir)
+                                             for path in (files.primary, files.counters) if path is not None})
+    except KeyboardInterrupt:
+        print(f"tb-hwprof: interrupted: {capture_kept(files, o, folder)}", file=sys.stderr, flush=True)
         raise
+    except Exception as e:
+        message = str(e) if isinstance(e, HwprofError) else f"unexpected {type(e).__name__}: {e}"
+        raise HwprofError(f"{message}; {capture_kept(files, o, folder)}") from e
+    if run_dir.exists():  # --overwrite: an earlier profile's traces would sit beside the new one
+        for old in run_dir.glob("*.pt.trace.json*"):
+            old.unlink()
+    for path, target in placed.items():
+        _move_to(path, target)
+    return run_dir
+
+
+def export_captured(files: Captured, o: ProfileOptions, progress, located: Dict[Path, Path]) -> Path:
+    """Write the run from the captured files; `located`: where each will lie once moved into the run
+    (the run's provenance names those paths, not the capture folder's)."""
+    if files.counters is not None:
+        return export_joined(files.primary, files.counters, o.logdir, o.run, files.filters, overwrite=o.overwrite,
+                             beside=True, progress=progress, located=located)
+    from .analysis.pipeline import export_reports
+    return export_reports([files.primary], o.logdir, [o.run], overwrite=o.overwrite, beside=True, progress=progress,
+                          located=located)[0]
+
+
+def capture_kept(files: Captured, o: ProfileOptions, folder: Path) -> str:
+    """What the user is told when the export of a capture fails: where it is, and how to retry."""
+    inputs = [files.primary] + ([files.counters] if files.counters is not None else [])
+    argv = ["tb-hwprof", "export", *map(str, inputs)]
+    if files.counters is not None:
+        argv.append("--join")
+        filters = files.filters
+        if filters is not None and filters.kernel_name:
+            argv += ["--kernel-name", filters.kernel_name, "--kernel-name-base", filters.name_base]
+        if filters is not None and filters.launch_skip:
+            argv += ["--launch-skip", str(filters.launch_skip)]
+        if filters is not None and filters.launch_count is not None:
+            argv += ["--launch-count", str(filters.launch_count)]
+    argv += ["--logdir", str(o.logdir), "--run", o.run] + (["--overwrite"] if o.overwrite else [])
+    return f"the capture is kept in {folder} -- retry the export alone with: {subprocess.list2cmdline(argv)}"
 
 
 def _relocated(path: Path, roots: List[Path], run_dir: Path) -> Path:
@@ -323,27 +445,30 @@ def _relocated(path: Path, roots: List[Path], run_dir: Path) -> Path:
     raise ValueError(f"{path} was not moved")
 
 
-def _move_into(path: Path, folder: Path) -> Path:
-    target = folder / path.name
-    if target.is_dir():
+def _move_to(path: Path, target: Path) -> None:
+    """Move a captured file or folder to `target`, replacing what an earlier profile of the run left
+    there (the run folder's files are this tool's own)."""
+    if target.is_dir() and not target.is_symlink():
         shutil.rmtree(target)
-    elif target.exists():
+    elif target.exists() or target.is_symlink():
         target.unlink()
+    target.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(path), str(target))
-    return target
 
 
 # ------------------------------------------------------------------ the joined export
 def export_joined(trace_path, counter_path, logdir, run: str, filters=None, overwrite: bool = False,
                   beside: bool = False, progress: Callable[[str], None] = lambda line: None,
-                  trace_mode: str = "auto") -> Path:
+                  trace_mode: str = "auto", located: Optional[Dict[Path, Path]] = None) -> Path:
     """Read a trace and a counter report of the same program, join them (analysis/join.py) and write
-    one run; its notes and its counter_join table say what was matched and what was not."""
+    one run; its notes and its counter_join table say what was matched and what was not.  located:
+    {input path: the path the run's provenance names instead} (files moved into the run after)."""
     from .analysis.join import JoinFilters, join
     from .analysis.pipeline import Report, _analyse_and_write, read_report
     from .logdir.writer import run_folder
     run_folder(logdir, run, overwrite, beside)
-    first, second = read_report(trace_path, progress=progress), read_report(counter_path, progress=progress)
+    first = read_report(trace_path, progress=progress, located=located)
+    second = read_report(counter_path, progress=progress, located=located)
     trace, counters = sides(first, second)
     result = join(trace.profile, counters.profile, filters or JoinFilters())
     progress(f"joined {counters.path} onto {trace.path}: {result.count('matched')} matched, "
