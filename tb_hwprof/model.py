@@ -54,13 +54,16 @@ KERNEL_COLUMNS: Dict[str, tuple] = {
     "flops_fp32": ("FLOP", "float", "single-precision floating-point operations (FMA = 2)"),
     "flops_fp16": ("FLOP", "float", "half-precision floating-point operations (FMA = 2)"),
     "flops_tensor": ("FLOP", "float", "tensor-core operations as the tool's roofline counts them"),
+    "tensor_precision": ("", "str", "source precision of most of the launch's tensor-core operations (bf16, fp16, "
+                         "tf32, fp8, fp64) where the tool counts them per precision; its roof is flop_per_s_tensor_<it>"),
     "flops": ("FLOP", "float", "sum of the precisions present"),
     "flop_per_s": ("FLOP/s", "float", "achieved FLOP/s"),
     "ai_dram": ("FLOP/byte", "float", "arithmetic intensity against DRAM bytes"),
     "ai_l2": ("FLOP/byte", "float", "arithmetic intensity against L2 bytes"),
     "ai_l1": ("FLOP/byte", "float", "arithmetic intensity against L1 bytes"),
     "peak_flop_per_s": ("FLOP/s", "float", "compute roof used for this kernel (its dominant precision)"),
-    "roofline_precision": ("", "str", "precision whose roof applies: fp64, fp32, fp16 or tensor"),
+    "roofline_precision": ("", "str", "precision whose roof applies: fp64, fp32, fp16, tensor or "
+                           "tensor_<source precision> (tensor_bf16, ...)"),
     "attainable_flop_per_s": ("FLOP/s", "float", "min over roofs at this kernel's intensities"),
     "roofline_efficiency_pct": ("%", "float", "achieved / attainable FLOP/s"),
     "binding_roof": ("", "str", "roof that bounds this kernel: compute, dram, l2 or l1"),

@@ -87,9 +87,18 @@ def test_flops_follow_nsight_compute_roofline(ncu_rep, ncu_report_module, read_c
                 per_cycle += (metric(action, "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed")
                               + metric(action, "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed")
                               + metric(action, extra))
-        if not math.isnan(metric(action, "derived__smsp__inst_executed_pipe_tensor_x512")):
-            per_cycle += metric(action, "derived__smsp__inst_executed_pipe_tensor_x512")
+        half_x4 = metric(action, "derived__smsp__sass_thread_inst_executed_op_hfma_pred_on_x4")
+        if not math.isnan(half_x4):  # 2025.3's half roofline: packed HADD2 / HMUL2 / HFMA2, its own derived metrics
+            per_cycle += (metric(action, "derived__smsp__sass_thread_inst_executed_op_hadd_pred_on_x2")
+                          + metric(action, "derived__smsp__sass_thread_inst_executed_op_hmul_pred_on_x2") + half_x4)
+        tensor_x512 = metric(action, "derived__smsp__inst_executed_pipe_tensor_x512")
+        if not math.isnan(tensor_x512):
+            per_cycle += tensor_x512
         flop_per_s = per_cycle * metric(action, "smsp__cycles_elapsed.avg.per_second")
+        if math.isnan(tensor_x512):  # Hopper + 2025.3: tensor-core operations per source precision, per second
+            flop_per_s += sum(metric(action, name) for name in action.metric_names()
+                              if name.startswith("sm__ops_path_tensor_src_") and name.endswith(".sum.per_second")
+                              and "_int" not in name)
         assert row["flop_per_s"] == pytest.approx(flop_per_s, rel=1e-9), (ncu_rep.name, row["launch_id"])
         dram_per_s = metric(action, "dram__bytes.sum.per_second")
         if not math.isnan(dram_per_s):

@@ -27,7 +27,8 @@ const plotWidth = () => Math.max(880, Math.min(1800, Math.floor((window.innerWid
 const plotBox = (W) => ({left: 108, right: W - 24, top: 20, bottom: H - 56});
 const LEVELS = ["dram", "l2", "l1"];
 const LEVEL_LABEL = {dram: "DRAM", l2: "L2", l1: "L1"};
-const PREC_LABEL = {fp64: "FP64", fp32: "FP32", fp16: "FP16", tensor: "Tensor"};
+const PREC_LABEL = {fp64: "FP64", fp32: "FP32", fp16: "FP16", tensor: "Tensor", tensor_bf16: "Tensor BF16",
+  tensor_fp16: "Tensor FP16", tensor_tf32: "Tensor TF32", tensor_fp8: "Tensor FP8", tensor_fp64: "Tensor FP64"};
 const PREC_DASH = {fp64: "7 4", fp32: null, fp16: "2 3", tensor: "9 3 2 3"};
 const LEVEL_DASH = {dram: null, l2: "6 3", l1: "2 3"};
 const R_MIN = 3, R_MAX = 16;
@@ -240,6 +241,10 @@ function draw(doc, ctx) {
   const unplacedShapes = (doc.op_shapes ?? 0) - opPoints.length;
   if (opPoints.length && unplacedShapes > 0) notes.push(`${unplacedShapes} operator shape(s) without a FLOP count or intensity are not drawn.`);
   if (!drawable.length && !opPoints.length) notes.push("No launch has both FLOP/s and an arithmetic intensity; only the roofs are drawn.");
+  const above = (doc.above_roofs && Array.isArray(doc.above_roofs.points)) ? doc.above_roofs.points : [];
+  if (above.length) notes.push(`${above.length} point(s) lie above the device's highest roof (${fmt.flops(doc.above_roofs.highest_roof_flop_per_s)}): `
+    + "an error in the data (a FLOP count or a time that is wrong), not drawn: "
+    + above.slice(0, 5).map((p) => `${p.kind} ${p.name} at ${fmt.flops(p.flop_per_s)}`).join("; ") + (above.length > 5 ? "; …" : ""));
   if (!compute.length && !memory.length) notes.push("No roofs: the run holds no peak FLOP/s or bandwidth for its GPU (a trace that names no GPU tb-hwprof has a datasheet for); the points are drawn alone.");
   const counts = [drawable.length || !opPoints.length ? `${drawable.length} kernel point(s)` : null,
     opPoints.length ? `${opPoints.length} operator shape point(s)` : null].filter(Boolean).join(", ");

@@ -110,10 +110,13 @@ def top_kernels(kernels: pd.DataFrame, total: Optional[float], top: int = TOP_LA
     return _records(out[list(TOP_KERNEL_FIELDS)])
 
 
-def roofline_points(kernels: pd.DataFrame) -> List[dict]:
-    """Launches that can be placed on a roofline: FLOP/s and at least one intensity."""
+def roofline_points(kernels: pd.DataFrame, above_roofs: bool = False) -> List[dict]:
+    """Launches that can be placed on a roofline: FLOP/s and at least one intensity, below the
+    device's highest roof (above_roofs=True: those above it instead, an error in the data)."""
+    from .roofline import ABOVE_ROOFS
     has_ai = kernels[list(AI_COLUMNS)].notna().any(axis=1)
-    placed = kernels[kernels["flop_per_s"].notna() & has_ai]
+    above = kernels["binding_roof"].to_numpy(dtype=object) == ABOVE_ROOFS
+    placed = kernels[kernels["flop_per_s"].notna() & has_ai & (above if above_roofs else ~above)]
     points = _records(placed[list(POINT_FIELDS)])
     for p in points:  # the device id is a float column (NaN when unknown); JSON wants an int
         p["device"] = None if p["device"] is None else int(p["device"])

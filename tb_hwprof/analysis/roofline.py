@@ -2,8 +2,11 @@
 
 Roofs are the device's peaks (the tool's measured ones where the report has them).
 A kernel is placed against the compute roof of the precision that did most of its
-FLOPs; the binding roof is the lowest of the compute roof and each memory roof at
-the kernel's intensity for that level.
+FLOPs (tensor-core work against its source precision's roof, flop_per_s_tensor_bf16 ...,
+where the tool counts it per precision); the binding roof is the lowest of the compute
+roof and each memory roof at the kernel's intensity for that level.  A kernel whose
+achieved FLOP/s lies above the device's highest compute roof is an error in the data
+(binding_roof ABOVE_ROOFS): it is not placed.
 """
 from __future__ import annotations
 
@@ -14,6 +17,16 @@ import pandas as pd
 
 PRECISIONS = ("fp64", "fp32", "fp16", "tensor")
 LEVELS = ("dram", "l2", "l1")
+FLOP_ROOF = "flop_per_s_"
+ABOVE_ROOFS = "above every roof"  # binding_roof of a kernel faster than the device's highest roof
+# Rounding headroom before a point counts as above the highest roof (the roofs and the rates come
+# from the same report, at slightly different clocks per launch).
+ABOVE_ROOFS_TOLERANCE = 1.05
+
+
+def compute_precisions(roofs: Dict[str, float]):
+    """The precisions the roofs have a compute roof for (fp32, tensor_bf16, ...)."""
+    return [key[len(FLOP_ROOF):] for key in roofs if key.startswith(FLOP_ROOF)]
 
 
 def device_roofs(device) -> Dict[str, float]:
@@ -23,7 +36,7 @@ def device_roofs(device) -> Dict[str, float]:
 def ridge_points(roofs: Dict[str, float]) -> Dict[str, Dict[str, float]]:
     """FLOP/byte where each memory roof meets each compute roof."""
     out = {}
-    for p in PRECISIONS:
+    for p in compute_precisions(roofs):
         compute = roofs.get(f"flop_per_s_{p}")
         if not compute:
             continue
@@ -50,7 +63,12 @@ def dominant_precisions(kernels: pd.DataFrame) -> np.ndarray:
     filled = np.where(np.isnan(table), -np.inf, table)
     best = filled.argmax(axis=1)
     some = filled.max(axis=1) > 0
-    return np.where(some, np.array(PRECISIONS, dtype=object)[best], "").astype(object)
+    precision = np.where(some, np.array(PRECISIONS, dtype=object)[best], "").astype(object)
+    if "tensor_precision" in kernels:  # tensor-core work against its source precision's roof
+        source = kernels["tensor_precision"].fillna("").astype(str).to_numpy(dtype=object)
+        per_source = (precision == "tensor") & (source != "")
+        precision[per_source] = "tensor_" + source[per_source]
+    return precision
 
 
 def place_kernels(kernels: pd.DataFrame, device_of_row: np.ndarray, roofs_by_device: Dict[float, Dict[str, float]]):
@@ -60,11 +78,13 @@ def place_kernels(kernels: pd.DataFrame, device_of_row: np.ndarray, roofs_by_dev
     precision = dominant_precisions(kernels)
     peak = np.full(n, np.nan)
     bandwidth = {lvl: np.full(n, np.nan) for lvl in LEVELS}
+    highest = np.full(n, np.nan)
     for device, roofs in roofs_by_device.items():
         rows = device_of_row == device
-        for p in PRECISIONS:
+        for p in compute_precisions(roofs):
             if roofs.get(f"flop_per_s_{p}"):
                 peak[rows & (precision == p)] = roofs[f"flop_per_s_{p}"]
+                highest[rows] = np.fmax(highest[rows], roofs[f"flop_per_s_{p}"])
         for lvl in LEVELS:
             if roofs.get(f"bytes_per_s_{lvl}"):
                 bandwidth[lvl][rows] = roofs[f"bytes_per_s_{lvl}"]
@@ -78,14 +98,18 @@ def place_kernels(kernels: pd.DataFrame, device_of_row: np.ndarray, roofs_by_dev
         binding = filled.argmin(axis=1)
         attainable = np.where(placeable, filled.min(axis=1), np.nan)
         achieved = kernels["flop_per_s"].to_numpy(dtype=float)
+        above = achieved > highest * ABOVE_ROOFS_TOLERANCE
+        attainable = np.where(above, np.nan, attainable)
         efficiency = np.where(attainable > 0, 100.0 * achieved / attainable, np.nan)
+    binding_roof = np.where(placeable, names[binding], "").astype(object)
+    binding_roof[above] = ABOVE_ROOFS
     return {
         **{f"ai_{lvl}": ai[lvl] for lvl in LEVELS},
         "peak_flop_per_s": peak,
         "roofline_precision": precision,
         "attainable_flop_per_s": attainable,
         "roofline_efficiency_pct": efficiency,
-        "binding_roof": np.where(placeable, names[binding], "").astype(object),
+        "binding_roof": binding_roof,
     }
 
 

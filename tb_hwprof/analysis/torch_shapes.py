@@ -142,6 +142,20 @@ def _precision(types: str, category: str) -> str:
     return "fp32"
 
 
+# Input type words -> the tensor-core source precision whose roof a report may carry (Nsight
+# Compute 2025.3 on Hopper: flop_per_s_tensor_bf16 ...), checked in this order.
+TENSOR_SOURCES = (("float8", "fp8"), ("bfloat16", "bf16"), ("half", "fp16"))
+
+
+def _tensor_roof(types: str, peaks) -> str:
+    """tensor_<source precision> where the device has that roof (a counter report's), else tensor."""
+    text = (types or "").lower()
+    for word, source in TENSOR_SOURCES:
+        if word in text and f"flop_per_s_tensor_{source}" in peaks:
+            return f"tensor_{source}"
+    return "tensor"
+
+
 def _row(name, dims, types, concrete, calls: int, gpu_ns: float, cost, device: Optional[Device]) -> Dict:
     category = op_category(name)
     flops = cost.flops if cost is not None else None
@@ -150,8 +164,10 @@ def _row(name, dims, types, concrete, calls: int, gpu_ns: float, cost, device: O
     flop_per_s = flops * calls / seconds if flops is not None and seconds > 0 else np.nan
     bytes_per_s = nbytes * calls / seconds if nbytes is not None and seconds > 0 else np.nan
     intensity = flops / nbytes if flops is not None and nbytes else np.nan
-    roof = _precision(types, category)
     peaks = device.peaks if device is not None else {}
+    roof = _precision(types, category)
+    if roof == "tensor":
+        roof = _tensor_roof(types, peaks)
     peak_flops = peaks.get(f"flop_per_s_{roof}")
     peak_bw = peaks.get("bytes_per_s_dram")
     bound, reason = _bound(intensity, flop_per_s, bytes_per_s, peak_flops, peak_bw, roof, device)

@@ -8,7 +8,7 @@ Operators view (without FLOPs), and no Steps view.
 from __future__ import annotations
 
 import math
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import pandas as pd
 
@@ -164,13 +164,17 @@ def steps(entry: RunEntry) -> dict:
 
 
 # -- /roofline: op points -----------------------------------------------------------------------
-def op_points(entry: RunEntry) -> List[dict]:
-    """One point per op shape with a positive intensity and FLOP/s (log axes)."""
+def op_points(entry: RunEntry, highest_roof: Optional[float] = None) -> Tuple[List[dict], List[dict]]:
+    """(one point per op shape with a positive intensity and FLOP/s (log axes), the shapes among
+    those above `highest_roof` FLOP/s, which are left out of the first: an error in the data)."""
     shapes = _table(entry, SHAPES_TABLE)
     if shapes is None or shapes.empty:
-        return []
+        return [], []
     placed = shapes[(shapes["intensity"] > 0) & (shapes["flop_per_s"] > 0)]
-    return _records(placed[_present(placed, OP_POINT_FIELDS)])
+    from ..analysis.roofline import ABOVE_ROOFS_TOLERANCE
+    above = placed["flop_per_s"] > highest_roof * ABOVE_ROOFS_TOLERANCE if highest_roof else placed["flop_per_s"] < 0
+    fields = _present(placed, OP_POINT_FIELDS)
+    return _records(placed[~above][fields]), _records(placed[above][fields])
 
 
 def op_shape_count(entry: RunEntry) -> Optional[int]:

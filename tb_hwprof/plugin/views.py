@@ -93,8 +93,17 @@ def roofline(entry: RunEntry) -> dict:
     devices = [{"id": d.get("id"), "name": d.get("name", ""), "roofs": _roofs(d, manifest),
                 "ridge_points": (roof_data.get(str(d.get("id"))) or {}).get("ridge_points") or {}}
                for d in _devices_that_ran(entry)]
+    highest = max((r["value"] for d in devices for k, r in d["roofs"].items() if k.startswith("flop_per_s_")),
+                  default=None)
+    op_points, op_above = torch_views.op_points(entry, highest)
+    above = [{"kind": "kernel", "name": p["name"], "launch_id": p["launch_id"], "flop_per_s": p["flop_per_s"]}
+             for p in groups.roofline_points(entry.kernels(), above_roofs=True)]
+    above += [{"kind": "operator", "name": p.get("op", ""), "flop_per_s": p["flop_per_s"]} for p in op_above]
+    # Points above the device's highest compute roof are an error in the data (a FLOP count or a
+    # time that is wrong): listed with that roof, never drawn as if they were measured.
     return {"run": entry.run, "devices": devices, "points": groups.roofline_points(entry.kernels()),
-            "op_points": torch_views.op_points(entry), "op_shapes": torch_views.op_shape_count(entry)}
+            "op_points": op_points, "op_shapes": torch_views.op_shape_count(entry),
+            "above_roofs": {"highest_roof_flop_per_s": highest, "points": above}}
 
 
 def operators(entry: RunEntry) -> dict:

@@ -8,6 +8,7 @@ absent stays NaN.
 from __future__ import annotations
 
 import math
+import re
 from typing import Dict, Mapping, Optional
 
 from ...model import Device, Peak
@@ -47,6 +48,16 @@ RATE_NAMES = {p: tuple(SMSP_PER_CYCLE.format(op=p + op) for op in OPS) for p in 
 COUNT_NAMES = {p: tuple((SM_COUNT_OP.format(op=p + op), SMSP_COUNT_OP.format(op=p + op)) for op in OPS)
                for p in PRECISION_PREFIX.values()}
 TENSOR_PEAK_X512 = "derived__sm__inst_executed_pipe_tensor_x512"
+# Hopper and later (Nsight Compute 2025.3 on an H200; no x512 metric there) count tensor-core work in
+# operations (an FMA = 2) per source precision: sm__ops_path_tensor_src_<type>[_dst_<type>]
+# [_sparsity_on|off].sum, and per instruction kind (hmma, hgmma, ...) under sm__ops_path_tensor_op_.
+# Integer types (int8, int1) are operations, not FLOPs: left out.
+TENSOR_PREFIX = "sm__ops_path_tensor_"
+TENSOR_PRECISIONS = ("fp64", "tf32", "fp16", "bf16", "fp8")
+_TENSOR_NAME = r"sm__ops_path_tensor_(op_[a-z0-9]+_)?src_(fp64|tf32|fp16|bf16|fp8)(?:_dst_[a-z0-9]+)?(_sparsity_o(?:n|ff))?"
+TENSOR_COUNT = re.compile(_TENSOR_NAME + r"\.sum")
+TENSOR_RATE = re.compile(_TENSOR_NAME + r"\.sum\.per_second")
+TENSOR_PEAK = re.compile(_TENSOR_NAME + r"\.sum\.peak_sustained")
 
 
 def num(m: Metrics, *names: str) -> float:
@@ -95,6 +106,17 @@ def _elapsed_seconds(m: Metrics) -> float:
     return cycles / hz if cycles > 0 and hz > 0 else math.nan
 
 
+# Nsight Compute 2025.3's half-precision roofline counts packed instructions (HADD2, HMUL2, HFMA2):
+# hadd x 2 + hmul x 2 + hfma x 4, its peak hfma x 4 (SpeedOfLight_HierarchicalHalfRooflineChart's
+# derived__*_hfma_pred_on_x4); a report carrying that metric is counted its way, others as before.
+HALF_PACKED = "derived__smsp__sass_thread_inst_executed_op_hfma_pred_on_x4"
+
+
+def op_factors(m: Metrics, p: str):
+    """FLOPs per (add, mul, fma) thread instruction of precision letter `p`, as the report's tool counts."""
+    return (2.0, 2.0, 4.0) if p == "h" and HALF_PACKED in m else (1.0, 1.0, 2.0)
+
+
 def precision_flops(m: Metrics, precision: str) -> float:
     """FLOPs of one precision: add + mul + 2 x fma, as Nsight Compute's roofline counts them.
 
@@ -110,11 +132,11 @@ def precision_flops(m: Metrics, precision: str) -> float:
         cycles = hz * secs
     rates = [num(m, name) for name in RATE_NAMES[p]]
     if not any(math.isnan(r) for r in rates) and not math.isnan(cycles):
-        return (rates[0] + rates[1] + 2 * rates[2]) * cycles
+        return sum(f * r for f, r in zip(op_factors(m, p), rates)) * cycles
     counts = [num(m, *names) for names in COUNT_NAMES[p]]
     if any(math.isnan(c) for c in counts):
         return math.nan
-    return counts[0] + counts[1] + 2 * counts[2]
+    return sum(f * c for f, c in zip(op_factors(m, p), counts))
 
 
 def tensor_flops(m: Metrics) -> float:
@@ -124,6 +146,54 @@ def tensor_flops(m: Metrics) -> float:
     if math.isnan(cycles):
         cycles = num(m, "smsp__cycles_elapsed.avg.per_second") * num(m, DURATION) * 1e-9
     return rate * cycles
+
+
+def _tensor_matches(m: Metrics, pattern: "re.Pattern"):
+    """(name, instruction kind or None, precision, sparsity suffix or None) of the launch's tensor
+    metrics that `pattern` matches whole."""
+    for name in m:
+        if name.startswith(TENSOR_PREFIX):
+            match = pattern.fullmatch(name)
+            if match:
+                yield name, match.group(1), match.group(2), match.group(3)
+
+
+def tensor_ops_by_precision(m: Metrics, pattern: "re.Pattern" = TENSOR_COUNT) -> Dict[str, float]:
+    """{source precision: tensor-core operations} from the per-precision totals (not the
+    per-instruction breakdown, which counts the same work again); {} for reports without them."""
+    out: Dict[str, float] = {}
+    for name, kind, precision, _ in _tensor_matches(m, pattern):
+        value = num(m, name)
+        if kind is None and not math.isnan(value):
+            out[precision] = out.get(precision, 0.0) + value
+    return out
+
+
+def dense_tensor_peaks(m: Metrics) -> Dict[str, float]:
+    """{source precision: dense tensor-core operations per cycle}, the device's highest: the
+    per-instruction peaks without sparsity (`_sparsity_on` is 2:4 sparse work, twice as fast), else
+    the per-precision total's `_sparsity_off` peak, else its only one (fp64 has no sparse kind).  The
+    per-precision total without a sparsity word is the sparse peak where the precision has one."""
+    by_kind: Dict[str, float] = {}
+    totals: Dict[str, Dict[Optional[str], float]] = {}
+    for name, kind, precision, sparsity in _tensor_matches(m, TENSOR_PEAK):
+        value = num(m, name)
+        if math.isnan(value) or value <= 0 or sparsity == "_sparsity_on":
+            continue
+        if kind is not None:
+            by_kind[precision] = max(by_kind.get(precision, 0.0), value)
+        else:
+            totals.setdefault(precision, {})[sparsity] = value
+    for precision, peaks in totals.items():
+        if precision not in by_kind:
+            by_kind[precision] = peaks.get("_sparsity_off", peaks.get(None) if len(peaks) == 1 else math.nan)
+    return {k: v for k, v in by_kind.items() if not math.isnan(v)}
+
+
+def dominant_tensor_precision(ops: Dict[str, float]) -> str:
+    """The source precision that did most tensor-core operations; "" when none did any."""
+    best = max(ops.items(), key=lambda kv: kv[1], default=("", 0.0))
+    return best[0] if best[1] > 0 else ""
 
 
 def level_bytes(m: Metrics):
@@ -205,7 +275,9 @@ def kernel_fields(m: Metrics) -> Dict[str, object]:
     row["dram_bytes"], row["l2_bytes"], row["l1_bytes"] = level_bytes(m)
     for precision in PRECISION_PREFIX:
         row[f"flops_{precision}"] = precision_flops(m, precision)
-    row["flops_tensor"] = tensor_flops(m)
+    tensor = tensor_ops_by_precision(m)
+    row["flops_tensor"] = sum(tensor.values()) if tensor else tensor_flops(m)
+    row["tensor_precision"] = dominant_tensor_precision(tensor)
     row["flops"] = _sum_or_nan(*(row[f"flops_{p}"] for p in ("fp64", "fp32", "fp16", "tensor")))
     row["flop_per_s"] = achieved_flop_per_s(m)
     if math.isnan(row["flop_per_s"]):
@@ -227,11 +299,15 @@ def achieved_flop_per_s(m: Metrics) -> float:
     for p in PRECISION_PREFIX.values():
         rates = [num(m, name) for name in RATE_NAMES[p]]
         if not any(math.isnan(r) for r in rates):
-            per_cycle.append(rates[0] + rates[1] + 2 * rates[2])
+            per_cycle.append(sum(f * r for f, r in zip(op_factors(m, p), rates)))
     tensor = num(m, TENSOR_X512)
     if not math.isnan(tensor):
         per_cycle.append(tensor)
-    return sum(per_cycle) * hz if per_cycle and hz > 0 else math.nan
+    achieved = sum(per_cycle) * hz if per_cycle and hz > 0 else math.nan
+    tensor_rates = tensor_ops_by_precision(m, TENSOR_RATE)  # the tensor-core operations' own rate
+    if tensor_rates and math.isnan(tensor):
+        achieved = _sum_or_nan(achieved, sum(tensor_rates.values()))
+    return achieved
 
 
 def kernel_peaks(m: Metrics) -> Dict[str, float]:
@@ -239,8 +315,10 @@ def kernel_peaks(m: Metrics) -> Dict[str, float]:
     sm_hz = num(m, "sm__cycles_elapsed.avg.per_second")
     peaks = {}
     for precision, p in PRECISION_PREFIX.items():
-        peaks[f"flop_per_s_{precision}"] = 2 * num(m, PEAK_FMA.format(p=p)) * sm_hz
+        peaks[f"flop_per_s_{precision}"] = op_factors(m, p)[2] * num(m, PEAK_FMA.format(p=p)) * sm_hz
     peaks["flop_per_s_tensor"] = num(m, TENSOR_PEAK_X512) * sm_hz
+    for precision, per_cycle in dense_tensor_peaks(m).items():
+        peaks[f"flop_per_s_tensor_{precision}"] = per_cycle * sm_hz
     peaks["bytes_per_s_dram"] = (num(m, "dram__bytes.sum.peak_sustained")
                                  * num(m, "dram__cycles_elapsed.avg.per_second"))
     peaks["bytes_per_s_l2"] = (num(m, "lts__t_bytes.sum.peak_sustained")
@@ -254,8 +332,10 @@ PEAK_UNITS = {"flop": "FLOP/s", "bytes": "byte/s"}
 PEAK_HOW = {
     "flop_per_s_fp64": "2 x sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained x sm__cycles_elapsed.avg.per_second",
     "flop_per_s_fp32": "2 x sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained x sm__cycles_elapsed.avg.per_second",
-    "flop_per_s_fp16": "2 x sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained x sm__cycles_elapsed.avg.per_second",
+    "flop_per_s_fp16": "2 (4 where the report counts packed HFMA2: 2025.3+) x sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained x sm__cycles_elapsed.avg.per_second",
     "flop_per_s_tensor": "derived__sm__inst_executed_pipe_tensor_x512 x sm__cycles_elapsed.avg.per_second",
+    **{f"flop_per_s_tensor_{p}": f"the highest dense sm__ops_path_tensor_op_*_src_{p}*.sum.peak_sustained (no "
+       f"2:4 sparsity) x sm__cycles_elapsed.avg.per_second" for p in TENSOR_PRECISIONS},
     "bytes_per_s_dram": "dram__bytes.sum.peak_sustained x dram__cycles_elapsed.avg.per_second",
     "bytes_per_s_l2": "lts__t_bytes.sum.peak_sustained x lts__cycles_elapsed.avg.per_second",
     "bytes_per_s_l1": "l1tex__t_bytes.sum.peak_sustained x l1tex__cycles_elapsed.avg.per_second",
