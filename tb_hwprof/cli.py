@@ -312,8 +312,35 @@ def os_error_text(e: OSError) -> str:
     return f"{e.strerror or type(e).__name__} on {where}"
 
 
+NCU_REP_MAGIC = b"NVR\x00"
+
+
+def load_ncu_report_first(args) -> None:
+    """Import NVIDIA's ncu_report before pandas when this command reads an Nsight Compute report (a
+    file given starts with its magic, or `profile ncu`): the copy Nsight Compute 2025.3 ships in
+    extras/python crashes (SIGSEGV in IMetric.unit, seen on an H200) once pyarrow, which pandas 3
+    imports, was loaded before it.  PyPI's ncu-report has no such trouble; loaded first, neither has."""
+    if "pandas" in sys.modules or "pyarrow" in sys.modules:
+        return
+    given = [v for value in vars(args).values() for v in (value if isinstance(value, list) else [value])]
+    if getattr(args, "tool", None) == "ncu" or any(_starts_with(v, NCU_REP_MAGIC) for v in given if isinstance(v, str)):
+        try:
+            import ncu_report  # noqa: F401  (optional; the reader says how to install it where needed)
+        except ImportError:
+            pass
+
+
+def _starts_with(path: str, magic: bytes) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:  # a folder, a glob, a URL, a run name: not a report file
+        return False
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    load_ncu_report_first(args)
     try:
         return args.func(args)
     except HwprofError as e:

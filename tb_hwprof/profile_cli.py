@@ -22,8 +22,9 @@ torch-tb-profiler finds it).  Nothing a profiler wrote is ever deleted: a pass t
 that fails or Ctrl-C leave the capture folder as it is, and the error names it and the one
 `tb-hwprof export ... --join ...` command that retries from it.
 
-Correctness of the join on a real trace + ncu pair is not validated yet (see analysis/join.py); the
-process handling is tested against fake `ncu` / `nsys` executables and a real CPU PyTorch run.
+The join is checked on a real H200 trace + ncu pair (tests/test_h200_pair.py) and by
+scripts/gpu_check/check.py wherever a GPU is at hand; the process handling is tested against fake
+`ncu` / `nsys` executables and a real CPU PyTorch run.
 """
 from __future__ import annotations
 
@@ -329,8 +330,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-# ncu's line for each kernel it profiled: '==PROF== Profiling "name" - 3: 0%....50%....100% - 38 passes'
-NCU_PROFILED = re.compile(r'^==PROF== Profiling ".*" - \d+: .*100% - \d+ pass')
+# ncu's line for each kernel it profiled: '==PROF== Profiling "name" - 3: 0%....50%....100% - 38 passes',
+# 2025.3 with --launch-count: '==PROF== Profiling "name" - 4 (5/20): 0%....50%....100% - 38 passes'.
+NCU_PROFILED = re.compile(r'^==PROF== Profiling ".*" - \d+(?: \(\d+/\d+\))?: .*100% - \d+ pass')
 
 
 @dataclasses.dataclass
@@ -526,7 +528,8 @@ examples:
 The program runs with tb_hwprof/profile_boot first on PYTHONPATH: it captures --steps optimizer
 steps (torch.optim's step hook; a program without an optimizer calls tb_hwprof.profile_env.step()
 once per iteration) after --skip-steps, in every pass; --steps 0 captures the whole program.
-Correctness of the trace+ncu join on a real pair is not validated yet.
+A --capture-dir that holds files gets a fresh capture-<time> folder inside it; a failed export keeps
+the capture and prints the export --join command that retries it.
 """
 
 

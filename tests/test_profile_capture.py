@@ -189,7 +189,7 @@ def test_a_good_capture_moves_into_the_run_which_names_it_there(fakes, monkeypat
 NCU_LINES = ['==PROF== Connected to process 1234',
              '==PROF== Profiling "elementwise_kernel" - 0: 0%....50%....100% - 38 passes',
              'step 3 loss 6.9',
-             '==PROF== Profiling "nvjet_sm90_tst_192x192" - 1: 0%....50%....100% - 38 passes',
+             '==PROF== Profiling "nvjet_sm90_tst_192x192..." - 1 (2/4): 0%....50%....100% - 38 passes',  # 2025.3
              '==PROF== Profiling "Kernel" - 2: 0%....50%....']  # cut short: not done
 
 
@@ -217,3 +217,35 @@ def test_the_ncu_pass_is_announced_with_its_kernels_and_time(fakes, monkeypatch,
                            f"distinct kernel, grid and block)")
     assert f"ncu profiles {min(3, len(kernels))} of them (--launch-count 3): about " in line
     assert f"{min(3, len(kernels)) * 2.4:.0f} s at ~2.4 s a kernel (--set full" in line
+
+
+def test_the_cli_loads_ncu_report_before_pandas_for_a_report(samples_dir, tmp_path, ncu_report_module):
+    """Nsight Compute 2025.3's own copy of ncu_report crashes once pyarrow (pandas 3) was loaded
+    before it (seen on an H200): the CLI imports ncu_report first when a given file is a report or
+    the command is `profile ncu`, and not for other inputs."""
+    import subprocess
+    probe = ("import sys; from tb_hwprof.cli import build_parser, load_ncu_report_first; "
+             "load_ncu_report_first(build_parser().parse_args(sys.argv[1:])); "
+             "print('ncu_report' in sys.modules, 'pandas' in sys.modules)")
+    report = sample(samples_dir, "ncu/kprattis_gtx1650_basic_2022.4.1.ncu-rep")
+    for argv, loaded in ((["export", str(report), "--logdir", str(tmp_path)], "True"),
+                         (["profile", "ncu", "--run", "r", "--", "python", "x.py"], "True"),
+                         (["export", str(sample(samples_dir, GOOD)), "--logdir", str(tmp_path)], "False")):
+        out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True).stdout
+        assert out.split() == [loaded, "False"], argv
+
+
+def test_a_bundled_ncu_report_loaded_after_pyarrow_is_refused_with_the_fix(tmp_path):
+    """The reader refuses Nsight Compute's single-file copy (extras/python/ncu_report.py) when pyarrow
+    came first, with one line naming it and PyPI's package; here a module file of that name and an
+    empty pyarrow module object stand in for them (the crash itself needs both, seen on an H200)."""
+    import subprocess
+    (tmp_path / "ncu_report.py").write_text("")
+    probe = ("import sys, types; from tb_hwprof.readers.nvidia.ncu_rep import import_ncu_report\n"
+             "sys.modules.setdefault('pyarrow', types.ModuleType('pyarrow'))\n"
+             "try:\n    import_ncu_report()\nexcept Exception as e:\n    print(type(e).__name__, e)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.startswith(f"MissingDependency {tmp_path / 'ncu_report.py'}: Nsight Compute's own copy of ncu_report "
+                          f"crashes once pyarrow is loaded")
+    assert "pip install 'tb-hwprof[ncu]'" in out

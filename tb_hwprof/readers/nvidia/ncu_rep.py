@@ -8,9 +8,12 @@ run's notes list the others):
 - the container is walked: it must end where its last block says, each block
   must hold the records its header counts, and each record must parse whole;
   the launches it declares must all reach us;
-- per launch: a kernel name, metric names that are text and follow Nsight
-  Compute's grammar (rollup/submetric words from ncu_report's own enums), each
-  listed metric stored, text values that read as text;
+- per launch: a kernel name and each listed metric stored;
+- per metric: a name that is text and follows Nsight Compute's grammar (MetricGrammar:
+  a name a newer Nsight Compute could write is data), text values that read as
+  text.  A metric that fails is dropped and listed in the run's notes, the launch
+  kept: damage costs only what it touched (a launch left without any sound
+  metric is a damaged launch);
 - what ncu_report's protobuf code prints on stderr (a record it could not
   parse) is collected, not leaked, and is damage.
 A flipped bit inside a metric value, or one that renames a metric into another
@@ -40,10 +43,17 @@ _VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+)(?:\.\d+)? \(build \d+\)")
 
 
 def import_ncu_report():
+    """NVIDIA's module.  Nsight Compute's own copy (extras/python/ncu_report.py, 2025.3 on an H200)
+    crashes the process in IMetric.unit when pyarrow (which pandas 3 imports) was loaded before it:
+    refused then with how to get one that does not (PyPI's ncu-report is a package, and is fine)."""
+    after_pyarrow = "ncu_report" not in sys.modules and "pyarrow" in sys.modules
     try:
         import ncu_report  # noqa: WPS433 (optional, proprietary: imported on use)
     except ImportError:
         raise MissingDependency(f"reading .ncu-rep files needs NVIDIA's ncu_report: {INSTALL_HINT}") from None
+    if after_pyarrow and Path(getattr(ncu_report, "__file__", "") or "").name == "ncu_report.py":
+        raise MissingDependency(f"{ncu_report.__file__}: Nsight Compute's own copy of ncu_report crashes once pyarrow "
+                                f"is loaded (pandas imports it) -- {INSTALL_HINT}, or import ncu_report before pandas")
     return ncu_report
 
 
@@ -622,6 +632,8 @@ def section_rows(action) -> List[dict]:
     description, part (header / body), position and the metric's name and label.  `regex:` entries
     are patterns of a section file, not metrics: left out."""
     out = []
+    if not hasattr(action, "sections"):  # ncu_report before 2026.x (Nsight Compute 2025.3's extras/python has none)
+        return out
     with library_call():
         for section in action.sections():
             about = {"section_id": section.identifier(), "title": section.name(), "order": int(section.order()),
