@@ -3,7 +3,7 @@
 The profilers are FAKES (tests/fake_tools: they record their argv, run the program and copy a real
 sample report where the real tool would write one): these tests check the command lines, the
 passes, the logs, the errors and where the files end up -- never the join's correctness (that is
-tests/test_join.py, on real files; on a real trace + ncu pair it is not validated: none exists).
+tests/test_join.py and tests/test_h200_pair.py, on real files and a real H200 trace + ncu pair).
 The PyTorch pass is real: the CPU build of torch profiles a tiny training script.
 """
 import gzip
