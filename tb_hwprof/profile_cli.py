@@ -403,11 +403,15 @@ def place_and_export(files: Captured, o: ProfileOptions, progress, folder: Path)
     except Exception as e:
         message = str(e) if isinstance(e, HwprofError) else f"unexpected {type(e).__name__}: {e}"
         raise HwprofError(f"{message}; {capture_kept(files, o, folder)}") from e
-    if run_dir.exists():  # --overwrite: an earlier profile's traces would sit beside the new one
-        for old in run_dir.glob("*.pt.trace.json*"):
-            old.unlink()
-    for path, target in placed.items():
-        _move_to(path, target)
+    try:
+        if run_dir.exists():  # --overwrite: an earlier profile's traces would sit beside the new one
+            for old in run_dir.glob("*.pt.trace.json*"):
+                old.unlink()
+        for path, target in placed.items():
+            _move_to(path, target)
+    except OSError as e:  # a full disk, say: the run is complete, the files not moved are where they were
+        raise HwprofError(f"{run_dir}: the run is written but moving the captured files into it failed "
+                          f"({e.strerror or e}); what was not moved is still in {folder}") from e
     return run_dir
 
 

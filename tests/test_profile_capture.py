@@ -174,6 +174,22 @@ def test_an_interrupted_export_keeps_the_capture(fakes, monkeypatch, capsys):
     assert not Path("L/i").exists()
 
 
+def test_a_disk_full_while_moving_the_capture_says_where_the_files_are(fakes, monkeypatch, capsys):
+    """The export succeeded; moving the files into the run fails (no space): one line naming the run
+    and the capture folder, which still holds what did not move."""
+    import errno
+
+    def no_space(source, target):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(P.shutil, "move", no_space)
+    rc, err = profile(fakes, monkeypatch, capsys, fakes["good"], "full", "--capture-dir", "capf")
+    assert rc == 1 and len(err) == 1
+    assert err[0] == ("tb-hwprof: error: L/full: the run is written but moving the captured files into it failed "
+                      "(No space left on device); what was not moved is still in capf")
+    assert Path("capf/profile.sqlite").read_bytes() == fakes["good"].read_bytes()
+    assert Path("L/full/plugins/tb_hwprof/profile.json").is_file()
+
+
 def test_a_good_capture_moves_into_the_run_which_names_it_there(fakes, monkeypatch, capsys):
     """The run holds the captured files and its provenance names them where they now lie; the
     temporary capture folder is gone."""
