@@ -68,8 +68,17 @@ def _classify(work: Callable[[], str], done_kind: str) -> Tuple[str, str, str, s
         return "crash", str(e)[:500], type(e).__name__, traceback.format_exc()[-TRACEBACK_TAIL:]
 
 
+def _address_space_bytes() -> int:
+    """This process's virtual memory size now (/proc/self/statm, in pages)."""
+    return int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _child(connection, work: Callable[[], str], done_kind: str) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
+    # The cap bounds what the child adds to what it inherited: a test process that has read big reports
+    # can map more than CHILD_MEMORY_BYTES already, and under an absolute cap the child could not even
+    # start a thread (ThreadPoolExecutor waited forever: a "hang" at 0 s of CPU).
+    limit = _address_space_bytes() + CHILD_MEMORY_BYTES
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     connection.send(_classify(work, done_kind))
     connection.close()
 

@@ -290,8 +290,10 @@ def check_container(path: Path, data: bytes) -> Container:
 
 
 def tool_version(data: bytes) -> str:
-    """Nsight Compute writes its version ("2024.2.1.0 (build ...)") near the start; very old ones do not."""
-    match = _VERSION_RE.search(data[: 4 << 20])
+    """Nsight Compute writes its version ("2024.2.1.0 (build ...)") in the session record: in the first
+    4 MB up to 2025.1, at 6.3 MB of the 136 MB 2025.3.1 H200 report (after its first block); very old
+    ones write none.  The whole file is searched (a few ms per 100 MB)."""
+    match = _VERSION_RE.search(data)
     return match.group(1).decode() if match else ""
 
 
