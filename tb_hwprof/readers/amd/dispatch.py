@@ -4,6 +4,7 @@ reading, dispatch rows -> kernels table, raw rows, duration statistics, provenan
 from __future__ import annotations
 
 import csv
+import re
 import io
 import math
 from pathlib import Path
@@ -139,6 +140,25 @@ def numeric_column(table: pd.DataFrame, field: str) -> pd.Series:
     return checked_numbers(table, name) if name else pd.Series(np.nan, index=table.index, dtype="float64")
 
 
+# rocprofv3 (rocprofiler-sdk) writes an agent as its index's kind and number ("Agent 1", "GPU 0" with
+# --agent-index type-relative), rocpd convert likewise; older versions wrote the bare number.
+AGENT_LABEL = re.compile(r"^\s*(?:Agent|GPU|CPU)[ -]?(\d+)\s*$")
+
+
+def device_column(table: pd.DataFrame) -> pd.Series:
+    """The device number of each dispatch: a number, or an agent label ("Agent 1", "GPU 0") read as its
+    number; anything else in the column is damage (checked_numbers)."""
+    name = column(table, "device")
+    if name is None:
+        return pd.Series(np.nan, index=table.index, dtype="float64")
+    cells = table[name]
+    if not pd.api.types.is_numeric_dtype(cells):
+        labels = cells.astype(str).str.extract(AGENT_LABEL, expand=False)
+        if labels.notna().any():
+            table = table.assign(**{name: labels.where(labels.notna(), cells)})
+    return checked_numbers(table, name)
+
+
 def checked_numbers(table: pd.DataFrame, name: str, at_least: float = -INT64_LIMIT) -> pd.Series:
     """`numeric` of a column the model relies on, refusing cells that are text but not a number, or a
     number outside int64 (or below `at_least`): blank cells stay NaN (a field the row lacks)."""
@@ -184,6 +204,18 @@ def fitting_numbers(source: str, name: str, cells: pd.Series, values: pd.Series,
     return values
 
 
+# A file merging several processes (rocpd convert of several databases: a leading Guid column; counter
+# collection: Process_Id) numbers dispatches per process: a dispatch is (process, dispatch id).
+PROCESS_COLUMNS = ("Guid", "Process_Id")
+
+
+def dispatch_keys(table: pd.DataFrame, name: str) -> pd.Series:
+    """Each row's dispatch as text: its id, with its process where the file names one."""
+    ids = table[name].astype(str).str.strip()
+    process = next((c for c in PROCESS_COLUMNS if c in table.columns), None)
+    return ids if process is None else table[process].astype(str).str.strip() + "/" + ids
+
+
 def refuse_repeated_dispatches(table: pd.DataFrame) -> None:
     """A trace lists each dispatch once: a dispatch id on several rows is a duplicated (damaged) row;
     without ids (rocprofv3's older columns), a row repeated whole, timestamps included.
@@ -197,8 +229,8 @@ def refuse_repeated_dispatches(table: pd.DataFrame) -> None:
             raise InputError(source_of(table), f"data row {int(np.flatnonzero(whole.to_numpy())[0]) + 1} repeats an "
                              "earlier row cell for cell: a trace lists each dispatch once", DAMAGED_FIX)
         return
-    ids = table[name].astype(str).str.strip()
-    repeated = ids.duplicated(keep=False) & (ids != "")
+    ids = dispatch_keys(table, name)
+    repeated = ids.duplicated(keep=False) & (table[name].astype(str).str.strip() != "")
     if repeated.any():
         rows = np.flatnonzero(repeated.to_numpy())
         first = ids.iloc[rows[0]]
@@ -295,7 +327,7 @@ def dispatch_kernels(table: pd.DataFrame) -> Tuple[pd.DataFrame, List[str]]:
     frame = pd.DataFrame({
         "name": full.map(lambda n: names[n][0]),
         "demangled_name": full.map(lambda n: names[n][1]),
-        "device": numeric_column(table, "device"),
+        "device": device_column(table),
         "stream": numeric_column(table, "queue"),  # HSA queue: the closest thing to a stream
         "start_ns": start, "end_ns": end,
         "duration_ns": (end - start).astype("float64"),  # negative durations are kept (and noted)

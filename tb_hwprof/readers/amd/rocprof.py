@@ -29,7 +29,7 @@ import pandas as pd
 from ...errors import InputError
 from ...model import Device, Profile, normalise_kernels
 from . import devices as amd_devices
-from .dispatch import (refuse_calls_ending_before_start, CSV_FIX, DAMAGED_FIX, INT64_LIMIT, ALIASES, PER_DIMENSION, checked_numbers, column,
+from .dispatch import (refuse_calls_ending_before_start, CSV_FIX, DAMAGED_FIX, INT64_LIMIT, ALIASES, PER_DIMENSION, checked_numbers, column, dispatch_keys,
                        devices_for, dispatch_kernels, kernel_stats, measured_values, numeric, one_line, provenance,
                        raw_rows, read_table, read_text, refuse_blank_cells, refuse_repeated_dispatches,
                        require_columns, shown, source_of, stats_of, with_units)
@@ -213,14 +213,15 @@ def read_counter_collection(path: Path) -> Profile:
     if key is None:
         raise InputError(path, "no Dispatch_Id or Correlation_Id column to group the counters by", DAMAGED_FIX)
     refuse_blank_cells(table, (key, "Kernel_Name", "Counter_Name", "Counter_Value"))
-    first = table.drop_duplicates(key).reset_index(drop=True)
+    dispatch = dispatch_keys(table, key)  # (process, dispatch): ids restart per process in a merged file
+    first = table[~dispatch.duplicated()].reset_index(drop=True)
     first.attrs["source"] = str(path)
     kernels, notes = dispatch_kernels(first)
     # Counter_Value per dispatch and counter; v3 sums the instances of a counter per dispatch already.
-    values = table.assign(_v=measured_values(table, "Counter_Value"))
-    per = values.groupby([key, "Counter_Name"], sort=False)["_v"].sum(min_count=1)
+    values = table.assign(_v=measured_values(table, "Counter_Value"), _dispatch=dispatch)
+    per = values.groupby(["_dispatch", "Counter_Name"], sort=False)["_v"].sum(min_count=1)
     raw = raw_rows(first, skip=("Counter_Name", "Counter_Value"))
-    for i, dispatch in enumerate(first[key]):
+    for i, dispatch in enumerate(dispatch[~dispatch.duplicated()]):
         for (_, counter), v in per.loc[[dispatch]].items():
             raw[i][counter] = [None if math.isnan(v) else float(v), ""]
     long = with_units(pd.DataFrame({"dispatch": checked_numbers(table, key), "kernel": table["Kernel_Name"],

@@ -1,0 +1,88 @@
+"""What a newer profiler version writes is data, not damage (issue 27): each test takes a real sample
+and rewrites one field the way a current or newer version of the tool writes it, then checks the
+export reads it as the original's figures.  The rewrite is the only difference from the real file;
+the expected figures come from exporting the unmodified sample (or from the sample's own cells).
+"""
+import csv
+import io
+
+import pytest
+
+import tb_hwprof
+from tb_hwprof.errors import InputError
+
+from conftest import sample
+
+# rocprofv3 (rocprofiler-sdk 1.x, ROCm 6.4+) writes Agent_Id as the agent index's kind and number:
+# "Agent 1" (absolute, the default), "GPU 0" (--agent-index type-relative); older versions wrote "1".
+AGENT_FORMS = ("Agent {}", "GPU {}")
+V3_CSVS = ("rocprof/v3_docs_kernel_trace_newer.csv", "rocprof/v3_docs_counter_collection_newer.csv")
+
+
+def rewritten(path, tmp_path, column, form):
+    """A copy of the CSV with every cell of `column` written as `form.format(cell)`."""
+    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+    at = rows[0].index(column)
+    for row in rows[1:]:
+        if row:
+            row[at] = form.format(row[at])
+    out = tmp_path / path.name
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+    return out
+
+
+@pytest.mark.parametrize("name", V3_CSVS)
+@pytest.mark.parametrize("form", AGENT_FORMS)
+def test_rocprofv3_agent_labels_read_as_their_device_number(name, form, samples_dir, tmp_path):
+    original = sample(samples_dir, name)
+    expected = tb_hwprof.read(original).kernels
+    labelled = tb_hwprof.read(rewritten(original, tmp_path, "Agent_Id", form)).kernels
+    assert labelled["device"].tolist() == expected["device"].tolist()
+    assert labelled.drop(columns=["device"]).equals(expected.drop(columns=["device"]))
+
+
+def test_an_agent_cell_that_is_no_label_is_still_damage(samples_dir, tmp_path):
+    original = sample(samples_dir, V3_CSVS[0])
+    with pytest.raises(InputError, match="column 'Agent_Id', data row 1: 'Agent one' is not a number"):
+        tb_hwprof.read(rewritten(original, tmp_path, "Agent_Id", "Agent one"))
+
+
+def merged(path, tmp_path, column, first=True):
+    """The CSV's rows twice, as two processes' captures merged into one file (rocpd convert of two
+    databases writes a leading Guid column; counter collection names each row's Process_Id): the
+    second copy under another process, its dispatch ids restarting as that process's do."""
+    rows = [r for r in csv.reader(io.StringIO(path.read_text(encoding="utf-8"))) if r]
+    header, body = rows[0], rows[1:]
+    if column in header:
+        at = header.index(column)
+        second = [r[:at] + [r[at] + "1"] + r[at + 1:] for r in body]
+        out_rows = [header] + body + second
+    else:
+        out_rows = [[column] + header] + [["proc-a"] + r for r in body] + [["proc-b"] + r for r in body]
+    out = tmp_path / f"merged_{path.name}"
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(out_rows)
+    return out
+
+
+@pytest.mark.parametrize("name, column", [(V3_CSVS[0], "Guid"), (V3_CSVS[1], "Process_Id")])
+def test_a_merged_multi_process_file_reads_each_process_dispatches(name, column, samples_dir, tmp_path):
+    """Dispatch ids restart per process: the same id under two processes is two dispatches, each with
+    its own counters; the same id twice within one process is still a damaged (repeated) row."""
+    original = sample(samples_dir, name)
+    expected = tb_hwprof.read(original)
+    both = tb_hwprof.read(merged(original, tmp_path, column))
+    assert len(both.kernels) == 2 * len(expected.kernels)
+    half = len(expected.kernels)
+    for part in (both.kernels.iloc[:half], both.kernels.iloc[half:]):
+        assert part["name"].tolist() == expected.kernels["name"].tolist()
+    for raws in (both.raw_metrics[:half], both.raw_metrics[half:]):
+        assert [{k: v for k, v in r.items() if k not in ("Guid", "Process_Id")} for r in raws] == \
+            [{k: v for k, v in r.items() if k not in ("Guid", "Process_Id")} for r in expected.raw_metrics]
+    if name == V3_CSVS[0]:  # no process column: the second copy repeats each dispatch id
+        doubled = tmp_path / "doubled.csv"
+        lines = original.read_text(encoding="utf-8").rstrip("\n").split("\n")
+        doubled.write_text("\n".join(lines + lines[1:]) + "\n", encoding="utf-8")
+        with pytest.raises(InputError, match="a trace lists each dispatch once"):
+            tb_hwprof.read(doubled)
