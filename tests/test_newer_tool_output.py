@@ -86,3 +86,27 @@ def test_a_merged_multi_process_file_reads_each_process_dispatches(name, column,
         doubled.write_text("\n".join(lines + lines[1:]) + "\n", encoding="utf-8")
         with pytest.raises(InputError, match="a trace lists each dispatch once"):
             tb_hwprof.read(doubled)
+
+
+# Nsight Systems declares these columns nullable in every schema we hold (2022.4 - 2026.1): a row
+# without the value is what the schema allows a newer nsys to write, not damage.
+NSYS = "nsys/testcuda_rtx4060ti_2026.1.1.sqlite"
+NULLABLE = [("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"), ("ThreadNames", "globalTid"), ("PROCESSES", "pid"),
+            ("ENUM_CUDA_MEMCPY_OPER", "label")]
+
+
+@pytest.mark.parametrize("table, column", NULLABLE)
+def test_nsys_nullable_columns_left_null_export(table, column, samples_dir, tmp_path):
+    import shutil
+    import sqlite3
+    original = sample(samples_dir, NSYS)
+    copy = tmp_path / "null.sqlite"
+    shutil.copyfile(original, copy)
+    with sqlite3.connect(copy) as conn:
+        declared = {row[1]: row[3] for row in conn.execute(f"PRAGMA table_info({table})")}
+        assert declared[column] == 0, f"{table}.{column} is NOT NULL in this schema"
+        assert conn.execute(f"UPDATE {table} SET {column} = NULL WHERE rowid = (SELECT min(rowid) FROM {table})"
+                            ).rowcount == 1
+    expected, nulled = tb_hwprof.read(original), tb_hwprof.read(copy)
+    assert nulled.kernels.equals(expected.kernels)
+    assert nulled.timeline is not None

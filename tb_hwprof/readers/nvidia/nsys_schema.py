@@ -180,7 +180,9 @@ def memcpy_labels(conn, names: Set[str]) -> Dict[int, str]:
     """copyKind -> label, from the export's own enum table when it has one."""
     if "ENUM_CUDA_MEMCPY_OPER" in names:
         rows = conn.execute("SELECT rowid, id, label FROM ENUM_CUDA_MEMCPY_OPER").fetchall()
-        return {i: label for _, i, label in checked("ENUM_CUDA_MEMCPY_OPER", rows, ((int,), (str,)), ("id", "label"))}
+        # label is nullable in the schema: a kind without one is named as nsys_summaries names it.
+        return {i: label if label is not None else f"kind {i}"
+                for _, i, label in checked("ENUM_CUDA_MEMCPY_OPER", rows, ((int,), (str, type(None))), ("id", "label"))}
     return dict(MEMCPY_KINDS)
 
 

@@ -378,7 +378,9 @@ def _notes(meta: Dict[str, str], names: Set[str], kernels: pd.DataFrame) -> List
 
 # ---------------------------------------------------------------- fetch and entry point
 
-API_EXPRS = ["start", "end", "globalTid", "coalesce(correlationId, -1)", "nameId"]
+# globalTid is nullable in every schema (2022.4 - 2026.1): a call without one goes to thread 0, as the
+# kernel, NVTX and OS runtime rows' ids already do.
+API_EXPRS = ["start", "end", "coalesce(globalTid, 0)", "coalesce(correlationId, -1)", "nameId"]
 
 
 @dataclasses.dataclass

@@ -96,16 +96,17 @@ def _thread_names(conn, names: Set[str], gtids: np.ndarray) -> Dict[int, str]:
     rows = conn.execute("SELECT t.rowid, t.globalTid, s.value FROM ThreadNames t "
                         "JOIN StringIds s ON s.id = t.nameId").fetchall()
     wanted = set(gtids.tolist())
-    return {g: v for _, g, v in checked("ThreadNames", rows, ((int,), (str,)), ("globalTid", "nameId"))
-            if g in wanted}
+    # globalTid is nullable in the schema: a name without its thread names nothing.
+    return {g: v for _, g, v in checked("ThreadNames", rows, ((int, type(None)), (str,)), ("globalTid", "nameId"))
+            if g is not None and g in wanted}
 
 
 def _process_names(conn, names: Set[str]) -> Dict[int, str]:
     if "PROCESSES" not in names:
         return {}
     rows = checked("PROCESSES", conn.execute("SELECT rowid, pid, name FROM PROCESSES").fetchall(),
-                   ((int,), (str, type(None))), ("pid", "name"))
-    return {pid: name or "" for _, pid, name in rows}
+                   ((int, type(None)), (str, type(None))), ("pid", "name"))
+    return {pid: name or "" for _, pid, name in rows if pid is not None}  # pid is nullable in the schema
 
 
 def cpu_tracks(conn, names: Set[str], gtids: np.ndarray) -> Tuple[List[Track], np.ndarray]:
