@@ -11,7 +11,7 @@ import pytest
 import tb_hwprof
 from tb_hwprof.errors import InputError
 
-from conftest import sample
+from conftest import required, sample
 
 # rocprofv3 (rocprofiler-sdk 1.x, ROCm 6.4+) writes Agent_Id as the agent index's kind and number:
 # "Agent 1" (absolute, the default), "GPU 0" (--agent-index type-relative); older versions wrote "1".
@@ -110,3 +110,46 @@ def test_nsys_nullable_columns_left_null_export(table, column, samples_dir, tmp_
     expected, nulled = tb_hwprof.read(original), tb_hwprof.read(copy)
     assert nulled.kernels.equals(expected.kernels)
     assert nulled.timeline is not None
+
+
+def test_a_sysinfo_field_the_tool_could_not_query_is_absent_not_damage(samples_dir, tmp_path):
+    """rocprof-compute writes "nan" for a field it cannot query on a GPU: read as an absent cell (the
+    peaks that need it fall back as for an empty one); "inf" there is still a damaged cell."""
+    import shutil
+    original = required(samples_dir / "rocprof/omniperf_vcopy_mi200", "the MI200 omniperf workload", "TB_HWPROF_SAMPLES")
+    copy = tmp_path / "workload"
+    shutil.copytree(original, copy)
+    rows = list(csv.reader(io.StringIO((copy / "sysinfo.csv").read_text(encoding="utf-8"))))
+    at = rows[0].index("max_mclk")
+    expected = tb_hwprof.read(original)
+    for cell, empty in (("nan", ""), ("", "")):
+        rows[1][at] = cell
+        with open(copy / "sysinfo.csv", "w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(rows)
+        profile = tb_hwprof.read(copy)
+        assert profile.kernels.equals(expected.kernels)
+        if cell == "nan":
+            as_nan = profile.devices[0].to_dict()
+        else:
+            assert profile.devices[0].to_dict() == as_nan  # "nan" reads as the empty cell does
+    rows[1][at] = "inf"
+    with open(copy / "sysinfo.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    with pytest.raises(InputError, match="max_mclk is 'inf', not a finite number"):
+        tb_hwprof.read(copy)
+
+
+@pytest.mark.parametrize("device_id", ["cuda:0", {"index": 0}, 0.0])
+def test_a_kineto_device_without_an_integer_id_is_left_out(device_id, samples_dir, tmp_path):
+    """A deviceProperties entry whose id is not an integer (another writer's form) is left out of the
+    devices, as one without an id; the trace's operators and kernels read as before."""
+    import json
+    original = sample(samples_dir, "torch/kineto_h100_cuda129_small.json")
+    document = json.loads(original.read_text(encoding="utf-8"))
+    assert isinstance(document["deviceProperties"][0]["id"], int)
+    document["deviceProperties"][0]["id"] = device_id
+    copy = tmp_path / "trace.json"
+    copy.write_text(json.dumps(document), encoding="utf-8")
+    expected, read = tb_hwprof.read(original), tb_hwprof.read(copy)
+    assert read.kernels.equals(expected.kernels)
+    assert [d.id for d in read.devices] == [d.id for d in expected.devices][1:]

@@ -85,10 +85,13 @@ def read_sysinfo(folder: Path) -> Dict[str, str]:
     if not rows:
         raise InputError(folder / "sysinfo.csv", "empty sysinfo.csv", "re-run rocprof-compute profile")
     info = {k.strip(): (v or "").strip() for k, v in rows[0].items() if k}
-    for key, value in info.items():
-        if not math.isfinite(num(info, key, 0.0)):  # a clock or unit count of inf / nan is a damaged cell
+    for key, value in list(info.items()):
+        number = num(info, key, 0.0)
+        if math.isinf(number):  # a clock or unit count of inf is a damaged cell
             raise InputError(folder / "sysinfo.csv", f"{key} is {csvtext.shown(value)}, not a finite number: "
                              "the file is damaged", DAMAGED_FIX)
+        if math.isnan(number):  # what the tool could not query on this GPU ("nan"): absent, as an empty cell
+            del info[key]
     return info
 
 

@@ -304,7 +304,9 @@ def _step_number(name: str) -> int:
 def _devices(properties: List[dict]) -> List[Device]:
     devices = []
     for p in properties:
-        if not isinstance(p, dict) or "id" not in p:
+        # A device without an integer id ("cuda:0", an object: a newer or another writer's form) cannot be
+        # matched to the events' device numbers: left out, as one without an id.
+        if not isinstance(p, dict) or not isinstance(p.get("id"), int) or isinstance(p.get("id"), bool):
             continue
         name = str(p.get("name", ""))
         amd = "AMD" in name or "Instinct" in name or "gcnArchName" in p or "Radeon" in name
