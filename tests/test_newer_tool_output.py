@@ -153,3 +153,19 @@ def test_a_kineto_device_without_an_integer_id_is_left_out(device_id, samples_di
     expected, read = tb_hwprof.read(original), tb_hwprof.read(copy)
     assert read.kernels.equals(expected.kernels)
     assert [d.id for d in read.devices] == [d.id for d in expected.devices][1:]
+
+
+def test_a_vtune_summary_with_a_column_more_reads_its_three(samples_dir, tmp_path):
+    """A summary report whose header has a column after Hierarchy Level / Metric Name / Metric Value
+    (as a newer VTune could add, a unit or a description): the three read as before, the rest is noted."""
+    original = sample(samples_dir, "vtune/vtune_summary_tab.csv")
+    lines = original.read_text(encoding="utf-8").splitlines()
+    widened = tmp_path / "summary.csv"
+    widened.write_text("\n".join([lines[0] + "\tMetric Description"] + [line + "\tsomething" if line.count("\t") == 2
+                                                                          else line for line in lines[1:]]) + "\n",
+                       encoding="utf-8")
+    expected, read = tb_hwprof.read(original), tb_hwprof.read(widened)
+    assert read.summaries["vtune_summary"].equals(expected.summaries["vtune_summary"])
+    added = [n for n in read.notes if n not in expected.notes]
+    assert added == ["columns after Hierarchy Level, Metric Name, Metric Value left out: 'Metric Description'"]
+    assert [n for n in read.notes if n in expected.notes] == expected.notes

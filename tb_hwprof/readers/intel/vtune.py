@@ -232,8 +232,9 @@ def summary_level(record: List[str]) -> int:
         return -1
 
 
-def summary_rows(path: Path, rows: List[Tuple[int, List[str]]]) -> Tuple[pd.DataFrame, List[str]]:
-    """The summary report: (level, metric, value) rows; a ragged row is a sub-table header, kept as text."""
+def summary_rows(path: Path, rows: List[Tuple[int, List[str]]], width: int = 3) -> Tuple[pd.DataFrame, List[str]]:
+    """The summary report: (level, metric, value) rows; a row wider than the header (`width` cells) is a
+    sub-table header, kept as text."""
     records, stack, ragged = [], [], 0
     for line, r in rows:
         level = summary_level(r)
@@ -241,7 +242,7 @@ def summary_rows(path: Path, rows: List[Tuple[int, List[str]]]) -> Tuple[pd.Data
             raise InputError(path, f"line {line}: a summary row without a hierarchy level and metric name "
                              f"({csvtext.shown(r[0] if r else '')} ...): the file is damaged", CSV_FIX)
         metric = r[1].strip() if len(r) > 1 else ""
-        rest = [c for c in r[2:]]
+        rest = r[2:] if len(r) > width else r[2:3]
         ragged += len(rest) > 1
         text = " | ".join(c.strip() for c in rest) if len(rest) > 1 else (rest[0].strip() if rest else "")
         stack = stack[:level] + [metric]
@@ -297,11 +298,14 @@ def read_vtune(path) -> Profile:
     header, rows, delim = read_rows(path, text)
     delim_name = {",": "comma", "\t": "tab", ";": "semicolon"}[delim]
     devices: List[Device] = []
-    if header[0] == SUMMARY_HEADER[0] and header != SUMMARY_HEADER:
+    if header[0] == SUMMARY_HEADER[0] and header[:3] != SUMMARY_HEADER:
         raise InputError(path, f"a summary report's header is {SUMMARY_HEADER}, this one {len(header)} cell(s) "
                          f"({', '.join(csvtext.shown(h, 20) for h in header[:4])}): the file is damaged", CSV_FIX)
-    if header == SUMMARY_HEADER:
-        table, notes = summary_rows(path, rows)
+    if header[:3] == SUMMARY_HEADER:  # columns after these three: a newer VTune's, left out (noted)
+        table, notes = summary_rows(path, rows, width=len(header))
+        if len(header) > 3:
+            notes.append(f"columns after {', '.join(SUMMARY_HEADER)} left out: "
+                         f"{', '.join(csvtext.shown(h, 30) for h in header[3:])}")
         summaries, devices = {"vtune_summary": table}, cpu_device(path, table)
     else:
         frame, units = table_frame(header, table_rows(path, header, rows))
