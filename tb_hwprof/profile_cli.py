@@ -77,6 +77,7 @@ class ProfileOptions:
     replay_mode: str = "kernel"
     duration_s: Optional[int] = 600
     overwrite: bool = False
+    per_config: bool = True  # ncu profiles each (kernel, grid, block) once; False: by launch order (--by-order)
 
     @property
     def ranged(self) -> bool:
@@ -92,10 +93,12 @@ def ncu_argv(o: ProfileOptions, out_stem: Path) -> List[str]:
             "--cache-control", "all", "--set", o.ncu_set]
     if o.kernels:
         argv += ["--kernel-name-base", "function", "--kernel-name", f"regex:{o.kernels}"]
+    if o.per_config:  # each launch configuration once (--launch-skip / --launch-count count per configuration)
+        argv += ["--filter-mode", "per-launch-config"]
     if o.launch_skip:
         argv += ["--launch-skip", str(o.launch_skip)]
-    if o.launch_count is not None:
-        argv += ["--launch-count", str(o.launch_count)]
+    if o.launch_count is not None or o.per_config:
+        argv += ["--launch-count", str(o.launch_count if o.launch_count is not None else 1)]
     if o.ranged:
         argv += ["--profile-from-start", "off"]  # the steps' cudaProfilerStart/Stop range only
     return argv + ["--export", str(out_stem), "--force-overwrite", "--", *o.command]
@@ -261,7 +264,8 @@ def options_of(args) -> ProfileOptions:
     return ProfileOptions(tool=args.tool, command=command, logdir=args.logdir, run=args.run, steps=args.steps,
                           skip=args.skip_steps, kernels=args.kernels, launch_skip=args.launch_skip,
                           launch_count=args.launch_count, ncu_set=args.set, clock_control=args.clock_control,
-                          replay_mode=args.replay_mode, duration_s=args.duration, overwrite=args.overwrite)
+                          replay_mode=args.replay_mode, duration_s=args.duration, overwrite=args.overwrite,
+                          per_config=not args.by_order)
 
 
 @dataclasses.dataclass
@@ -273,6 +277,7 @@ class Captured:
     counters: Optional[Path]
     logs: Path
     filters: object = None  # analysis.join.JoinFilters
+    per_config: bool = False  # the counter report holds one launch per configuration: joined per configuration
     keep: Optional[Path] = None  # the folder holding `counters`, moved whole (a rocprof-compute workload)
 
     def moves(self) -> List[Path]:
@@ -296,7 +301,7 @@ def capture_ncu(capture: Capture) -> Captured:
     capture.run_pass("ncu", ncu_argv(o, stem), "cuda-range" if o.ranged else None,
                      NcuProgress(asked, capture.progress).line)
     report = one_file(capture.folder, f"{REPORT_STEM}.ncu-rep", "Nsight Compute reports", capture.folder / LOGS / "ncu.log")
-    return Captured(trace, report, capture.folder / LOGS, filters)
+    return Captured(trace, report, capture.folder / LOGS, filters, per_config=o.per_config)
 
 
 # Seconds Nsight Compute takes per kernel, per section set: measured on an H200 (Nsight Compute
@@ -309,6 +314,8 @@ def ncu_estimate(trace: Path, filters, o: ProfileOptions, progress: Callable[[st
     """Say, before the ncu pass, how many kernels the trace pass saw in the captured steps, how many
     of them ncu is asked to profile, and about how long it will take; the number asked (None when
     the trace cannot be read here: the pass runs all the same)."""
+    import numpy as np
+    import pandas as pd
     from .analysis.join import expected_launches
     from .analysis.pipeline import read_report
     try:
@@ -316,13 +323,20 @@ def ncu_estimate(trace: Path, filters, o: ProfileOptions, progress: Callable[[st
     except Exception as e:  # the estimate is advice: the export reads the trace again and says what is wrong
         progress(f"ncu pass: no estimate ({trace}: {e})")
         return None
-    asked = len(expected_launches(kernels, filters))
-    configurations = len(kernels.groupby(["name", "grid", "block"], dropna=False, sort=False)) if len(kernels) else 0
+    configurations = kernels.groupby(["name", "grid", "block"], dropna=False, sort=False).size() \
+        if len(kernels) else pd.Series(dtype=int)
+    if o.per_config:  # per configuration: --launch-skip of its launches, then --launch-count (default 1)
+        named = expected_launches(kernels, type(filters)(filters.kernel_name, filters.name_base))
+        counts = kernels.iloc[named].groupby(["name", "grid", "block"], dropna=False, sort=False).size()
+        asked = int(np.minimum(np.maximum(counts.to_numpy() - o.launch_skip, 0), o.launch_count or 1).sum())
+        how = f"each configuration {o.launch_count or 1} time(s), --filter-mode per-launch-config"
+    else:
+        asked, how = len(expected_launches(kernels, filters)), filters.text()
     per_kernel = NCU_SECONDS_PER_KERNEL.get(o.ncu_set)
     took = (f"about {_duration(asked * per_kernel)} at ~{per_kernel} s a kernel (--set {o.ncu_set}, measured on an H200)"
             if per_kernel else f"--set {o.ncu_set}: the time per kernel shows once the first ones are done")
-    progress(f"ncu pass: the trace pass saw {len(kernels)} kernel launches ({configurations} distinct kernel, grid and "
-             f"block) in the captured steps; ncu profiles {asked} of them ({filters.text()}): {took}")
+    progress(f"ncu pass: the trace pass saw {len(kernels)} kernel launches ({len(configurations)} distinct kernel, grid "
+             f"and block) in the captured steps; ncu profiles {asked} of them ({how}): {took}")
     return asked
 
 
@@ -420,7 +434,7 @@ def export_captured(files: Captured, o: ProfileOptions, progress, located: Dict[
     (the run's provenance names those paths, not the capture folder's)."""
     if files.counters is not None:
         return export_joined(files.primary, files.counters, o.logdir, o.run, files.filters, overwrite=o.overwrite,
-                             beside=True, progress=progress, located=located)
+                             beside=True, progress=progress, located=located, per_config=files.per_config)
     from .analysis.pipeline import export_reports
     return export_reports([files.primary], o.logdir, [o.run], overwrite=o.overwrite, beside=True, progress=progress,
                           located=located)[0]
@@ -431,13 +445,13 @@ def capture_kept(files: Captured, o: ProfileOptions, folder: Path) -> str:
     inputs = [files.primary] + ([files.counters] if files.counters is not None else [])
     argv = ["tb-hwprof", "export", *map(str, inputs)]
     if files.counters is not None:
-        argv.append("--join")
+        argv += ["--join", "--per-config"] if files.per_config else ["--join"]
         filters = files.filters
         if filters is not None and filters.kernel_name:
             argv += ["--kernel-name", filters.kernel_name, "--kernel-name-base", filters.name_base]
-        if filters is not None and filters.launch_skip:
+        if filters is not None and filters.launch_skip and not files.per_config:
             argv += ["--launch-skip", str(filters.launch_skip)]
-        if filters is not None and filters.launch_count is not None:
+        if filters is not None and filters.launch_count is not None and not files.per_config:
             argv += ["--launch-count", str(filters.launch_count)]
     argv += ["--logdir", str(o.logdir), "--run", o.run] + (["--overwrite"] if o.overwrite else [])
     return f"the capture is kept in {folder} -- retry the export alone with: {subprocess.list2cmdline(argv)}"
@@ -465,20 +479,26 @@ def _move_to(path: Path, target: Path) -> None:
 # ------------------------------------------------------------------ the joined export
 def export_joined(trace_path, counter_path, logdir, run: str, filters=None, overwrite: bool = False,
                   beside: bool = False, progress: Callable[[str], None] = lambda line: None,
-                  trace_mode: str = "auto", located: Optional[Dict[Path, Path]] = None) -> Path:
+                  trace_mode: str = "auto", located: Optional[Dict[Path, Path]] = None,
+                  per_config: bool = False) -> Path:
     """Read a trace and a counter report of the same program, join them (analysis/join.py) and write
     one run; its notes and its counter_join table say what was matched and what was not.  located:
-    {input path: the path the run's provenance names instead} (files moved into the run after)."""
-    from .analysis.join import JoinFilters, join
+    {input path: the path the run's provenance names instead} (files moved into the run after).
+    per_config: the report holds one launch per configuration (ncu --filter-mode per-launch-config):
+    its counters go onto every trace launch of that configuration (analysis/join.py join_per_config)."""
+    from .analysis.join import JoinFilters, join, join_per_config
     from .analysis.pipeline import Report, _analyse_and_write, read_report
     from .logdir.writer import run_folder
     run_folder(logdir, run, overwrite, beside)
     first = read_report(trace_path, progress=progress, located=located)
     second = read_report(counter_path, progress=progress, located=located)
     trace, counters = sides(first, second)
-    result = join(trace.profile, counters.profile, filters or JoinFilters())
+    result = (join_per_config if per_config else join)(trace.profile, counters.profile, filters or JoinFilters())
     progress(f"joined {counters.path} onto {trace.path}: {result.count('matched')} matched, "
              f"{len(result.table) - result.count('matched')} listed as not joined ({result.stage} names)")
+    if per_config:
+        progress(result.profile.notes[-1] if result.count("matched") == 0 else
+                 next(n for n in result.profile.notes if n.startswith("per-configuration join")))
     out, _ = _analyse_and_write([Report(trace.path, result.profile, trace.window)], Path(logdir), [run], overwrite,
                                 [0], trace_mode, progress, lambda run_dir: None, beside)
     return out[0]
@@ -506,6 +526,9 @@ def add_join_arguments(export) -> None:
                         help="with --join: ncu's --kernel-name-base (default function)")
     export.add_argument("--launch-skip", type=int, default=0, help="with --join: ncu's --launch-skip")
     export.add_argument("--launch-count", type=int, default=None, help="with --join: ncu's --launch-count")
+    export.add_argument("--per-config", action="store_true",
+                        help="with --join: the report holds one launch per (kernel, grid, block) (ncu --filter-mode "
+                             "per-launch-config): its counters go onto every trace launch of that configuration")
 
 
 def cmd_export_joined(args) -> int:
@@ -517,7 +540,7 @@ def cmd_export_joined(args) -> int:
     filters = JoinFilters(args.kernel_name, args.kernel_name_base, args.launch_skip, args.launch_count)
     progress = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     run_dir = export_joined(args.files[0], args.files[1], args.logdir, args.run, filters, args.overwrite,
-                            progress=progress, trace_mode=args.trace)
+                            progress=progress, trace_mode=args.trace, per_config=args.per_config)
     print(f"exported 1 joined run to {run_dir}: tensorboard --logdir {Path(args.logdir)}")
     return 0
 
@@ -562,7 +585,11 @@ def profile_options() -> argparse.ArgumentParser:
     p.add_argument("--skip-steps", type=int, default=1, help="steps to let pass first (default 1: warm-up)")
     p.add_argument("--kernels", metavar="REGEX", help="ncu / rocprof-compute: profile only kernels whose name matches")
     p.add_argument("--launch-skip", type=int, default=0, help="ncu: matching launches to skip first")
-    p.add_argument("--launch-count", type=int, default=None, help="ncu: matching launches to profile")
+    p.add_argument("--launch-count", type=int, default=None,
+                   help="ncu: launches to profile per configuration (default 1), with --by-order in all")
+    p.add_argument("--by-order", action="store_true",
+                   help="ncu: profile launches in launch order (each launch's own counters) instead of each "
+                        "(kernel, grid, block) configuration once, joined onto every launch of it (the default)")
     p.add_argument("--set", choices=NCU_SETS, default="full", help="ncu: section set (default full)")
     p.add_argument("--clock-control", choices=("base", "none"), default="base",
                    help="ncu: lock clocks to base (default, ncu's own) or leave them")

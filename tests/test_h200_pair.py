@@ -47,7 +47,7 @@ def oracle(report, ncu_report_module):
             metric = action.metric_by_name(name)
             metrics[name] = [metric.value(), metric.unit()]
         out.append((metrics, action.name(), action.name(ncu_report_module.IAction.NameBase_DEMANGLED),
-                    action.rule_results_as_dicts()))
+                    action.rule_results_as_dicts(), action.name(ncu_report_module.IAction.NameBase_MANGLED)))
     return out
 
 
@@ -55,7 +55,7 @@ def oracle(report, ncu_report_module):
 def launches(oracle):
     """[{metric: number}] per launch, and its kernel name under "__name__"."""
     out = []
-    for metrics, name, _, _ in oracle:
+    for metrics, name, _, _, _ in oracle:
         values = {n: float(v) for n, (v, _) in metrics.items() if isinstance(v, (int, float))}
         values["__name__"] = name
         out.append(values)
@@ -68,7 +68,7 @@ def test_every_launch_exports_as_ncu_report_reads_it(profile, oracle):
     assert len(profile.kernels) == len(oracle) == 58 and profile.notes == []
     assert profile.provenance.tool_version == "2025.3.1"
     for row, raw, rules, (metrics, name, demangled, theirs) in zip(
-            profile.kernels.to_dict("records"), profile.raw_metrics, profile.rules, oracle):
+            profile.kernels.to_dict("records"), profile.raw_metrics, profile.rules, [o[:4] for o in oracle]):
         assert (row["name"], row["demangled_name"]) == (name, demangled)
         assert len(raw) == len(metrics) == 2243
         for metric, (value, unit) in metrics.items():
@@ -240,3 +240,49 @@ def test_flop_rates_follow_the_reports_own_roofline_expressions(profile, launche
             per_source_totals(v, ".sum.per_second").values())
         assert row["flop_per_s"] == pytest.approx(expected, rel=1e-9), row["launch_id"]
         assert row["ai_dram"] == pytest.approx(expected / v["dram__bytes.sum.per_second"], rel=1e-9)
+
+
+def gnu_demangle(mangled):
+    """GNU c++filt's demangling of the report's mangled names (the PyTorch profiler's style)."""
+    import shutil
+    if shutil.which("c++filt") is None:
+        pytest.fail("c++filt (binutils) is needed to demangle the report's names independently")
+    out = subprocess.run(["c++filt"], input="\n".join(mangled) + "\n", capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
+def test_the_per_configuration_join_covers_every_launch_of_a_profiled_configuration(samples_dir, report, oracle,
+                                                                                   launches, tmp_path):
+    """--join --per-config: a trace launch gets counters exactly when one of the 58 report launches has
+    its kernel (the report's mangled name demangled by c++filt equals the trace's name), grid and block:
+    137 of the step's 360 launches, 34% of its kernel time (by launch order: 57).  The bare function
+    name would pair 153, wrongly.  Several report launches of one configuration: their time-weighted mean."""
+    kernels = trace_kernels(samples_dir)
+    names = gnu_demangle([o[4] for o in oracle])
+    configs = {}
+    for k, (name, values) in enumerate(zip(names, launches)):
+        grid = tuple(int(values[f"launch__grid_dim_{x}"]) for x in "xyz")
+        block = tuple(int(values[f"launch__block_dim_{x}"]) for x in "xyz")
+        configs.setdefault((name, grid, block), []).append(k)
+    covered = [e for e in kernels if (e["name"], tuple(e["args"]["grid"]), tuple(e["args"]["block"])) in configs]
+    assert len(covered) == 137 and len(kernels) == 360
+    share = sum(e["dur"] for e in covered) / sum(e["dur"] for e in kernels)
+    assert 0.33 < share < 0.35
+    short = {(function_name(name), grid, block) for name, grid, block in configs}
+    assert sum((function_name(e["name"]), tuple(e["args"]["grid"]), tuple(e["args"]["block"])) in short
+               for e in kernels) == 153
+    subprocess.run([sys.executable, "-m", "tb_hwprof", "export", str(samples_dir / TRACE), str(report), "--join",
+                    "--per-config", "--logdir", str(tmp_path), "--run", "c", "--quiet"], check=True)
+    run = tb_hwprof.load_run(tmp_path / "c", with_details=False)
+    joined = run.kernels[run.kernels["counter_launch_id"] >= 0]
+    assert len(joined) == 137
+    assert any(f"137 of 360 trace launches ({100 * share:.1f}% of the kernel time) carry counters" in n
+               for n in run.notes)
+    # Each joined launch: its configuration's report launches' time-weighted mean.
+    by_launch = dict(enumerate(launches))  # report launch id = its position (one range)
+    for row in joined.to_dict("records"):
+        rows = configs[next(key for key, members in configs.items() if int(row["counter_launch_id"]) in members)]
+        weights = np.array([by_launch[k]["gpu__time_duration.sum"] for k in rows])
+        sol = np.array([by_launch[k]["sm__throughput.avg.pct_of_peak_sustained_elapsed"] for k in rows])
+        assert row["sm_throughput_pct"] == pytest.approx(float((sol * weights).sum() / weights.sum()), rel=1e-9)
+        assert "per-configuration join" in row["counter_source"] and f"report launch" in row["counter_source"]

@@ -219,20 +219,23 @@ def test_ncu_progress_counts_the_kernels_ncu_says_it_profiled():
 
 
 def test_the_ncu_pass_is_announced_with_its_kernels_and_time(fakes, monkeypatch, capsys, samples_dir):
-    """Before the ncu pass: how many kernels the trace pass saw and how many ncu profiles, with the
-    time that takes at the measured rate (--set full: ~2.4 s a kernel)."""
+    """Before the ncu pass: how many kernels the trace pass saw and how many ncu profiles (per
+    configuration by default, in launch order with --by-order), with the time that takes at the
+    measured rate (--set full: ~2.4 s a kernel)."""
     import tb_hwprof
     kernels = tb_hwprof.read(sample(samples_dir, TRACE)).kernels
+    configurations = kernels.groupby(["name", "grid", "block"], dropna=False).size()
     monkeypatch.setenv("FAKE_REPORT", str(fakes["good"]))  # what it 'writes' does not matter here
-    main(["profile", "ncu", "--logdir", "L", "--run", "n", "--launch-count", "3", "--", sys.executable,
-          str(fakes["folder"] / "train.py"), "5"])
-    err = capsys.readouterr().err
-    (line,) = [line for line in err.splitlines() if line.startswith("ncu pass: ")]
-    configurations = len(kernels.groupby(["name", "grid", "block"], dropna=False))
-    assert line.startswith(f"ncu pass: the trace pass saw {len(kernels)} kernel launches ({configurations} "
-                           f"distinct kernel, grid and block)")
-    assert f"ncu profiles {min(3, len(kernels))} of them (--launch-count 3): about " in line
-    assert f"{min(3, len(kernels)) * 2.4:.0f} s at ~2.4 s a kernel (--set full" in line
+    for flags, asked, how in (([], int(configurations.clip(upper=3).sum()),
+                               "each configuration 3 time(s), --filter-mode per-launch-config"),
+                              (["--by-order"], min(3, len(kernels)), "--launch-count 3")):
+        main(["profile", "ncu", "--logdir", "L", "--run", "n", "--launch-count", "3", *flags, "--", sys.executable,
+              str(fakes["folder"] / "train.py"), "5"])
+        err = capsys.readouterr().err
+        (line,) = [line for line in err.splitlines() if line.startswith("ncu pass: ")]
+        assert line.startswith(f"ncu pass: the trace pass saw {len(kernels)} kernel launches ({len(configurations)} "
+                               f"distinct kernel, grid and block)")
+        assert f"ncu profiles {asked} of them ({how}): about {asked * 2.4:.0f} s at ~2.4 s a kernel (--set full" in line
 
 
 def test_the_cli_loads_ncu_report_before_pandas_for_a_report(samples_dir, tmp_path, ncu_report_module):

@@ -71,15 +71,33 @@ def options(**kw):
 
 # -- the profilers' command lines ----------------------------------------------------------------
 def test_ncu_command_line_states_filters_clocks_and_range():
-    argv = P.ncu_argv(options(kernels="gemm|conv", launch_skip=3, launch_count=20, ncu_set="roofline"), Path("/c/profile"))
+    """By launch order (--by-order): the filters as given, over the launches in order."""
+    argv = P.ncu_argv(options(kernels="gemm|conv", launch_skip=3, launch_count=20, ncu_set="roofline",
+                              per_config=False), Path("/c/profile"))
     assert argv == ["ncu", "--target-processes", "all", "--replay-mode", "kernel", "--clock-control", "base",
                     "--cache-control", "all", "--set", "roofline", "--kernel-name-base", "function",
                     "--kernel-name", "regex:gemm|conv", "--launch-skip", "3", "--launch-count", "20",
                     "--profile-from-start", "off", "--export", "/c/profile", "--force-overwrite",
                     "--", "python", "train.py"]
-    whole = P.ncu_argv(options(steps=0, clock_control="none"), Path("p"))
+    whole = P.ncu_argv(options(steps=0, clock_control="none", per_config=False), Path("p"))
     assert "--profile-from-start" not in whole and whole[whole.index("--clock-control") + 1] == "none"
     assert "--kernel-name" not in whole and "--launch-count" not in whole
+
+
+def test_ncu_profiles_each_launch_configuration_once_by_default():
+    """The default: ncu --filter-mode per-launch-config --launch-count 1 (each kernel, grid and block
+    once; --launch-skip / --launch-count then count per configuration)."""
+    argv = P.ncu_argv(options(), Path("/c/profile"))
+    at = argv.index("--filter-mode")
+    assert argv[at:at + 4] == ["--filter-mode", "per-launch-config", "--launch-count", "1"]
+    two = P.ncu_argv(options(launch_skip=2, launch_count=2), Path("/c/profile"))
+    at = two.index("--filter-mode")
+    assert two[at:at + 6] == ["--filter-mode", "per-launch-config", "--launch-skip", "2", "--launch-count", "2"]
+    args = P.options_of(type("A", (), dict(program=["--", "python", "t.py"], tool="ncu", logdir="runs", run="r",
+                                           steps=1, skip_steps=1, kernels=None, launch_skip=0, launch_count=None,
+                                           set="full", clock_control="base", replay_mode="kernel", duration=600,
+                                           overwrite=False, by_order=True))())
+    assert "--filter-mode" not in P.ncu_argv(args, Path("p"))
 
 
 def test_tracer_command_lines():
@@ -111,13 +129,13 @@ def test_profile_ncu_runs_both_passes_and_exports_one_joined_run(tmp_path, fakes
     train = script(tmp_path)
     logdir = tmp_path / "runs"
     code = main(["profile", "ncu", "--logdir", str(logdir), "--run", "r", "--steps", "2", "--launch-count", "4",
-                 "--", sys.executable, str(train)])
+                 "--by-order", "--", sys.executable, str(train)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     run = logdir / "r"
     # The profiler was called once, with the command line built for these options, inside the step range.
     (ncu_call,) = calls(fakes["log"])
-    o = options(command=[sys.executable, str(train)], launch_count=4)
+    o = options(command=[sys.executable, str(train)], launch_count=4, per_config=False)
     assert ncu_call["argv"] == P.ncu_argv(o, Path(ncu_call["argv"][ncu_call["argv"].index("--export") + 1]))[1:]
     assert ncu_call["mode"] == "cuda-range" and ncu_call["steps"] == "2"
     # Files kept in the run folder: the real trace, the report, both passes' logs.

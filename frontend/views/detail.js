@@ -71,7 +71,12 @@ export async function renderDetail(drawer, ctx) {
       fact("Grid × block", `${row.grid || fmt.MISSING} × ${row.block || fmt.MISSING}`),
       fact("Bound", boundChip(row.bound, row.bound_level, row.bound_reason)),
       fact("Why", row.bound_reason || fmt.MISSING, "bound_reason"),
-      fact("Occupancy", row.occupancy_note || fmt.MISSING, "occupancy_note")));
+      fact("Occupancy", row.occupancy_note || fmt.MISSING, "occupancy_note"),
+      // A joined trace launch: which report launch its counters are from (another launch of its
+      // configuration, with a per-configuration join).
+      row.counter_source ? fact("Counters from", row.counter_source, "counter_source")
+        : (typeof row.counter_launch_id === "number" && row.counter_launch_id >= 0
+          ? fact("Counters from", `report launch ${row.counter_launch_id} (joined by name and launch order)`, "counter_source") : null)));
 
   const ruleRows = rules
     .map((r, i) => ({...r, i}))

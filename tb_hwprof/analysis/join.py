@@ -235,6 +235,158 @@ def join(trace, counters, filters: JoinFilters = JoinFilters()) -> JoinResult:
     return result
 
 
+# ------------------------------------------------------------------ the per-configuration join
+# A report profiled with ncu --filter-mode per-launch-config --launch-count 1 holds one launch per
+# (kernel, grid, block): its counters go onto every trace launch of that configuration.  Names are
+# compared as the PyTorch profiler writes them, the GNU demangler's style: ncu's own demangled names
+# differ ('(int)4', '<unnamed>'), its mangled names demangled the GNU way equal the trace's (58 of 58
+# launches of the H200 pair).
+CONFIG_SOURCE = "counter_source"  # kernels column: which report launch(es) a row's counters are from
+
+
+def _cxa_demangle():
+    """The C++ runtime's __cxa_demangle (libstdc++ or libc++) through ctypes; None where there is none."""
+    import ctypes
+    import ctypes.util
+    for name in (ctypes.util.find_library("stdc++"), "libstdc++.so.6", ctypes.util.find_library("c++")):
+        try:
+            lib = ctypes.CDLL(name) if name else None
+            function = lib.__cxa_demangle if lib is not None else None
+        except (OSError, AttributeError):
+            continue
+        if function is not None:
+            function.restype = ctypes.c_void_p
+            function.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
+                                 ctypes.POINTER(ctypes.c_int)]
+            free = ctypes.CDLL(None).free
+            free.argtypes = [ctypes.c_void_p]
+            return function, free
+    return None
+
+
+_DEMANGLER = []  # [(function, free) or None], found once
+
+
+def gnu_demangled(mangled: str) -> str:
+    """`mangled` demangled as GNU c++filt / cxxabi do ('' where it is not a mangled C++ name or no
+    C++ runtime is at hand: an extern "C" kernel's mangled name is its plain name)."""
+    import ctypes
+    if not _DEMANGLER:
+        _DEMANGLER.append(_cxa_demangle())
+    if _DEMANGLER[0] is None or not mangled.startswith("_Z"):
+        return ""
+    function, free = _DEMANGLER[0]
+    status = ctypes.c_int()
+    pointer = function(mangled.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not pointer:
+        return ""
+    try:
+        return ctypes.string_at(pointer).decode("utf-8", "replace")
+    finally:
+        free(pointer)
+
+
+def config_keys(kernels: pd.DataFrame, from_mangled: bool) -> List[str]:
+    """Per launch its configuration: the GNU-demangled kernel name (from the mangled name where
+    `from_mangled`, a counter report's, else the name as the trace has it), grid and block."""
+    if from_mangled:
+        mangled = _texts(kernels, "mangled_name")
+        fallback = [d or n for d, n in zip(_texts(kernels, "demangled_name"), _texts(kernels, "name"))]
+        names = [demangled or (m if m and not m.startswith("_Z") else f)
+                 for demangled, m, f in zip(_per_distinct(mangled, gnu_demangled), mangled, fallback)]
+    else:
+        names = [d or n for d, n in zip(_texts(kernels, "demangled_name"), _texts(kernels, "name"))]
+    return [f"{name} grid {grid} block {block}"
+            for name, grid, block in zip(names, _texts(kernels, "grid"), _texts(kernels, "block"))]
+
+
+def config_means(counters, groups: Dict[str, List[int]]) -> pd.DataFrame:
+    """The report's kernels with each configuration's first launch carrying the time-weighted mean of
+    that configuration's launches (their report durations as weights) in every numeric copied column."""
+    c = counters.kernels.copy()
+    weights_all = c["duration_ns"].to_numpy(dtype=float)
+    numeric = [col for col in COPIED_COLUMNS + ("duration_ns",) if col in c and c[col].dtype != object]
+    for rows in groups.values():
+        if len(rows) < 2:
+            continue
+        weights = weights_all[rows]
+        for column in numeric:
+            c.loc[c.index[rows[0]], column] = time_weighted_mean(c[column].to_numpy(dtype=float)[rows], weights)
+    return c
+
+
+def join_per_config(trace, counters, filters: JoinFilters = JoinFilters()) -> JoinResult:
+    """Each report launch's counters onto every trace launch of its configuration (kernel, grid,
+    block; registers checked where both know them); several report launches of one configuration are
+    averaged, time-weighted.  Trace launches of a configuration the report lacks are listed, as are
+    report configurations the trace lacks."""
+    t, c = trace.kernels, counters.kernels
+    t_keys, c_keys = config_keys(t, False), config_keys(c, True)
+    expected = expected_launches(t, JoinFilters(filters.kernel_name, filters.name_base))  # skip/count: per config
+    trace_by_key = _by_key(expected, t_keys)
+    counter_by_key = _by_key(np.argsort(c["launch_id"].to_numpy(), kind="stable"), c_keys)
+    t_checked, c_checked = checked_values(t), checked_values(c)
+    rows: List[Tuple[str, str, int, int, str]] = []
+    pairs, sources = [], {}
+    for key, mine in trace_by_key.items():
+        theirs = counter_by_key.get(key)
+        if not theirs:
+            rows.extend(("trace-only", key, ti, -1, "no report launch of this configuration (kernel, grid, block)")
+                        for ti in mine)
+            continue
+        ci = theirs[0]
+        source = (f"report launch {int(c['launch_id'].iloc[ci])}" if len(theirs) == 1 else
+                  f"report launches {', '.join(str(int(c['launch_id'].iloc[i])) for i in theirs)} (time-weighted mean)")
+        for ti in mine:
+            differs = config_differences(t_checked, ti, c_checked, ci)
+            rows.append(("config-differs" if differs else "matched", key, ti, ci, "; ".join(differs)))
+            if not differs:
+                pairs.append((ti, ci))
+                sources[ti] = f"{source}, per-configuration join (same kernel, grid and block)"
+    for key, theirs in counter_by_key.items():
+        if key not in trace_by_key:
+            rows.extend(("report-only", key, -1, ci, "no trace launch of this configuration (kernel, grid, block)")
+                        for ci in theirs)
+    table = join_table(rows, t, c)
+    cross = cross_tool_summary(table, counters.provenance.tool, trace.provenance.tool)
+    averaged = dataclasses.replace(counters, kernels=config_means(counters, counter_by_key))
+    joined = joined_profile(trace, averaged, pairs)
+    source_column = np.full(len(t), "", dtype=object)
+    for ti, text in sources.items():
+        source_column[ti] = text
+    joined.kernels[CONFIG_SOURCE] = source_column
+    result = JoinResult(joined, table, "per-configuration", len(expected), len(t) - len(expected), cross)
+    joined.summaries = {**joined.summaries, JOIN_TABLE: table}
+    joined.notes = [*joined.notes, *per_config_notes(result, trace_by_key, counter_by_key, t, counters)]
+    return result
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole > 0 else "none"
+
+
+def per_config_notes(result: JoinResult, trace_by_key, counter_by_key, t: pd.DataFrame, counters) -> List[str]:
+    """Coverage of a per-configuration join: launches and kernel time with counters, configurations."""
+    durations = t["duration_ns"].to_numpy(dtype=float)
+    matched = result.table[result.table["status"] == "matched"]
+    covered = float(np.nansum(matched["trace_ns"].to_numpy(dtype=float)))
+    total = float(np.nansum(durations))
+    averaged = sum(1 for rows in counter_by_key.values() if len(rows) > 1)
+    notes = [f"per-configuration join with {counters.provenance.tool} report {counters.provenance.source_path}: "
+             f"{len(matched)} of {len(t)} trace launches ({_share(covered, total)} of the kernel time) carry "
+             f"counters, from {sum(1 for k in counter_by_key if k in trace_by_key)} of the trace's "
+             f"{len(trace_by_key)} configurations (kernel, grid, block) profiled in {len(counters.kernels)} report "
+             f"launches; it assumes launches of one configuration behave alike (data-dependent kernels may not)"]
+    if averaged:
+        notes.append(f"{averaged} configuration(s) were profiled more than once: their counters are the "
+                     f"time-weighted mean of those launches")
+    leftovers = {s: result.count(s) for s in STATUSES[1:] if result.count(s)}
+    if leftovers:
+        notes.append("not joined (listed in the " + JOIN_TABLE + " table, never guessed): " +
+                     ", ".join(f"{n} {s}" for s, n in leftovers.items()))
+    return notes
+
+
 def join_table(rows: List[Tuple[str, str, int, int, str]], t: pd.DataFrame, c: pd.DataFrame) -> pd.DataFrame:
     """JOIN_COLUMNS from (status, key, trace row, counter row, reason) tuples, looked up in bulk."""
     status, key, ti, ci, reason = (list(x) for x in zip(*rows)) if rows else ([], [], [], [], [])
