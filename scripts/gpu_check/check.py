@@ -4,6 +4,7 @@ checked against NVIDIA's own ncu_report.  Needs an NVIDIA GPU, PyTorch with CUDA
 
     python scripts/gpu_check/check.py                 # the CNN, 20 launches, --set full (~2 min)
     python scripts/gpu_check/check.py --model gpt --launch-count 30 --keep out/
+    python scripts/gpu_check/check.py --per-config    # every configuration of the step once (~3-4 min)
 
 What it checks, each printed as a line (exit status 1 when one fails):
   - the capture keeps its files and exports (the report is read, not refused);
@@ -59,8 +60,11 @@ class Checks:
 
 def profile(args, ncu: str, work: Path) -> Path:
     env = dict(os.environ, PATH=os.pathsep.join([str(Path(ncu).parent), os.environ.get("PATH", "")]))
+    # By launch order, the first N launches (a few minutes at most); --per-config: each configuration of
+    # the step once, the default of `profile ncu` (the CNN step: ~70 configurations, ~3 min of ncu).
+    order = [] if args.per_config else ["--by-order", "--launch-count", str(args.launch_count)]
     argv = [sys.executable, "-m", "tb_hwprof", "profile", "ncu", "--steps", "1", "--skip-steps", "2",
-            "--launch-count", str(args.launch_count), "--set", args.set, "--run", f"gpu_check_{args.model}",
+            *order, "--set", args.set, "--run", f"gpu_check_{args.model}",
             "--logdir", str(work / "runs"), "--capture-dir", str(work / "capture"), "--", sys.executable,
             str(PROGRAMS[args.model])]
     print("$ " + subprocess.list2cmdline(argv), flush=True)
@@ -137,7 +141,9 @@ def check_join(checks: Checks, run: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=sorted(PROGRAMS), default="cnn")
-    parser.add_argument("--launch-count", type=int, default=20)
+    parser.add_argument("--launch-count", type=int, default=20, help="launches profiled by launch order")
+    parser.add_argument("--per-config", action="store_true",
+                        help="profile each (kernel, grid, block) of the step once instead (profile ncu's default)")
     parser.add_argument("--set", default="full")
     parser.add_argument("--keep", help="copy the run folder here")
     args = parser.parse_args()
