@@ -326,3 +326,17 @@ def test_the_step_window_captures_the_steps_after_the_skipped_ones():
     assert whole == ["start"] and everything.state == "capturing"
     everything.end()
     assert whole == ["start", "stop"]
+
+
+def test_profile_ncu_asks_ncu_for_each_configuration_once_by_default(tmp_path, fakes, capsys):
+    """The fake ncu records the command line it was given: per-launch-config and one launch each,
+    and the run is joined per configuration (its notes say so)."""
+    train = script(tmp_path)
+    logdir = tmp_path / "runs"
+    assert main(["profile", "ncu", "--logdir", str(logdir), "--run", "r", "--quiet", "--steps", "1", "--",
+                 sys.executable, str(train)]) == 0, capsys.readouterr().err
+    (ncu_call,) = calls(fakes["log"])
+    at = ncu_call["argv"].index("--filter-mode")
+    assert ncu_call["argv"][at:at + 4] == ["--filter-mode", "per-launch-config", "--launch-count", "1"]
+    manifest = json.loads((logdir / "r" / "plugins" / "tb_hwprof" / "profile.json").read_text())
+    assert any(n.startswith("per-configuration join with ncu report") for n in manifest["notes"])
