@@ -301,7 +301,9 @@ def test_roofline_csv_without_a_device_column_is_refused(samples_dir, tmp_path):
 
 @pytest.mark.parametrize("cell", ["nan", "1e309"])
 def test_sysinfo_unit_count_that_is_no_number_is_refused(samples_dir, tmp_path, cell):
-    """Found by mutation: cu_per_gpu of nan / 1e309 crashed making the device (int() of NaN / inf)."""
+    """Found by mutation: cu_per_gpu of nan / 1e309 crashed making the device (int() of NaN / inf).
+    An infinite count is a damaged cell; "nan" is what a tool writes for a field it could not query:
+    read as absent (issue 27), the device then has no CU count, nothing crashes."""
     folder = tmp_path / "omniperf_vcopy_mi200"
     shutil.copytree(sample(samples_dir, "rocprof/omniperf_vcopy_mi200/sysinfo.csv").parent, folder)
     sysinfo = folder / "sysinfo.csv"
@@ -310,5 +312,10 @@ def test_sysinfo_unit_count_that_is_no_number_is_refused(samples_dir, tmp_path, 
     rows[1][rows[0].index("cu_per_gpu")] = cell
     with sysinfo.open("w", newline="") as f:
         csv.writer(f).writerows(rows)
+    if cell == "nan":
+        import tb_hwprof
+        profile = tb_hwprof.read(folder)
+        assert profile.devices[0].sm_count is None and len(profile.kernels) > 0
+        return
     error = refused(folder)
     assert error.path == str(sysinfo) and f"cu_per_gpu is '{cell}'" in error.problem

@@ -29,7 +29,8 @@ const LEVELS = ["dram", "l2", "l1"];
 const LEVEL_LABEL = {dram: "DRAM", l2: "L2", l1: "L1"};
 const PREC_LABEL = {fp64: "FP64", fp32: "FP32", fp16: "FP16", tensor: "Tensor", tensor_bf16: "Tensor BF16",
   tensor_fp16: "Tensor FP16", tensor_tf32: "Tensor TF32", tensor_fp8: "Tensor FP8", tensor_fp64: "Tensor FP64"};
-const PREC_DASH = {fp64: "7 4", fp32: null, fp16: "2 3", tensor: "9 3 2 3"};
+const PREC_DASH = {fp64: "7 4", fp32: null, fp16: "2 3", tensor: "9 3 2 3", tensor_bf16: "9 3 2 3",
+  tensor_fp16: "9 3", tensor_tf32: "4 2 1 2", tensor_fp8: "12 3", tensor_fp64: "3 3 9 3"};
 const LEVEL_DASH = {dram: null, l2: "6 3", l1: "2 3"};
 const R_MIN = 3, R_MAX = 16;
 const CATEGORY_COLOURS = {GEMM: "#d9480f", SDPA: "#ae3ec9", CONV: "#1c7ed6", elementwise: "#0ca678",
