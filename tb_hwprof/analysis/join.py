@@ -336,7 +336,8 @@ def join_per_config(trace, counters, filters: JoinFilters = JoinFilters()) -> Jo
             continue
         ci = theirs[0]
         source = (f"report launch {int(c['launch_id'].iloc[ci])}" if len(theirs) == 1 else
-                  f"report launches {', '.join(str(int(c['launch_id'].iloc[i])) for i in theirs)} (time-weighted mean)")
+                  f"report launches {', '.join(str(int(c['launch_id'].iloc[i])) for i in theirs)} (time-weighted "
+                  f"mean; the sections and rules shown: launch {int(c['launch_id'].iloc[ci])})")
         for ti in mine:
             differs = config_differences(t_checked, ti, c_checked, ci)
             rows.append(("config-differs" if differs else "matched", key, ti, ci, "; ".join(differs)))
