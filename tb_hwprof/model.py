@@ -298,8 +298,10 @@ class Timeline:
         return int(self.slices["start"].size)
 
     def thread_keys(self) -> np.ndarray:
-        """Per track: one int64 naming its thread or stream, the same for a track and its lanes."""
-        return np.array([(t.pid << 32) | ((t.tid if t.lane_of is None else t.lane_of) & 0xFFFFFFFF)
+        """Per track: one int64 naming its thread or stream, the same for a track and its lanes (a code
+        per distinct (pid, tid): a pid of 2^31 or more, or a text pid, fits no bit packing)."""
+        codes: Dict[tuple, int] = {}
+        return np.array([codes.setdefault((t.pid, t.tid if t.lane_of is None else t.lane_of), len(codes))
                          for t in self.tracks], dtype=np.int64)
 
 

@@ -105,18 +105,23 @@ def rocminfo_agents(text: str) -> List[Dict[str, str]]:
     return agents
 
 
+def _text(value) -> str:
+    """A rocminfo field as text: a JSON number there (a name written as 300) is read as its text."""
+    return "" if value is None else str(value).strip()
+
+
 def gpu_devices_from_rocminfo(agents: List[Dict[str, str]]) -> Dict[int, Device]:
     """GPU agents keyed by their HSA node id (what rocprof v1 writes as gpu-id)."""
     out = {}
     for agent in agents:
-        if agent.get("Device Type", "").strip() != "GPU":
+        if _text(agent.get("Device Type")) != "GPU":
             continue
         node = _int(agent.get("Node"))
         if node is None:
             continue
-        name = agent.get("Marketing Name", "").strip()
+        name = _text(agent.get("Marketing Name"))
         cus = _int(agent.get("Compute Unit"))
-        out[node] = Device(id=node, name=name, vendor="AMD", architecture=agent.get("Name", "").strip(),
+        out[node] = Device(id=node, name=name, vendor="AMD", architecture=_text(agent.get("Name")),
                            sm_count=cus, clock_mhz=_float(agent.get("Max Clock Freq. (MHz)")),
                            peaks=datasheet_peaks(name, cus), warp_size=_int(agent.get("Wavefront Size")),
                            max_threads_per_block=_int(agent.get("Workgroup Max Size")),

@@ -298,16 +298,25 @@ EVENT_FIELDS = ("ph", "name", "cat", *sorted(EVENT_NUMBERS))
 ARG_NUMBERS = frozenset(("BeginNs", "EndNs", "dev-id", "queue-id", "pid", "tid", "stream-id", "DurationNs"))
 
 
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def decode_v1_json(path: Path) -> dict:
     """results.json decoded and type-checked once: an object with a list of event objects whose fields
     have the types rocprof writes (text, or numbers finite and within int64), and an otherData object
     of text values; anything else is damage, refused with the event index and field."""
+    text = read_text(path)
     try:
-        doc = json.loads(read_text(path))
+        doc = json.loads(text)
     except RecursionError:  # the decoder recurses per nesting level: thousands of [ or { are no trace
         raise InputError(path, "JSON nested too deeply to be a rocprof trace", DAMAGED_FIX) from None
     except ValueError as e:
         raise InputError(path, f"unreadable JSON ({one_line(e)})", CSV_FIX) from None
+    if SURROGATE_ESCAPE.search(text):  # \ud800-\udfff escapes decode to lone surrogates unless paired
+        try:
+            json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(path, "text that is not Unicode (an unpaired \\uD800-\\uDFFF escape)", DAMAGED_FIX) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents", []), list):
         raise InputError(path, "JSON without a traceEvents list (not a Chrome trace)", DAMAGED_FIX)
     seen: Dict[tuple, int] = {}

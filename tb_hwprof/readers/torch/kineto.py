@@ -118,6 +118,10 @@ def read(path, fmt: str = "pytorch-trace") -> Profile:
         events = decode_events(data)  # a large trace on two threads (decode.scan_in_two)
     except TraceError as e:
         raise InputError(path, f"not a readable PyTorch profiler trace: {e}", FIX) from None
+    except RecursionError:  # an arg value (Input Dims) nested thousands deep: no profiler writes that
+        raise InputError(path, "damaged trace: a value nested deeper than Python can decode", FIX) from None
+    except ValueError as e:  # msgspec's ValidationError: a number beyond what any field holds (1e400, 5,000 digits)
+        raise InputError(path, f"damaged trace: {str(e).splitlines()[0]}", FIX) from None
     finally:
         del data
     if len(events) == 0:

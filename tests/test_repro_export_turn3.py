@@ -1,0 +1,47 @@
+"""The export reproducers of ../shared/repro/turn3/export (issue 30, item 2): each ended as "unexpected
+<Exception>", the tool's words for a bug.  Now each is read (where the odd value is harmless) or refused
+with one line naming the input itself (never an internal staging file), the problem and the fix."""
+import json
+
+import pytest
+
+from tb_hwprof.cli import main
+
+from conftest import repro
+
+READ = {"rocprof_marketing_name_number.json", "torch_device_id_object.pt.trace.json",
+        "torch_pid_2pow31.pt.trace.json", "torch_string_pid.pt.trace.json"}
+REFUSED = {"rocprof_lone_surrogate.json": "text that is not Unicode",
+           "torch_deep_nesting.pt.trace.json": "damaged trace: a value nested deeper",
+           "torch_grid_int_overflow.pt.trace.json": "damaged trace: Integer value out of range",
+           "torch_input_type_1e400.pt.trace.json": "damaged trace: Number out of range",
+           "torch_lone_surrogate.pt.trace.json": "unpaired UTF-16 surrogate"}
+
+
+@pytest.mark.parametrize("name", sorted(READ | set(REFUSED)))
+def test_each_reproducer_is_read_or_refused_naming_itself(name, tmp_path, capfd):
+    path = repro(f"turn3/export/{name}")
+    rc = main(["export", str(path), "--logdir", str(tmp_path), "--run", "x", "--quiet"])
+    err = capfd.readouterr().err.splitlines()
+    if name in READ:
+        assert rc == 0, err
+        assert (tmp_path / "x" / "plugins" / "tb_hwprof" / "profile.json").is_file()
+    else:
+        assert rc == 1 and len(err) == 1, err
+        assert err[0].startswith(f"tb-hwprof: error: {path}: ") and REFUSED[name] in err[0]
+        assert "unexpected" not in err[0] and ".tb-hwprof" not in err[0]
+        assert not (tmp_path / "x").exists()
+
+
+def test_a_marketing_name_written_as_a_number_is_read_as_its_text(tmp_path):
+    """The reproducer's Agent7.MarketingName is the number 1.5: it reads as the same file with "1.5"."""
+    import tb_hwprof
+    path = repro("turn3/export/rocprof_marketing_name_number.json")
+    document = json.loads(path.read_text())
+    assert document["otherData"]["Agent7.MarketingName"] == 1.5
+    document["otherData"]["Agent7.MarketingName"] = "1.5"
+    as_text = tmp_path / "as_text.json"
+    as_text.write_text(json.dumps(document))
+    number, text = tb_hwprof.read(path), tb_hwprof.read(as_text)
+    assert [d.to_dict() for d in number.devices] == [d.to_dict() for d in text.devices]
+    assert number.kernels.equals(text.kernels)
