@@ -161,7 +161,10 @@ class Service:
         entry = self._entry(request)
         start, end, max_events = views.timeline_args(request.args)
         build = lambda: encode.response(views.timeline(entry, start, end, max_events))  # noqa: E731
-        if start is None and end is None:  # the whole capture (every first visit): cached per budget
+        # The whole capture at the default budget (every first visit) is cached; any other budget is
+        # built per request (one cached response per distinct max_events grew the cache without bound).
+        from ..analysis.trace_views import DEFAULT_MAX_EVENTS
+        if start is None and end is None and max_events == DEFAULT_MAX_EVENTS:
             return json_response(request, entry.memo(("timeline", max_events), build))
         return json_response(request, build())
 

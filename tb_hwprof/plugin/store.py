@@ -127,8 +127,8 @@ class RunEntry:
             if key not in self._cache:
                 self._cache[key] = self._build(build)
             value = self._cache[key]
-        if isinstance(value, HttpError):
-            raise value
+        if isinstance(value, HttpError):  # a fresh one each time: re-raising the cached object would grow
+            raise HttpError(value.code, value.message)  # its traceback by this request's frames, forever
         return value
 
     def _build(self, build: Callable[[], object]):
@@ -175,13 +175,17 @@ class RunEntry:
         return self.asset(Path(files[name]).name)
 
     def summary_response(self, name: str) -> bytes:
-        """gzip of {"run", "name", ...the table's columnar JSON}, as summary_<name>.json.gz holds it."""
+        """gzip of {"run", "name", ...the table's columnar JSON}, as summary_<name>.json.gz holds it.
+        A name the run has no table of is a 404 at once, never a cache entry (a client asking for
+        arbitrary names would otherwise grow the cache without bound)."""
+        self._summary_path(name)
         return self.memo(("summary_response", name), lambda: self._read_summary(name, lambda raw, doc: encode.gzip_bytes(
             encode.splice_run(encode.splice_field(raw, "name", name), self.run))))
 
     def summary(self, name: str):
-        """One summary table as a DataFrame (units in .attrs)."""
+        """One summary table as a DataFrame (units in .attrs); unknown names are not cached either."""
         from ..logdir import tables
+        self._summary_path(name)
         return self.memo(("summary", name), lambda: self._read_summary(name, lambda raw, doc: _checked(tables.frame_from_json(doc))))
 
     def _read_summary(self, name: str, make):
