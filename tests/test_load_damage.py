@@ -238,7 +238,9 @@ def test_the_plugin_answers_a_damaged_table_with_a_one_line_422_naming_it(export
     find, spoil = TABLE_DAMAGE[damage]
     spoil(find(run_dir))
     error = App(tmp_path / "logs").json(route, expect=422, run="roc", launch="0")["error"]
-    assert "\n" not in error and str(find(run_dir)) in error and "could not serve" not in error
+    # Named relative to the logdir (the run and its file), never the server's absolute path (issue 30).
+    assert "\n" not in error and served_name(find(run_dir), tmp_path / "logs") in error
+    assert str(tmp_path) not in error and "could not serve" not in error
 
 
 def test_the_pristine_runs_load(exported):
@@ -294,6 +296,11 @@ def timeline_app(exported, tmp_path):
     return (lambda: App(tmp_path / "logs")), run_dir
 
 
+def served_name(path: Path, logdir: Path) -> str:
+    """How the plugin names a run's file in a 422: relative to the logdir."""
+    return str(path.relative_to(logdir))
+
+
 def served_timeline_error(make_app) -> str:
     doc = make_app().json("/timeline", expect=422, run="nsys")
     assert "\n" not in doc["error"]
@@ -308,7 +315,7 @@ def test_lanes_beyond_the_track_list_are_damage_not_served(timeline_app):
     members["track"][0] = tracks  # one past the last track
     write_members(index_path(run_dir), members)
     error = served_timeline_error(make_app)
-    assert str(index_path(run_dir)) in error and f"beyond the {tracks} tracks" in error
+    assert served_name(index_path(run_dir), run_dir.parent) in error and f"beyond the {tracks} tracks" in error
     with pytest.raises(InputError, match="track ids"):
         run_trace.render(run_dir, run_dir.parent / "out.json.gz")
 
@@ -351,13 +358,13 @@ def test_a_retyped_index_meta_is_refused_before_rendering(timeline_app, damage):
     write_members(index_path(run_dir), members)
     with pytest.raises(InputError, match="timeline index"):
         run_trace.render(run_dir, run_dir.parent / "out.json.gz")
-    assert str(index_path(run_dir)) in served_timeline_error(make_app)
+    assert served_name(index_path(run_dir), run_dir.parent) in served_timeline_error(make_app)
 
 
 def test_a_truncated_index_is_a_422(timeline_app):
     make_app, run_dir = timeline_app
     truncate(index_path(run_dir))
-    assert str(index_path(run_dir)) in served_timeline_error(make_app)
+    assert served_name(index_path(run_dir), run_dir.parent) in served_timeline_error(make_app)
 
 
 def test_an_index_of_other_length_than_the_manifest_declares_is_refused(timeline_app):
@@ -382,7 +389,7 @@ def test_runs_keeps_a_damaged_runs_error_after_its_entry_is_evicted(exported, tm
     assert "broken" not in app.store._loaded
     reads = app.store.loads["kernels"]
     rows = {row["run"]: row for row in app.json("/runs")["runs"]}
-    assert rows["broken"]["error"] == error and str(assets(broken) / metadata.KERNELS) in error
+    assert rows["broken"]["error"] == error and served_name(assets(broken) / metadata.KERNELS, logdir) in error
     assert not rows["ok0"]["error"] and app.store.loads["kernels"] == reads  # nothing re-read
 
 

@@ -80,6 +80,14 @@ def confined(folder: Path, relative: str) -> Path:
     return Path(real)
 
 
+def run_relative(message: str, run_dir: Path, run: str) -> str:
+    """`message` with the run folder's absolute path (as given and as resolved) written as the run's
+    name: a 422 tells the client which file of which run, never where the server keeps it."""
+    for prefix in sorted({str(run_dir), os.path.realpath(run_dir)}, key=len, reverse=True):
+        message = message.replace(prefix, run)
+    return message
+
+
 class RunEntry:
     """One run at one signature: the manifest now, everything else built on first use."""
 
@@ -137,7 +145,7 @@ class RunEntry:
         except HttpError as e:
             failure = e
         except HwprofError as e:  # the readers' one-line "file: problem -- fix"
-            failure = HttpError(422, str(e))
+            failure = HttpError(422, run_relative(str(e), self.run_dir, self.run))
         if failure.code == 422 and self.error is None:
             self.error = failure.message
             self.errors.record(self.run, self.signature, failure.message)
@@ -383,17 +391,17 @@ class RunStore:
 
     def _read_manifest_of(self, run: str, run_dir: Path, sig: Tuple):
         try:
-            return self._read_manifest(self._fetched_manifest(run, run_dir, sig))
+            return self._read_manifest(self._fetched_manifest(run, run_dir, sig), run)
         except HttpError as e:
             return e
 
-    def _read_manifest(self, run_dir: Path):
+    def _read_manifest(self, run_dir: Path, run: str = ""):
         self.loads["manifest"] += 1
         try:
             confined(reader.asset_dir(run_dir), metadata.MANIFEST)  # the file read_manifest opens
             return reader.read_manifest(run_dir)  # checked: logdir.run_checks
         except HwprofError as e:
-            return HttpError(422, str(e))
+            return HttpError(422, run_relative(str(e), run_dir, run) if run else str(e))
 
     def entry(self, run: str, run_dir: Path) -> RunEntry:
         """The cached run, reloaded when one of its files changed."""
