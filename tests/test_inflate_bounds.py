@@ -15,6 +15,7 @@ import tb_hwprof
 from tb_hwprof.errors import InputError
 from tb_hwprof.logdir import metadata, tables
 
+from conftest import sample
 from support_plugin import App
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,3 +80,27 @@ def test_runs_without_declared_sizes_are_bounded_by_ratio(run_dir):
     assert tables.inflate_limit(assets(run_dir) / metadata.KERNELS, None) < 1 << 30
     with pytest.raises(InputError, match="inflates past"):
         tb_hwprof.load_run(run_dir)
+
+
+# -- the exporter (issue 30, item 3) ----------------------------------------------------------------
+def test_the_exporter_refuses_a_trace_that_inflates_beyond_its_bound(samples_dir, tmp_path, monkeypatch, capfd):
+    """A real gzip trace with the bound set just under its inflated size is refused in one line naming
+    it and the variable that raises the bound; at its size it reads (the bound is what decides)."""
+    from tb_hwprof.cli import main
+    from tb_hwprof.readers.torch import kineto
+    trace = sample(samples_dir, "torch/kineto_rn50_v100_jun2021.json.gz")
+    size = len(gzip.decompress(trace.read_bytes()))
+    monkeypatch.setenv(kineto.INFLATE_VARIABLE, str(size - 1))
+    assert main(["export", str(trace), "--logdir", str(tmp_path), "--run", "r", "--quiet"]) == 1
+    (line,) = capfd.readouterr().err.splitlines()
+    assert line.startswith(f"tb-hwprof: error: {trace}: inflates to more than {size - 1:,} bytes")
+    assert kineto.INFLATE_VARIABLE in line and not (tmp_path / "r").exists()
+    monkeypatch.setenv(kineto.INFLATE_VARIABLE, str(size))
+    assert main(["export", str(trace), "--logdir", str(tmp_path), "--run", "r", "--quiet"]) == 0
+
+
+def test_the_default_inflate_bound_allows_real_traces_and_stops_bombs():
+    """The default: 100x the compressed size, at least 1 GiB (real Kineto traces compress 10-30x)."""
+    from tb_hwprof.readers.torch import kineto
+    assert kineto.inflate_limit(8 << 20) == 1 << 30  # an 8 MB gzip: 1 GiB, not the 8 GB a bomb of zeros makes
+    assert kineto.inflate_limit(100 << 20) == 100 * (100 << 20)

@@ -12,9 +12,9 @@ the operator that launched it.  The result is `Profile.torch` (model.TorchTrace)
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import mmap
+import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -80,14 +80,40 @@ def sniff(path: Path, head) -> Optional[str]:
 
 
 # ---------------------------------------------------------------- reading
+# A gzip trace inflates to at most this many times its size, and at least 1 GiB is always allowed:
+# real Kineto traces compress 10-30x; a gzip of zeros ~1000x (an 8 MB file: 8 GB, past the machine's
+# memory).  TB_HWPROF_MAX_INFLATE_BYTES raises (or lowers) the bound.
+INFLATE_RATIO = 100
+INFLATE_FLOOR = 1 << 30
+INFLATE_VARIABLE = "TB_HWPROF_MAX_INFLATE_BYTES"
+
+
+def inflate_limit(compressed: int) -> int:
+    given = os.environ.get(INFLATE_VARIABLE, "")
+    return int(given) if given.isdigit() else max(INFLATE_FLOOR, INFLATE_RATIO * compressed)
+
+
 def uncompressed(path: Path, data: bytes) -> bytes:
-    """The JSON of a file's bytes; a damaged gzip is an error naming the file, never partial data."""
+    """The JSON of a file's bytes; a damaged gzip is an error naming the file, never partial data, and
+    one that inflates beyond inflate_limit() is refused before it takes the machine's memory."""
     if data[:2] != b"\x1f\x8b":
         return data
+    limit, members, rest, total = inflate_limit(len(data)), [], data, 0
     try:
-        return gzip.decompress(data)
+        while rest:  # a gzip file may hold several members, one after another
+            inflater = zlib.decompressobj(wbits=31)
+            member = inflater.decompress(rest, limit - total + 1)
+            total += len(member)
+            if total > limit:
+                raise InputError(path, f"inflates to more than {limit:,} bytes ({len(data):,} compressed): far "
+                                 f"beyond any real trace", f"set {INFLATE_VARIABLE} to a larger size if it is one")
+            if not inflater.eof:
+                raise EOFError("the gzip stream is cut short")
+            members.append(member)
+            rest = inflater.unused_data
     except (EOFError, zlib.error, OSError) as e:
         raise InputError(path, f"damaged gzip ({e})", "copy the trace again; it is truncated or corrupt") from None
+    return members[0] if len(members) == 1 else b"".join(members)
 
 
 MAP_FROM_BYTES = 64 << 20  # a larger plain trace is mapped, not read (see _trace_bytes)
