@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import traceback
@@ -331,6 +332,8 @@ def load_ncu_report_first(args) -> None:
 
 
 def _starts_with(path: str, magic: bytes) -> bool:
+    if not os.path.isfile(path):  # never open a pipe here: a FIFO without a writer would block
+        return False
     try:
         with open(path, "rb") as f:
             return f.read(len(magic)) == magic

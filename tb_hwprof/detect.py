@@ -22,6 +22,7 @@ def detect(path: Path) -> Tuple[str, object]:
     from .readers import reader_modules
 
     path = Path(path)
+    refuse_streams(path)
     head = None if path.is_dir() else read_input_bytes(path, SNIFF_BYTES)
     if head is not None and not head:
         raise InputError(path, "file is empty", "pass a profiler report; " + SUPPORTED)
@@ -40,6 +41,21 @@ def detect(path: Path) -> Tuple[str, object]:
         if hasattr(module, "refuse"):
             module.refuse(path, head)
     raise InputError(path, f"unrecognised report format (looks like {describe_bytes(head)})", SUPPORTED)
+
+
+def refuse_streams(path: Path) -> None:
+    """A pipe (`<(cat trace.json)`, a FIFO) or a device cannot be read twice (detection, then the
+    reader) and a FIFO without a writer would block the open forever: refused at once, before any
+    open, with how to pass it."""
+    import stat
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # a missing file: the reader's open says so
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+        kind = "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise InputError(path, f"is {kind}, not a file: its bytes can be read only once",
+                         "write it to a file first (e.g. cat ... > trace.json) and pass that file")
 
 
 def sniff(path: Path) -> str:

@@ -45,3 +45,26 @@ def test_a_marketing_name_written_as_a_number_is_read_as_its_text(tmp_path):
     number, text = tb_hwprof.read(path), tb_hwprof.read(as_text)
     assert [d.to_dict() for d in number.devices] == [d.to_dict() for d in text.devices]
     assert number.kernels.equals(text.kernels)
+
+
+def test_a_pipe_or_fifo_is_refused_at_once_naming_it(samples_dir, tmp_path):
+    """Issue 30, item 5: a FIFO with no writer hung forever; `export <(cat trace.json)` said 'empty
+    document' (detection had consumed the pipe).  Both are one line at once, saying to pass a file."""
+    import os
+    import subprocess
+    import sys
+    from conftest import REPO, sample
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "tb_hwprof", "export", str(fifo), "--logdir", str(tmp_path / "l"),
+                           "--run", "f"], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 1 and done.stderr.strip() == (
+        f"tb-hwprof: error: {fifo}: is a pipe, not a file: its bytes can be read only once -- write it to a file "
+        f"first (e.g. cat ... > trace.json) and pass that file")
+    trace = sample(samples_dir, "torch/kineto_h100_cuda129_small.json")
+    piped = subprocess.run(["bash", "-c", f'"$0" -m tb_hwprof export <(cat "$1") --logdir "$2" --run p',
+                            sys.executable, str(trace), str(tmp_path / "l")], capture_output=True, text=True,
+                           timeout=60, env=env)
+    assert piped.returncode == 1 and ": is a pipe, not a file" in piped.stderr and len(piped.stderr.splitlines()) == 1
+    assert not (tmp_path / "l").exists()
