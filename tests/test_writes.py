@@ -286,3 +286,25 @@ def test_text_that_is_not_unicode_is_refused_not_written_unreadable(samples_dir,
                 launch[metric] = ["ok \U0001F680", unit]
     run = tb_hwprof.load_run(writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "ok"))
     assert run.kernels["name"].iloc[0] == "\U0001F680 " + kernel_names[0]
+
+
+def test_a_full_disk_at_the_lock_leaves_no_lock_file_and_names_it(tmp_path, monkeypatch, capsys, samples_dir):
+    """Issue 30, item 6: a full disk while the lock file gets its pid left an empty
+    .tb-hwprof/locks/<run>.lock behind, and the error said 'no space left on the logdir'."""
+    import errno
+    import os as os_module
+    from tb_hwprof.cli import main
+    from tb_hwprof.logdir import writer
+    real_write = os_module.write
+
+    def full(fd, data):
+        if str(os_module.readlink(f"/proc/self/fd/{fd}")).endswith(".lock"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+    monkeypatch.setattr(writer.os, "write", full)
+    report = samples_dir / "ncu" / "kprattis_gtx1650_basic_2022.4.1.ncu-rep"
+    assert main(["export", str(report), "--logdir", str(tmp_path), "--run", "r", "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    lock = tmp_path / ".tb-hwprof" / "locks" / "r.lock"
+    assert err.startswith(f"tb-hwprof: error: no space left on {lock}")
+    assert not lock.exists() and not (tmp_path / "r").exists()

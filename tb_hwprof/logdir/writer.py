@@ -188,9 +188,13 @@ class RunLock:
             except BlockingIOError:
                 return False
             except OSError as e:
-                if e.errno not in NO_LOCKS_ERRORS:
-                    raise
-                return True  # a filesystem without locks (an NFS mount without lockd): as without fcntl
+                if e.errno in NO_LOCKS_ERRORS:
+                    return True  # a filesystem without locks (an NFS mount without lockd): as without fcntl
+                # Writing our pid failed (a full disk): the file we hold is removed, not left empty, and
+                # the error names it (os.write's has no file name: "no space left on the logdir").
+                if self._still_linked(fd):
+                    self.path.unlink(missing_ok=True)
+                raise OSError(e.errno, e.strerror, str(self.path)) from e
             finally:
                 if fd is not None:
                     os.close(fd)
