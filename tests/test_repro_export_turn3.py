@@ -68,3 +68,22 @@ def test_a_pipe_or_fifo_is_refused_at_once_naming_it(samples_dir, tmp_path):
                            timeout=60, env=env)
     assert piped.returncode == 1 and ": is a pipe, not a file" in piped.stderr and len(piped.stderr.splitlines()) == 1
     assert not (tmp_path / "l").exists()
+
+
+def test_text_a_reader_let_through_is_named_as_the_inputs(samples_dir, tmp_path, capfd, monkeypatch):
+    """Issue 30, item 4: a lone surrogate that reaches the writer was reported on an internal staging
+    file (.../.tb-hwprof/staging/x@PID@.../summary_....json.gz); it is named as the input's."""
+    from conftest import sample
+    from tb_hwprof import detect
+    original = detect.read
+
+    def leaky(path, **options):  # a reader that lets undecodable text through
+        profile = original(path, **options)
+        profile.kernels.loc[0, "name"] = profile.kernels.loc[0, "name"] + "\udc80"
+        return profile
+    monkeypatch.setattr(detect, "read", leaky)
+    trace = sample(samples_dir, "nsys/annikola_gtx1050_2024.5.1.sqlite")
+    assert main(["export", str(trace), "--logdir", str(tmp_path), "--run", "x", "--quiet"]) == 1
+    (line,) = capfd.readouterr().err.splitlines()
+    assert line.startswith(f"tb-hwprof: error: {trace}: holds text that is not Unicode (")
+    assert ".tb-hwprof" not in line and not (tmp_path / "x").exists()

@@ -242,6 +242,19 @@ def blamed_on(path: Path):
         raise
 
 
+@contextlib.contextmanager
+def written_from(path: Path):
+    """Text a reader let through that cannot be written (not Unicode) is named as the input's, not as
+    the internal staging file the writer was filling."""
+    from ..errors import InputError
+    from ..logdir.tables import UnwritableText
+    try:
+        yield
+    except UnwritableText as e:
+        raise InputError(path, f"holds text that is not Unicode ({e.cause}), which its reader let through",
+                         "report it with the input file") from None
+
+
 def trace_window(profile, path: Path, window: WindowOptions, progress: Callable[[str], None]):
     """The Window a trace's export keeps (None: all of it)."""
     if not window:
@@ -334,12 +347,13 @@ def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str],
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-timeline") as timeline_pool:
         try:
             for report, name in zip(reports, runs):
-                staged.append(StagedRun(report.profile, logdir, name, overwrite, report.window, trace, timeline_pool,
-                                        beside=beside, listed=listed))
+                with written_from(report.path):
+                    staged.append(StagedRun(report.profile, logdir, name, overwrite, report.window, trace,
+                                            timeline_pool, beside=beside, listed=listed))
             analyses = []
             for i, report in enumerate(reports, 1):
                 started = time.perf_counter()
-                with blamed_on(report.path):
+                with blamed_on(report.path), written_from(report.path):
                     analyses.append(analyse(report.profile, kernels_final=staged[i - 1].write_launch_tables))
                 progress(f"[{i}/{len(reports)}] analysed {report.path} ({len(analyses[-1].findings)} findings, "
                          f"{time.perf_counter() - started:.2f} s)")
@@ -349,8 +363,9 @@ def _analyse_and_write(reports: List[Report], logdir: Path, runs: Sequence[str],
             raise
         out = []
         try:
-            for i, (run, analysis, step) in enumerate(zip(staged, analyses, steps), 1):
-                out.append(run.finish(analysis, step))  # a run that fails here removes its own folder
+            for i, (run, analysis, step, report) in enumerate(zip(staged, analyses, steps, reports), 1):
+                with written_from(report.path):
+                    out.append(run.finish(analysis, step))  # a run that fails here removes its own folder
                 progress(f"[{i}/{len(staged)}] wrote {out[-1]}")
                 written(out[-1])
         except BaseException:

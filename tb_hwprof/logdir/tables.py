@@ -260,9 +260,17 @@ def check_unicode(text: str, path: Path) -> None:
         raise unwritable_text(path, e) from None
 
 
+class UnwritableText(HwprofError):
+    """Text a reader let through that is not Unicode (a lone surrogate): the exporter names the input."""
+
+    def __init__(self, message: str, cause: str):
+        super().__init__(message)
+        self.cause = cause
+
+
 def unwritable_text(path: Path, error: Exception) -> HwprofError:
-    return HwprofError(f"{path}: cannot write text that is not Unicode ({error}) -- the input holds "
-                       f"undecodable text a reader let through: report it with the input file")
+    return UnwritableText(f"{path}: cannot write text that is not Unicode ({error}) -- the input holds "
+                          f"undecodable text a reader let through: report it with the input file", str(error))
 
 
 def json_text(doc: Any) -> str:
