@@ -62,3 +62,21 @@ def test_only_the_default_timeline_budget_is_cached(app):
         assert status(app, "/timeline", run="n", max_events=str(budget)) == 200
     keys = [key for key in entry(app)._cache if isinstance(key, tuple) and key[0] == "timeline"]
     assert keys == [("timeline", 5000)]
+
+
+def test_launch_details_kept_are_bounded(samples_dir, tmp_path, monkeypatch):
+    """The drawer's per-launch details (raw metrics, rules) are cached for the most recent launches
+    only (BOUNDED_KEYS); older ones are read again when asked, equal to what they were."""
+    from tb_hwprof.plugin import store
+    monkeypatch.setitem(store.BOUNDED_KEYS, "details", 2)
+    logdir = tmp_path / "logs"
+    report = sample(samples_dir, "ncu/kprattis_gtx1650_basic_2022.4.1.ncu-rep")
+    assert main(["export", str(report), "--logdir", str(logdir), "--run", "k", "--quiet"]) == 0
+    app = App(logdir)
+    first = app.json("/kernel", run="k", launch="0")
+    for launch in range(6):
+        app.json("/kernel", run="k", launch=str(launch))
+    run = entry(app, "k")
+    kept = [key for key in run._cache if isinstance(key, tuple) and key[0] == "details"]
+    assert kept == [("details", 4), ("details", 5)]
+    assert app.json("/kernel", run="k", launch="0") == first

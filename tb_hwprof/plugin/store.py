@@ -25,6 +25,10 @@ RUN_FILES = (metadata.MANIFEST, metadata.KERNELS, metadata.DETAILS_DIR)
 # Remote objects read by ranges, not fetched whole: a view reads part of them.
 RANGED = (metadata.TIMELINE_INDEX,)
 MAX_LOADED = 8  # runs whose tables stay in memory (a 100k-launch run holds ~100 MB)
+# Per run, the cache keys that grow with what a client asks for, and how many of each are kept (the
+# oldest go first): a launch's details (~200 KB for a full-set launch's 2,000+ metrics).  Summaries
+# are one per table the manifest lists; /timeline is cached for the default budget only.
+BOUNDED_KEYS = {"details": 256}
 
 
 class HttpError(Exception):
@@ -103,6 +107,7 @@ class RunEntry:
         self._lock = threading.Lock()
         self._cache: Dict[object, object] = {}
         self._key_locks: Dict[object, threading.Lock] = {}
+        self._bounded: Dict[str, "collections.deque"] = {}  # BOUNDED_KEYS' keys, oldest first
         self.error: Optional[str] = None  # first load failure, for /runs
 
     def asset(self, relative: str) -> Path:
@@ -134,10 +139,24 @@ class RunEntry:
         with key_lock:
             if key not in self._cache:
                 self._cache[key] = self._build(build)
-            value = self._cache[key]
+                self._bound(key)
+            value = self._cache.get(key) if key in self._cache else self._build(build)
         if isinstance(value, HttpError):  # a fresh one each time: re-raising the cached object would grow
             raise HttpError(value.code, value.message)  # its traceback by this request's frames, forever
         return value
+
+    def _bound(self, key) -> None:
+        """Forget the oldest entries of a key kind BOUNDED_KEYS bounds, beyond its bound."""
+        kind = key[0] if isinstance(key, tuple) else None
+        if kind not in BOUNDED_KEYS:
+            return
+        with self._lock:
+            order = self._bounded.setdefault(kind, collections.deque())
+            order.append(key)
+            while len(order) > BOUNDED_KEYS[kind]:
+                old = order.popleft()
+                self._cache.pop(old, None)
+                self._key_locks.pop(old, None)
 
     def _build(self, build: Callable[[], object]):
         try:
