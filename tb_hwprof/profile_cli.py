@@ -326,7 +326,7 @@ def ncu_estimate(trace: Path, filters, o: ProfileOptions, progress: Callable[[st
     configurations = kernels.groupby(["name", "grid", "block"], dropna=False, sort=False).size() \
         if len(kernels) else pd.Series(dtype=int)
     if o.per_config:  # per configuration: --launch-skip of its launches, then --launch-count (default 1)
-        named = expected_launches(kernels, type(filters)(filters.kernel_name, filters.name_base))
+        named = expected_launches(kernels, filters.names_only())
         counts = kernels.iloc[named].groupby(["name", "grid", "block"], dropna=False, sort=False).size()
         asked = int(np.minimum(np.maximum(counts.to_numpy() - o.launch_skip, 0), o.launch_count or 1).sum())
         how = f"each configuration {o.launch_count or 1} time(s), --filter-mode per-launch-config"
@@ -496,9 +496,8 @@ def export_joined(trace_path, counter_path, logdir, run: str, filters=None, over
     result = (join_per_config if per_config else join)(trace.profile, counters.profile, filters or JoinFilters())
     progress(f"joined {counters.path} onto {trace.path}: {result.count('matched')} matched, "
              f"{len(result.table) - result.count('matched')} listed as not joined ({result.stage} names)")
-    if per_config:
-        progress(result.profile.notes[-1] if result.count("matched") == 0 else
-                 next(n for n in result.profile.notes if n.startswith("per-configuration join")))
+    if per_config:  # the coverage: launches and kernel time that carry counters
+        progress(next(n for n in result.profile.notes if n.startswith("per-configuration join")))
     out, _ = _analyse_and_write([Report(trace.path, result.profile, trace.window)], Path(logdir), [run], overwrite,
                                 [0], trace_mode, progress, lambda run_dir: None, beside)
     return out[0]

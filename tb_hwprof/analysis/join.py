@@ -80,6 +80,11 @@ class JoinFilters:
         parts += [f"--launch-count {self.launch_count}"] if self.launch_count is not None else []
         return " ".join(parts) or "no filters"
 
+    def names_only(self) -> "JoinFilters":
+        """The kernel-name filter alone: with ncu's per-launch-config mode, --launch-skip and
+        --launch-count count within each configuration, not over the trace's launches."""
+        return JoinFilters(self.kernel_name, self.name_base)
+
 
 @dataclasses.dataclass
 class JoinResult:
@@ -105,6 +110,11 @@ def _per_distinct(values: List[str], make) -> List[str]:
     return [done[v] if v in done else done.setdefault(v, make(v)) for v in values]
 
 
+def full_names(kernels: pd.DataFrame) -> List[str]:
+    """Per launch its full (demangled) name, else its name."""
+    return [d or n for d, n in zip(_texts(kernels, "demangled_name"), _texts(kernels, "name"))]
+
+
 def name_keys(kernels: pd.DataFrame, stage: str) -> List[str]:
     """Per launch its key at `stage`: the mangled name, the normalised demangled name, or the bare
     function name (from the demangled name, else `name`)."""
@@ -112,8 +122,7 @@ def name_keys(kernels: pd.DataFrame, stage: str) -> List[str]:
         return _per_distinct(_texts(kernels, "mangled_name"), str.strip)
     if stage == "demangled":
         return _per_distinct(_texts(kernels, "demangled_name"), normalise_kernel_name)
-    full = [d or n for d, n in zip(_texts(kernels, "demangled_name"), _texts(kernels, "name"))]
-    return _per_distinct(full, short_name)
+    return _per_distinct(full_names(kernels), short_name)
 
 
 def key_stage(trace: pd.DataFrame, counters: pd.DataFrame, same_demangler: bool = True) -> str:
@@ -289,13 +298,11 @@ def gnu_demangled(mangled: str) -> str:
 def config_keys(kernels: pd.DataFrame, from_mangled: bool) -> List[str]:
     """Per launch its configuration: the GNU-demangled kernel name (from the mangled name where
     `from_mangled`, a counter report's, else the name as the trace has it), grid and block."""
+    names = full_names(kernels)
     if from_mangled:
         mangled = _texts(kernels, "mangled_name")
-        fallback = [d or n for d, n in zip(_texts(kernels, "demangled_name"), _texts(kernels, "name"))]
         names = [demangled or (m if m and not m.startswith("_Z") else f)
-                 for demangled, m, f in zip(_per_distinct(mangled, gnu_demangled), mangled, fallback)]
-    else:
-        names = [d or n for d, n in zip(_texts(kernels, "demangled_name"), _texts(kernels, "name"))]
+                 for demangled, m, f in zip(_per_distinct(mangled, gnu_demangled), mangled, names)]
     return [f"{name} grid {grid} block {block}"
             for name, grid, block in zip(names, _texts(kernels, "grid"), _texts(kernels, "block"))]
 
@@ -322,7 +329,7 @@ def join_per_config(trace, counters, filters: JoinFilters = JoinFilters()) -> Jo
     report configurations the trace lacks."""
     t, c = trace.kernels, counters.kernels
     t_keys, c_keys = config_keys(t, False), config_keys(c, True)
-    expected = expected_launches(t, JoinFilters(filters.kernel_name, filters.name_base))  # skip/count: per config
+    expected = expected_launches(t, filters.names_only())
     trace_by_key = _by_key(expected, t_keys)
     counter_by_key = _by_key(np.argsort(c["launch_id"].to_numpy(), kind="stable"), c_keys)
     t_checked, c_checked = checked_values(t), checked_values(c)
@@ -381,11 +388,15 @@ def per_config_notes(result: JoinResult, trace_by_key, counter_by_key, t: pd.Dat
     if averaged:
         notes.append(f"{averaged} configuration(s) were profiled more than once: their counters are the "
                      f"time-weighted mean of those launches")
-    leftovers = {s: result.count(s) for s in STATUSES[1:] if result.count(s)}
-    if leftovers:
-        notes.append("not joined (listed in the " + JOIN_TABLE + " table, never guessed): " +
-                     ", ".join(f"{n} {s}" for s, n in leftovers.items()))
+    notes += leftover_notes(result)
     return notes
+
+
+def leftover_notes(result: JoinResult) -> List[str]:
+    """The note counting what was not joined, by status ([] when everything was)."""
+    leftovers = {s: result.count(s) for s in STATUSES[1:] if result.count(s)}
+    return ["not joined (listed in the " + JOIN_TABLE + " table, never guessed): " +
+            ", ".join(f"{n} {s}" for s, n in leftovers.items())] if leftovers else []
 
 
 def join_table(rows: List[Tuple[str, str, int, int, str]], t: pd.DataFrame, c: pd.DataFrame) -> pd.DataFrame:
@@ -486,10 +497,7 @@ def join_notes(result: JoinResult, filters: JoinFilters, counters) -> List[str]:
              f"{len(counters.kernels)} report launches matched to trace kernels by {result.stage} name and "
              f"launch order; {result.expected} trace launches expected in the report, {result.filtered_out} "
              f"left out by the filters"]
-    leftovers = {s: result.count(s) for s in STATUSES[1:] if result.count(s)}
-    if leftovers:
-        notes.append("not joined (listed in the " + JOIN_TABLE + " table, never guessed): " +
-                     ", ".join(f"{n} {s}" for s, n in leftovers.items()))
+    notes += leftover_notes(result)
     cross = result.cross_tool
     if cross["trace_ns"] > 0:
         notes.append(f"cross-tool time check: matched kernels took {cross['counter_ns']:.0f} ns in {tool} and "

@@ -29,6 +29,7 @@ MAX_LOADED = 8  # runs whose tables stay in memory (a 100k-launch run holds ~100
 # oldest go first): a launch's details (~200 KB for a full-set launch's 2,000+ metrics).  Summaries
 # are one per table the manifest lists; /timeline is cached for the default budget only.
 BOUNDED_KEYS = {"details": 256}
+_MISSING = object()
 
 
 class HttpError(Exception):
@@ -137,10 +138,10 @@ class RunEntry:
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
-            if key not in self._cache:
-                self._cache[key] = self._build(build)
+            value = self._cache.get(key, _MISSING)  # one lookup: another key's insert may evict this one
+            if value is _MISSING:
+                value = self._cache[key] = self._build(build)
                 self._bound(key)
-            value = self._cache.get(key) if key in self._cache else self._build(build)
         if isinstance(value, HttpError):  # a fresh one each time: re-raising the cached object would grow
             raise HttpError(value.code, value.message)  # its traceback by this request's frames, forever
         return value

@@ -430,9 +430,6 @@ class MetricGrammar:
                 seen[part] = seen.get(part, 0) + 1
         self.attested.update(part for part, count in seen.items() if count >= 2)
 
-    def follows(self, name: str) -> bool:
-        return self.unknown_parts(name) == set()
-
 
 # Control characters but tab and newlines, and lone surrogates (bytes that were not UTF-8).
 _UNREADABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
