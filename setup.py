@@ -56,7 +56,7 @@ setup(
         # CI pins the local CPU build (torch==2.13.0); a range here lets users keep theirs.
         "torch": ["torch>=1.10"],
         # torch-tb-profiler 0.4.3: the oracle of the step breakdown tests.
-        # Multi-rank job exports (tb_hwprof/jobs.py) run on Dask: a local cluster or an existing one.
+        # Multi-rank job exports (tb_hwprof/app/jobs.py) run on Dask: a local cluster or an existing one.
         "distributed": ["dask[distributed]>=2023.1"],
         # Logdirs on object storage (s3://, gs://; any other fsspec URL with its fsspec filesystem).
         "s3": ["s3fs"],
@@ -65,7 +65,7 @@ setup(
                  "dask[distributed]>=2023.1", "s3fs", "boto3", "moto[server]>=5"],
     },
     entry_points={
-        "console_scripts": ["tb-hwprof=tb_hwprof.cli:main"],
+        "console_scripts": ["tb-hwprof=tb_hwprof.app.cli:main"],
         # The module named here must import nothing heavy: TensorBoard imports it on every start.
         "tensorboard_plugins": ["tb_hwprof = tb_hwprof.plugin.hwprof_plugin:HwprofPluginLoader"],
     },

@@ -8,7 +8,7 @@ as kernels-only runs (no trace, no operator level).  The export writes each run'
 its size beside the kernels table is printed.
 
 Timed in-process, each side read from disk every time (nothing cached):
-  cli     tb_hwprof.cli.main(["compare", BASE, RUN])   target <= 2 s
+  cli     tb_hwprof.app.cli.main(["compare", BASE, RUN])   target <= 2 s
   plugin  views.compare_runs on fresh run entries      target ~1 s
 then `tb-hwprof compare` as a command (interpreter start and imports included), and the CLI on copies
 of the runs without their compare table (runs exported before it: the kernels tables are read).
@@ -61,7 +61,7 @@ def build_run(report: Path, logdir: Path, name: str, launches: int) -> Path:
 def cli_compare(base: Path, run: Path):
     """(wall, CPU) seconds of one in-process `tb-hwprof compare` (CPU time: the figure a shared machine
     distorts least)."""
-    from tb_hwprof.cli import main
+    from tb_hwprof.app.cli import main
     started, cpu = time.perf_counter(), time.process_time()
     with contextlib.redirect_stdout(io.StringIO()) as out:
         code = main(["compare", str(base), str(run)])
@@ -75,7 +75,7 @@ def process_compare(base: Path, run: Path) -> float:
     """Wall seconds of `tb-hwprof compare` as a command (interpreter start and imports included)."""
     import subprocess
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tb_hwprof.cli", "compare", str(base), str(run)], check=True,
+    subprocess.run([sys.executable, "-m", "tb_hwprof.app.cli", "compare", str(base), str(run)], check=True,
                    stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)})
     return time.perf_counter() - started
 

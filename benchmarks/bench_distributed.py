@@ -13,7 +13,7 @@ Then, each in a child process of its own, its process tree's memory polled (chil
             the sum scaled to all ranks),
   job:      `tb-hwprof export rank_*.json --ranks --run job` on a local cluster of --workers
             single-threaded worker processes (default: the machine's cores), the cluster's start
-            included; a worker exports each rank in a child process forked for it (tb_hwprof/jobs.py
+            included; a worker exports each rank in a child process forked for it (tb_hwprof/app/jobs.py
             in_child); its progress lines timed (cluster up, last rank in),
   parallel: the single exports --workers at a time (--no-parallel skips it): what the machine gives
             that many exports at once while others use it, with no Dask in the way.
@@ -210,7 +210,7 @@ import json, os, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 os.environ["PYTHONPATH"] = sys.argv[1]  # the local cluster's worker processes import tb_hwprof too
 t = time.perf_counter()
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 rc = main(["export", *sys.argv[3:], "--logdir", sys.argv[2], "--overwrite", "--quiet"])
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"s": time.perf_counter() - t, "rc": rc, "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -232,7 +232,7 @@ class Stamped:
     def flush(self):
         pass
 sys.stderr = Stamped()
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 rc = main(["export", *sys.argv[3:], "--logdir", sys.argv[2], "--overwrite"])
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"s": time.perf_counter() - t, "rc": rc, "cpu_s": usage.ru_utime + usage.ru_stime,

@@ -112,7 +112,7 @@ EXPORT = """
 import resource, sys, time, json
 sys.path.insert(0, sys.argv[3])
 t = time.perf_counter()
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 rc = main(["export", sys.argv[1], "--logdir", sys.argv[2], "--run", "big", "--overwrite"])
 print(json.dumps({"s": time.perf_counter() - t, "rc": rc,
                   "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -122,7 +122,7 @@ TRACE = """
 import resource, sys, time, json
 sys.path.insert(0, sys.argv[2])
 t = time.perf_counter()
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 rc = main(["trace", sys.argv[1], "--quiet"])
 print(json.dumps({"s": time.perf_counter() - t, "rc": rc,
                   "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -174,7 +174,7 @@ def main() -> None:
                              "after ours: prints this tree's time against it, round by round")
     args = parser.parse_args()
     if args.baseline_tree is not None and not (args.baseline_tree / "tb_hwprof" / "cli.py").is_file():
-        parser.error(f"--baseline-tree {args.baseline_tree}: no tb_hwprof/cli.py there (give a checkout's root)")
+        parser.error(f"--baseline-tree {args.baseline_tree}: no tb_hwprof/app/cli.py there (give a checkout's root)")
     with tempfile.TemporaryDirectory() as tmp:
         grown = args.keep or Path(tmp) / "grown.sqlite"
         if not grown.exists():

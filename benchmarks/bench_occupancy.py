@@ -24,7 +24,7 @@ def grown(launches: int):
     import numpy as np
     import pandas as pd
     import tb_hwprof
-    from tb_hwprof.model import normalise_kernels
+    from tb_hwprof.core.model import normalise_kernels
     profile = tb_hwprof.read(SOURCE)
     k = profile.kernels
     rows = pd.concat([k] * (launches // len(k) + 1), ignore_index=True).iloc[:launches].copy()

@@ -100,7 +100,7 @@ EXPORT = """
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[3])
 t = time.perf_counter()
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 rc = main(["export", sys.argv[1], "--logdir", sys.argv[2], "--run", "big", "--overwrite", "--quiet"])
 print(json.dumps({"s": time.perf_counter() - t, "rc": rc,
                   "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

@@ -26,8 +26,8 @@ VOLATILE = {"export_time", "writer", "source_path"}
 
 def _inputs(root: Path):
     """Every report under `root`: workload folders as one input, the files in them skipped."""
-    from tb_hwprof.detect import sniff
-    from tb_hwprof.errors import HwprofError
+    from tb_hwprof.readers.detect import sniff
+    from tb_hwprof.core.errors import HwprofError
 
     def is_workload(folder: Path) -> bool:
         try:
@@ -48,7 +48,7 @@ def _inputs(root: Path):
 
 def export_all(out_dir: Path) -> None:
     import tb_hwprof
-    from tb_hwprof.errors import HwprofError
+    from tb_hwprof.core.errors import HwprofError
     errors = {}
     inputs = _inputs(SAMPLES)
     if not inputs:

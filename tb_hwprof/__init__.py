@@ -8,14 +8,14 @@
     tb_hwprof.load_run("runs/baseline")               # the same Profile, read back
     tb_hwprof.load_analysis("runs/baseline")          # the same Analysis, read back
 """
-__version__ = "0.1.0"
+from .core import __version__
 
 
 def read(path):
     """The report's Profile, its tables labelled (the kernels' bound and roofline columns, the CPU
     hotspots' top-down labels, the GPU time projected onto a trace's NVTX ranges)."""
     from .analysis.pipeline import label_tables
-    from .detect import read as _read
+    from .readers.detect import read as _read
     return label_tables(_read(path))
 
 
@@ -26,13 +26,17 @@ def analyse(profile):
 
 
 def load_run(run_dir, with_details: bool = True):
+    """The Profile a run was written from (the reader's tables; load_analysis has the analysis')."""
+    from .analysis import pipeline
     from .logdir.reader import load_run as _load_run
-    return _load_run(run_dir, with_details)
+    return _load_run(run_dir, with_details, pipeline.ANALYSIS_SUMMARIES)
 
 
 def load_analysis(run_dir):
+    """The Analysis a run was written with."""
+    from .analysis import pipeline
     from .logdir.reader import load_analysis as _load_analysis
-    return _load_analysis(run_dir)
+    return _load_analysis(run_dir, pipeline.ANALYSIS_SUMMARIES)
 
 
 def export(path, logdir, run, overwrite: bool = False, step: int = 0, *, time_range=None, nvtx_range=None,
@@ -41,7 +45,7 @@ def export(path, logdir, run, overwrite: bool = False, step: int = 0, *, time_ra
     function); returns the run folder.  time_range 'START:END' ns or nvtx_range NAME keep a window of
     a trace; trace: "auto", "always" or "never" writes its timeline.json.gz now; salvage: a damaged
     .ncu-rep keeps its sound launches (the run's notes list the others) instead of being refused."""
-    from .analysis.pipeline import WindowOptions, export_report
+    from .app.export import WindowOptions, export_report
     return export_report(path, logdir, run, overwrite=overwrite, step=step, trace=trace, salvage=salvage,
                          window=WindowOptions(time_range, nvtx_range, nvtx_instances))
 

@@ -208,3 +208,26 @@ def open_roofline(session, run: str, points: int):
     box = {k: float(svg.get_attribute(f"data-{k}")) for k in
            ("x-min", "x-max", "y-min", "y-max", "plot-left", "plot-right", "plot-top", "plot-bottom")}
     return frame, svg, box
+
+
+# -- the Timeline ---------------------------------------------------------------------------------
+def wait_window(frame, predicate_js: str = "true", timeout=30000):
+    """Until the Timeline's canvas has drawn a window for which `predicate_js` (over its element `c`)
+    holds."""
+    frame.wait_for_function(f"() => {{ const c = document.querySelector('canvas[data-role=timeline]'); "
+                            f"return c && c.dataset.drawn !== undefined && c.dataset.start !== undefined "
+                            f"&& ({predicate_js}); }}", timeout=timeout)
+
+
+def open_timeline(session, run: str, predicate_js: str = "Number(c.dataset.returned) > 0", timeout=30000):
+    """The plugin opened on `run`'s Timeline, once its first window is drawn; the frame."""
+    session.open()
+    frame = session.go(f"#view=timeline&run={run}")
+    wait_window(frame, predicate_js, timeout)
+    return frame
+
+
+def show_window(frame, run: str, start: int, end: int):
+    """The Timeline of `run` moved to start..end ns (as a shared link does), once drawn."""
+    frame.evaluate("h => { location.hash = h; }", f"#view=timeline&run={run}&start={start}&end={end}")
+    wait_window(frame, f"c.dataset.start === '{start}' && c.dataset.end === '{end}'")

@@ -59,7 +59,7 @@ def require_repro() -> Path:
 
 # -- running one input in a child ------------------------------------------------------------------
 def _classify(work: Callable[[], str], done_kind: str) -> Tuple[str, str, str, str]:
-    from tb_hwprof.errors import HwprofError
+    from tb_hwprof.core.errors import HwprofError
     try:
         return done_kind, str(work()), "", ""
     except HwprofError as e:
@@ -155,7 +155,7 @@ def impossible_values(profile) -> List[str]:
 
 def _export_and_load(path: Path, logdir: Path) -> str:
     import tb_hwprof
-    from tb_hwprof.errors import HwprofError
+    from tb_hwprof.core.errors import HwprofError
     run_dir = tb_hwprof.export(path, logdir, "r")
     try:
         check_run(run_dir)

@@ -10,9 +10,9 @@ import pytest
 
 from tb_hwprof.analysis import advice
 from tb_hwprof.analysis.advice import cpu
-from tb_hwprof.analysis.findings import Finding
+from tb_hwprof.core.findings import Finding
 from tb_hwprof.analysis.cpu_hotspots import hotspot_table, totals
-from tb_hwprof.model import Profile, Provenance, normalise_kernels
+from tb_hwprof.core.model import Profile, Provenance, normalise_kernels
 
 
 def profile_of(rows):

@@ -15,7 +15,7 @@ import tb_hwprof
 from tb_hwprof.analysis import advice
 from tb_hwprof.analysis.advice import gpu_timeline as gpu
 from tb_hwprof.analysis.context import capture_context
-from tb_hwprof.analysis.findings import Finding
+from tb_hwprof.core.findings import Finding
 from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 
 from conftest import sample

@@ -17,7 +17,7 @@ import tb_hwprof
 from tb_hwprof.analysis import advice
 from tb_hwprof.analysis.advice import torch as rules
 from tb_hwprof.analysis.context import capture_context
-from tb_hwprof.analysis.findings import Finding
+from tb_hwprof.core.findings import Finding
 
 from conftest import sample, samples_path
 

@@ -10,7 +10,7 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.logdir import metadata, trace
-from tb_hwprof.model import TIMELINE_CATEGORIES
+from tb_hwprof.core.model import TIMELINE_CATEGORIES
 
 
 def slices_of(timeline, cat):

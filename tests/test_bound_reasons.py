@@ -8,7 +8,7 @@ import re
 import pytest
 
 import tb_hwprof
-from tb_hwprof.errors import HwprofError
+from tb_hwprof.core.errors import HwprofError
 
 # Nsight Compute's SOLBottleneck rule on a small grid: "... resulting in only 0.8 full waves across all SMs."
 NCU_FULL_WAVES = re.compile(r"too small to fill the available resources.*?only ([0-9.]+) full waves")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import export_run as _export, nav_of_run, wait_rows
+from browser_support import export_run as _export, nav_of_run, open_timeline, wait_rows, wait_window
 from support_nsys import DLPROF, query
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,11 +61,6 @@ def logdir(tmp_path_factory, sources):
 def canvas_box(frame):
     c = frame.locator("canvas[data-role=timeline]")
     return {k: float(c.get_attribute(f"data-{k}")) for k in ("start", "end", "returned", "in-window")}
-
-
-def wait_window(frame, predicate_js, timeout=30000):
-    frame.wait_for_function(f"() => {{ const c = document.querySelector('canvas[data-role=timeline]'); "
-                            f"return c && c.dataset.start !== undefined && ({predicate_js}); }}", timeout=timeout)
 
 
 def manifest_figure(manifest, finding_id, name):
@@ -114,9 +109,7 @@ def test_overview_advice_and_gpu_busy(session, logdir, sources):
 
 def test_timeline_lanes_hover_zoom_pan(session, sources):
     path = sources["dlprof"]
-    session.open()
-    frame = session.go("#view=timeline&run=dlprof")
-    wait_window(frame, "c.dataset.returned === '423'")
+    frame = open_timeline(session, "dlprof", "c.dataset.returned === '423'")
     lanes = frame.locator("[data-role=timeline-lanes] .lane-label")
     streams = {r[0] for r in query(path, f"SELECT DISTINCT streamId FROM {KERNEL} UNION SELECT streamId FROM "
                                          f"CUPTI_ACTIVITY_KIND_MEMCPY UNION SELECT streamId FROM CUPTI_ACTIVITY_KIND_MEMSET")}

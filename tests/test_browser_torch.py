@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import export_run, log_pos, nav_of_run, wait_rows
+from browser_support import export_run, log_pos, nav_of_run, wait_rows, wait_window
 from conftest import get_json, sample
 
 BERT = "torch/tracelens_h100_bert_small.json.gz"
@@ -352,8 +352,7 @@ def test_overview_timeline_and_compare_of_torch_runs(session, traces, console_er
     assert int(launches.get_attribute("data-value")) == len(kernels["bert"])
     # Timeline: every complete event of the trace's operator, Python, runtime, GPU and annotation kinds.
     frame = session.go("#view=timeline&run=bert")
-    frame.wait_for_function("() => { const c = document.querySelector('canvas[data-role=timeline]'); "
-                            "return c && c.dataset.returned !== undefined; }", timeout=30000)
+    wait_window(frame, "c.dataset.returned !== undefined")
     drawn = {"cpu_op", "python_function", "kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
              "user_annotation", "gpu_user_annotation"}
     expected = sum(1 for e in complete_events(traces["bert"]) if category(e) in drawn)

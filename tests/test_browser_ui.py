@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 
-from browser_support import column, export_run, wait_rows
+from browser_support import column, export_run, open_timeline, show_window, wait_rows, wait_window
 from conftest import get_json
 from tb_hwprof.logdir import columns, tables
 
@@ -195,18 +195,8 @@ def test_bottlenecks_one_row_per_kernel_with_its_launch_count(session, logdir):
 
 
 # -- 6. Timeline: ruler, NVTX colours, click-to-select and the link to the drawer -----------------
-def wait_window(frame, predicate_js, timeout=30000):
-    frame.wait_for_function(f"() => {{ const c = document.querySelector('canvas[data-role=timeline]'); "
-                            f"return c && c.dataset.drawn !== undefined && ({predicate_js}); }}", timeout=timeout)
-
-
 def ruler(frame):
     return frame.eval_on_selector_all("[data-role=timeline-ruler] .tick", "ts => ts.map(t => [Number(t.dataset.ns), t.textContent])")
-
-
-def show_window(frame, run, start, end):
-    frame.evaluate("h => { location.hash = h; }", f"#view=timeline&run={run}&start={start}&end={end}")
-    wait_window(frame, f"c.dataset.start === '{start}' && c.dataset.end === '{end}'")
 
 
 def lane_y(frame, kind, text):
@@ -218,9 +208,7 @@ UNITS_NS = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
 def test_timeline_ruler_has_units_and_follows_zoom(session):
-    session.open()
-    frame = session.go(f"#view=timeline&run={NSYS}")
-    wait_window(frame, "Number(c.dataset.returned) > 0")
+    frame = open_timeline(session, NSYS)
     before = ruler(frame)
     assert len(before) >= 3
     for (ns_a, a), (ns_b, b) in zip(before, before[1:]):  # labels step as the ticks do, in their unit
@@ -243,9 +231,7 @@ def test_timeline_nvtx_legend_colour_is_the_slices_colour(session, samples_dir):
     (start, end), = query(samples_dir / SOURCES[NSYS],
                           "SELECT start, end FROM NVTX_EVENTS WHERE end IS NOT NULL ORDER BY end - start DESC LIMIT 1")
     lo, hi = start + (end - start) // 10, end - (end - start) // 10  # the range spans the whole plot
-    session.open()
-    frame = session.go(f"#view=timeline&run={NSYS}")
-    wait_window(frame, "Number(c.dataset.returned) > 0")
+    frame = open_timeline(session, NSYS)
     show_window(frame, NSYS, lo, hi)
     canvas = frame.locator("canvas[data-role=timeline]")
     width = canvas.evaluate("c => c.clientWidth")
@@ -273,9 +259,7 @@ def test_timeline_click_selects_a_kernel_and_opens_its_launch(session, samples_d
     data = kernels_file(logdir, NSYS)["data"]
     [launch] = [data["launch_id"][i] for i, s in enumerate(data["start_ns"]) if s == start]
     lo, hi = min(start, call_start) - 20000, end + 20000  # the kernel and the call that launched it
-    session.open()
-    frame = session.go(f"#view=timeline&run={NSYS}")
-    wait_window(frame, "Number(c.dataset.returned) > 0")
+    frame = open_timeline(session, NSYS)
     show_window(frame, NSYS, lo, hi)
     canvas = frame.locator("canvas[data-role=timeline]")
     width = canvas.evaluate("c => c.clientWidth")

@@ -1,10 +1,10 @@
-"""tb_hwprof.columnar helpers against pandas' own factorize on real kernel names."""
+"""tb_hwprof.core.columnar helpers against pandas' own factorize on real kernel names."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from tb_hwprof import columnar
-from tb_hwprof.columnar import object_codes, object_factorize
+from tb_hwprof.core import columnar
+from tb_hwprof.core.columnar import object_codes, object_factorize
 
 from conftest import sample
 from support_nsys import DLPROF
@@ -81,7 +81,7 @@ def test_group_codes_are_pandas_groups_missing_values_included(read_sample, samp
     real registers, grid sizes (whole floats), kernel names (text) and durations (fractions), with
     missing values among the numbers and the names (a missing name is one value of its own, never
     folded into another combination's code, as its -1 once was on the 105-launch report)."""
-    from tb_hwprof.columnar import group_codes
+    from tb_hwprof.core.columnar import group_codes
     sample(samples_dir, path)
     kernels = read_sample(path).kernels
     names = kernels["name"].to_numpy(dtype=object).copy()

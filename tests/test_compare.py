@@ -14,7 +14,7 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis import compare
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 from tb_hwprof.plugin import store, views
 
 from conftest import sample
@@ -370,5 +370,5 @@ def test_the_command_line_starts_without_pandas():
     """Registering `compare` must not make every command (`--help`, `export`'s parser) import pandas."""
     import subprocess
     import sys
-    code = "import sys; from tb_hwprof.cli import build_parser; build_parser(); print('pandas' in sys.modules)"
+    code = "import sys; from tb_hwprof.app.cli import build_parser; build_parser(); print('pandas' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -1,6 +1,6 @@
 """Compare reads only what it needs of a written run: the per-instantiation compare table the export
 writes (analysis/compare.compare_table), or, for a run exported before it, only the compared columns
-of its kernels file (compare_cli.read_selected_columns).  On real exported runs of each kind both
+of its kernels file (kernel_columns.read_selected_columns).  On real exported runs of each kind both
 give what the whole kernels table gives."""
 import json
 import shutil
@@ -10,10 +10,10 @@ import orjson
 import pytest
 
 import tb_hwprof
-from tb_hwprof import cli, compare_cli
+from tb_hwprof.app import cli, compare_cli
 from tb_hwprof.analysis import compare
-from tb_hwprof.errors import InputError
-from tb_hwprof.logdir import columns, metadata, reader, tables
+from tb_hwprof.core.errors import InputError
+from tb_hwprof.logdir import columns, kernel_columns, metadata, reader, tables
 from tb_hwprof.plugin import encode, store, views
 
 from conftest import sample
@@ -36,8 +36,8 @@ def logdir(tmp_path_factory, samples_dir):
 def test_selected_columns_equal_the_whole_files(logdir, run):
     raw = tables.read_gz_bytes(reader.asset_dir(logdir / run) / metadata.KERNELS)
     whole = orjson.loads(raw)
-    wanted = compare_cli._compared_columns("duration_ns")
-    picked = compare_cli.read_selected_columns(raw, wanted)
+    wanted = compare.compared_columns("duration_ns")
+    picked = kernel_columns.read_selected_columns(raw, wanted)
     assert picked["rows"] == whole["rows"] and picked["columns"] == whole["columns"]
     for column in wanted & set(whole["columns"]):
         expected = np.asarray(columns.decode_column(whole, column), dtype=object)
@@ -49,7 +49,7 @@ def test_selected_columns_equal_the_whole_files(logdir, run):
 
 def test_a_file_of_another_layout_is_read_whole():
     doc = {"columns": ["name"], "rows": 2, "data": {"name": ["a]", 'b"]']}}  # format 1: "data" only, last
-    assert compare_cli.read_selected_columns(orjson.dumps(doc), {"name"}) == doc
+    assert kernel_columns.read_selected_columns(orjson.dumps(doc), {"name"}) == doc
 
 
 # -- the compare table ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 from support_compare import tracelens_ops
 from support_plugin import App
 

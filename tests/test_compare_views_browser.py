@@ -5,7 +5,7 @@ import pytest
 from browser_support import export_run, get_json, log_pos
 from conftest import sample
 from support_series import CHAIN, ORACLE, oracle_step
-from tb_hwprof import cli
+from tb_hwprof.app import cli
 
 SERIES_RUNS = [f"tuning/{name.rsplit('/', 1)[1][: -len('.ncu-rep')]}" for name in CHAIN]
 # ncu runs: a roofline set (FP16/FP32/FP64/Tensor roofs), a full set (the overlay); rocprof-compute

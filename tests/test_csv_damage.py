@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 import tb_hwprof
-from tb_hwprof.errors import InputError
+from tb_hwprof.core.errors import InputError
 
 from conftest import repro, sample
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tb_hwprof import readers
-from tb_hwprof.detect import detect, sniff
-from tb_hwprof.errors import InputError
+from tb_hwprof.readers.detect import detect, sniff
+from tb_hwprof.core.errors import InputError
 
 # A sample's folder and suffix -> the format its module must claim (independent of the registry's order).
 EXPECTED = [("ncu", ".ncu-rep", "ncu-rep"), ("nsys", ".sqlite", "nsys-sqlite"), ("vtune", ".csv", "vtune-csv"),

@@ -16,8 +16,9 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis import ranks
-from tb_hwprof.analysis.pipeline import analyse, export_reports
-from tb_hwprof.detect import read
+from tb_hwprof.analysis.pipeline import analyse
+from tb_hwprof.app.export import export_reports
+from tb_hwprof.readers.detect import read
 from tb_hwprof.logdir.writer import write_run
 
 from conftest import sample

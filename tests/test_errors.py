@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 import tb_hwprof
-from tb_hwprof.errors import HwprofError, InputError
+from tb_hwprof.core.errors import HwprofError, InputError
 
 KMEANS = "nsys/kmeans_rtx3080_openacc_2020.5.1.sqlite"
 

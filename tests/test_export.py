@@ -135,7 +135,7 @@ def test_newer_format_is_refused(logdir_with_run):
     text = manifest.read_text()
     assert f'"format_version": {metadata.FORMAT_VERSION}' in text
     manifest.write_text(text.replace(f'"format_version": {metadata.FORMAT_VERSION}', '"format_version": 99'))
-    with pytest.raises(tb_hwprof.errors.FormatVersionError, match="upgrade tb-hwprof"):
+    with pytest.raises(tb_hwprof.core.errors.FormatVersionError, match="upgrade tb-hwprof"):
         tb_hwprof.load_run(logdir_with_run / "baseline")
 
 
@@ -244,7 +244,7 @@ def test_disk_full_is_one_line_naming_the_path(samples_dir, tmp_path, monkeypatc
     """A full disk while writing: "no space left on <path>", exit 1, and the logdir as it was."""
     import errno
 
-    from tb_hwprof import cli
+    from tb_hwprof.app import cli
     from tb_hwprof.logdir import writer
     path = samples_dir / "torch" / "tracelens_h100_bert_small.json.gz"
     if not path.is_file():

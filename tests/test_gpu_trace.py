@@ -9,7 +9,7 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis import timeline as tl
-from tb_hwprof.model import TIMELINE_CATEGORIES
+from tb_hwprof.core.model import TIMELINE_CATEGORIES
 
 from conftest import sample
 from support_nsys import GPU_TABLES, RUNTIME, query, tables_of

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tb_hwprof
-from tb_hwprof.errors import InputError
+from tb_hwprof.core.errors import InputError
 from tb_hwprof.logdir import metadata, tables
 
 from conftest import sample
@@ -86,7 +86,7 @@ def test_runs_without_declared_sizes_are_bounded_by_ratio(run_dir):
 def test_the_exporter_refuses_a_trace_that_inflates_beyond_its_bound(samples_dir, tmp_path, monkeypatch, capfd):
     """A real gzip trace with the bound set just under its inflated size is refused in one line naming
     it and the variable that raises the bound; at its size it reads (the bound is what decides)."""
-    from tb_hwprof.cli import main
+    from tb_hwprof.app.cli import main
     from tb_hwprof.readers.torch import kineto
     trace = sample(samples_dir, "torch/kineto_rn50_v100_jun2021.json.gz")
     size = len(gzip.decompress(trace.read_bytes()))

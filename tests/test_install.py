@@ -83,7 +83,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import tb_hwprof
 assert tb_hwprof.__file__.startswith(sys.argv[1]), tb_hwprof.__file__  # the wheel's copy, not the checkout
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 sys.exit(main(["export", sys.argv[2], "--logdir", sys.argv[3], "--run", "run"]))
 """
 

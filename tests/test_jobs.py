@@ -1,4 +1,4 @@
-"""Multi-rank job export (issue 14, tb_hwprof/jobs.py), in this process and on an in-process Dask
+"""Multi-rank job export (issue 14, tb_hwprof/app/jobs.py), in this process and on an in-process Dask
 cluster, on HTA's real 2-rank capture (hta_sampled_2rank_rank0/1): runs job/rank_N and job, each
 rank run equal to a plain export of its file, the rank and world size as the raw trace's
 distributedInfo says (read with stdlib gzip/json), bad and mixed ranks leaving the logdir as it was."""
@@ -13,9 +13,9 @@ import time
 import pandas as pd
 import pytest
 
-from tb_hwprof import cli, jobs
-from tb_hwprof.analysis.pipeline import export_report
-from tb_hwprof.errors import InputError, MissingDependency, RunExists
+from tb_hwprof.app import cli, jobs
+from tb_hwprof.app.export import export_report
+from tb_hwprof.core.errors import InputError, MissingDependency, RunExists
 from tb_hwprof.logdir.reader import load_run, read_kernels, read_manifest
 
 from conftest import sample
@@ -358,7 +358,7 @@ def test_ranks_forking_at_once_on_a_threaded_worker_leave_nothing_frozen():
 
 LOCAL_CLUSTER_WORKER_STATE = """
 import gc, json, sys
-from tb_hwprof import jobs
+from tb_hwprof.app import jobs
 def state():
     import gc, sys
     return {"frozen": gc.get_freeze_count(), "ours": "tb_hwprof.analysis.pipeline" in sys.modules}

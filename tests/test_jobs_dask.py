@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tb_hwprof import jobs
+from tb_hwprof.app import jobs
 from tb_hwprof.logdir.reader import read_manifest
 
 from conftest import REPO, free_port, sample
@@ -100,7 +100,7 @@ def test_the_scheduler_comes_from_the_environment_too(cluster, samples_dir, tmp_
 
 
 def test_an_unreachable_scheduler_is_one_line(samples_dir, tmp_path, monkeypatch):
-    from tb_hwprof.errors import HwprofError
+    from tb_hwprof.core.errors import HwprofError
     monkeypatch.setattr(jobs, "CONNECT_TIMEOUT", "2s")
     address = f"tcp://127.0.0.1:{free_port()}"
     with pytest.raises(HwprofError, match=f"^cannot reach the Dask scheduler at {address} .* or --scheduler none$"):
@@ -127,7 +127,7 @@ def test_a_local_cluster_exports_each_rank_on_a_worker_process(samples_dir, tmp_
 
 UNGUARDED_SCRIPT = """
 import sys
-from tb_hwprof.jobs import export_job
+from tb_hwprof.app.jobs import export_job
 export_job(sys.argv[1:3], sys.argv[3], "job", workers=1)
 """
 
@@ -145,7 +145,7 @@ def test_a_script_without_a_main_guard_gets_the_fix_not_a_worker_traceback(sampl
                           capture_output=True, text=True, env=env, timeout=EXPORT_TIMEOUT_S, cwd=tmp_path)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("tb_hwprof.errors.HwprofError: the local Dask cluster's workers did not start"), last
+    assert last.startswith("tb_hwprof.core.errors.HwprofError: the local Dask cluster's workers did not start"), last
     assert 'under `if __name__ == "__main__":`' in last and 'scheduler="none"' in last
     # The worker's import of the script stopped at once with the same fix, before any lock or staging.
     assert "export_job called while a worker process imported the main script" in done.stderr

@@ -259,9 +259,9 @@ def test_ncu_name_filters():
     exact, regex = J.name_matcher("gemm"), J.name_matcher("regex:^ampere_.*_nn$")
     assert exact("gemm") and not exact("sgemm")
     assert regex("ampere_sgemm_128x64_nn") and not regex("ampere_sgemm_128x64_tn")
-    with pytest.raises(tb_hwprof.errors.HwprofError):
+    with pytest.raises(tb_hwprof.core.errors.HwprofError):
         J.name_matcher("regex:(")
-    with pytest.raises(tb_hwprof.errors.HwprofError):
+    with pytest.raises(tb_hwprof.core.errors.HwprofError):
         J.JoinFilters(name_base="short")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.logdir import columns, metadata, reader, tables, writer
-from tb_hwprof.model import KERNEL_COLUMNS, normalise_kernels
+from tb_hwprof.core.model import KERNEL_COLUMNS, normalise_kernels
 
 from support_plugin import App
 

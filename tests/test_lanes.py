@@ -17,7 +17,7 @@ import tb_hwprof
 from tb_hwprof.readers.amd import timeline as amd_timeline
 from tb_hwprof.readers.common.lanes import LANE_TID_TOP, lane_numbers, spread_over_lanes
 from tb_hwprof.logdir import metadata
-from tb_hwprof.model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Timeline, Track
+from tb_hwprof.core.model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Timeline, Track
 
 from conftest import sample
 from support_nsys import DLPROF, query

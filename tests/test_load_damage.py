@@ -1,6 +1,6 @@
 """Damaged runs (issue 13): copies of runs exported from the real samples, truncated, bit-flipped,
 retyped, stripped of keys or files, load with one error naming the damaged file and the fix
-(tb_hwprof.errors.HwprofError), never a KeyError / TypeError / RecursionError from deep inside; the
+(tb_hwprof.core.errors.HwprofError), never a KeyError / TypeError / RecursionError from deep inside; the
 plugin answers them with a one-line 422, bounds what a timeline index may make it allocate, keeps a
 damaged run's error in /runs after its cache entry is evicted, puts back a run an interrupted
 --overwrite left renamed aside, and answers a clean error when its modules went away (issue 17)."""
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import tb_hwprof
-from tb_hwprof.errors import HwprofError, InputError
+from tb_hwprof.core.errors import HwprofError, InputError
 from tb_hwprof.logdir import metadata, reader, run_trace, writer
 from tb_hwprof.plugin import views
 

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 import tb_hwprof
-from tb_hwprof.detect import sniff
-from tb_hwprof.errors import InputError
+from tb_hwprof.readers.detect import sniff
+from tb_hwprof.core.errors import InputError
 from tb_hwprof.readers.nvidia import ncu_csv
 from tb_hwprof.readers.nvidia.ncu_csv import read_ncu_csv
 from tb_hwprof.readers.nvidia.ncu_rep import read_ncu_rep

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tb_hwprof
-from tb_hwprof import cli
+from tb_hwprof.app import cli
 from tb_hwprof.readers.nvidia import ncu_rep as reader
 
 from conftest import ncu_actions, repro, repro_path, sample
@@ -229,7 +229,7 @@ def test_salvage_keeps_the_sound_launches_as_the_original_has_them(one_launch_da
 def test_the_python_api_salvages_as_the_cli_does(one_launch_damaged, tmp_path, ncu_report_module):
     """tb_hwprof.export(..., salvage=True) is the CLI's --salvage: the same sound launches, the same note."""
     original, damaged = one_launch_damaged
-    with pytest.raises(tb_hwprof.errors.InputError, match="launch 2"):
+    with pytest.raises(tb_hwprof.core.errors.InputError, match="launch 2"):
         tb_hwprof.export(damaged, tmp_path / "refused", "r")
     run = tb_hwprof.load_run(tb_hwprof.export(damaged, tmp_path / "kept", "r", salvage=True))
     expected = ncu_launches(ncu_report_module, original)
@@ -259,7 +259,7 @@ def test_an_unforeseen_crash_names_the_file(samples_dir, tmp_path, capfd, monkey
 
     def crash(*args, **kwargs):
         raise TypeError("in method 'X', argument 2 of type 'char const *'")
-    from tb_hwprof import detect
+    from tb_hwprof.readers import detect
     monkeypatch.setattr(detect, "detect", lambda p: ("boom", type("M", (), {"read": staticmethod(crash)})))
     rc, err = export(capfd, path, tmp_path)
     assert rc == 1 and len(err) == 1
@@ -270,7 +270,7 @@ def test_an_unforeseen_crash_names_the_file(samples_dir, tmp_path, capfd, monkey
 
 def test_a_crash_in_the_analysis_names_the_file(samples_dir, tmp_path, capfd, monkeypatch, ncu_report_module):
     path = sample(samples_dir, MULTI)
-    from tb_hwprof.analysis import pipeline
+    from tb_hwprof.app import export as pipeline
 
     def crash(profile, **kwargs):
         raise ValueError("cannot reshape")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tb_hwprof
-from tb_hwprof.errors import InputError
+from tb_hwprof.core.errors import InputError
 from tb_hwprof.readers.common import sqlite_columns
 from tb_hwprof.readers.nvidia.nsys_timeline import CAT
 

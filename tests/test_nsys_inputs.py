@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import tb_hwprof
-from tb_hwprof.detect import sniff
+from tb_hwprof.readers.detect import sniff
 from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 from tb_hwprof.readers.nvidia.nsys_stats import read_nsys_stats
 
@@ -126,7 +126,7 @@ def test_container_without_nsys_names_the_version_and_the_command(tmp_path, samp
 def test_file_named_like_a_container_without_the_header(tmp_path):
     fake = tmp_path / "x.nsys-rep"
     fake.write_bytes(b"not a report at all\n" * 10)
-    with pytest.raises(tb_hwprof.errors.InputError, match="no report header"):
+    with pytest.raises(tb_hwprof.core.errors.InputError, match="no report header"):
         sniff(fake)
 
 

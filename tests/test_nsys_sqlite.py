@@ -16,8 +16,8 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis.summary import headline_scalars, interval_union_ns
-from tb_hwprof.detect import sniff
-from tb_hwprof.errors import InputError
+from tb_hwprof.readers.detect import sniff
+from tb_hwprof.core.errors import InputError
 from tb_hwprof.readers.common import sqlite_columns
 from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 
@@ -332,7 +332,7 @@ def test_counterless_analysis_equals_the_full_analysis(nsys_sqlite):
     table as the full analysis of every launch, with the absent counters kept sparse."""
     from tb_hwprof.analysis import apply_roofline, label_kernels
     from tb_hwprof.analysis.bottleneck import classify_profile
-    from tb_hwprof.model import ALL_NAN_DTYPE, normalise_kernels
+    from tb_hwprof.core.model import ALL_NAN_DTYPE, normalise_kernels
     profile = read_nsys_sqlite(nsys_sqlite)
     if profile.kernels.empty:
         pytest.skip("no kernels in this export")

@@ -13,7 +13,7 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis import timeline as tl
-from tb_hwprof.columnar import launching_call
+from tb_hwprof.core.columnar import launching_call
 from tb_hwprof.logdir import metadata, trace
 from tb_hwprof.readers.nvidia.nsys_sqlite import read_nsys_sqlite
 
@@ -195,7 +195,7 @@ def test_unknown_nvtx_range_is_a_one_line_error_and_writes_nothing(tmp_path, sam
 
 def test_bad_time_range_is_refused():
     for text in ("5", "a:b", "10:5"):
-        with pytest.raises(tb_hwprof.errors.HwprofError, match="--time-range"):
+        with pytest.raises(tb_hwprof.core.errors.HwprofError, match="--time-range"):
             tl.parse_time_range(text)
     assert tl.parse_time_range("5:") == (5, None) and tl.parse_time_range(":7") == (None, 7)
 

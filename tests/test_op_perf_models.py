@@ -19,7 +19,7 @@ import pytest
 
 from conftest import sample
 from tb_hwprof.analysis.op_perf_models import op_category, op_cost
-from tb_hwprof.errors import InputError
+from tb_hwprof.core.errors import InputError
 
 REFERENCE_TRACES = ("tracelens_h100_bert_small", "tracelens_h100_falconsai_vit",
                     "tracelens_mi300x_bert_small", "tracelens_mi300x_falconsai_vit")

@@ -1,4 +1,4 @@
-"""The one pipeline (tb_hwprof/analysis/pipeline.py): read -> window -> analyse -> write.
+"""The one pipeline (tb_hwprof/app/export.py over tb_hwprof/analysis/pipeline.py): read -> window -> analyse -> write.
 
 For a real sample of every tool, the Analysis computed from the report equals the one a written run
 gives back (load_analysis): findings, headline scalars, roofs per device, summary tables.  The CLI
@@ -15,9 +15,10 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis import pipeline
-from tb_hwprof.analysis.findings import Finding
-from tb_hwprof.cli import main as cli_main
-from tb_hwprof.errors import HwprofError
+from tb_hwprof.app import export
+from tb_hwprof.core.findings import Finding
+from tb_hwprof.app.cli import main as cli_main
+from tb_hwprof.core.errors import HwprofError
 from tb_hwprof.logdir import metadata, reader, tables
 
 from conftest import sample
@@ -124,7 +125,7 @@ def test_cli_and_api_write_the_same_run(samples_dir, tmp_path):
 def test_window_and_trace_mode_are_arguments(samples_dir, tmp_path):
     """--nvtx-range through tb_hwprof.export: the manifest records the window; the model has no
     export fields."""
-    from tb_hwprof.model import Timeline
+    from tb_hwprof.core.model import Timeline
     assert not {f.name for f in dataclasses.fields(Timeline)} & {"window", "trace_json"}
     path = sample(samples_dir, SAMPLES["nsys"])
     profile = tb_hwprof.read(path)
@@ -189,7 +190,7 @@ def test_a_failing_analysis_leaves_the_logdir_as_it_was(samples_dir, tmp_path, m
     the analysis of any input fails, every staged folder is removed: no run, no hidden leftover."""
     trace = sample(samples_dir, "nsys/dlprof_rtx2070s_nvtx_2022.1.3.sqlite")
     other = sample(samples_dir, "nsys/annikola_gtx1050_2024.5.1.sqlite")
-    real = pipeline.analyse
+    real = export.analyse
     calls = []
 
     def second_fails(profile, **options):
@@ -197,13 +198,13 @@ def test_a_failing_analysis_leaves_the_logdir_as_it_was(samples_dir, tmp_path, m
         if len(calls) == 2:
             raise HwprofError("analysis failed on purpose")
         return real(profile, **options)
-    monkeypatch.setattr(pipeline, "analyse", second_fails)
+    monkeypatch.setattr(export, "analyse", second_fails)
     logdir = tmp_path / "logs"
     with pytest.raises(HwprofError, match="on purpose"):
-        pipeline.export_reports([trace, other], logdir, ["a", "b"])
+        export.export_reports([trace, other], logdir, ["a", "b"])
     assert len(calls) == 2
     assert not logdir.exists() or list(logdir.rglob("*")) == []
-    monkeypatch.setattr(pipeline, "analyse", real)
-    pipeline.export_reports([trace, other], logdir, ["a", "b"])  # and the same export then goes through
+    monkeypatch.setattr(export, "analyse", real)
+    export.export_reports([trace, other], logdir, ["a", "b"])  # and the same export then goes through
     assert sorted(p.name for p in logdir.iterdir()) == ["a", "b"]
     assert reader.read_manifest(logdir / "a")["timeline"]["trace_written"] is True

@@ -343,7 +343,7 @@ def test_normalise_kernel_name(name, key):
 
 
 def test_compare_aggregates_launches_duration_weighted():
-    from tb_hwprof.model import normalise_kernels
+    from tb_hwprof.core.model import normalise_kernels
     base = normalise_kernels([
         {"name": "k", "demangled_name": "k(int) [clone .kd]", "duration_ns": 100.0, "sm_throughput_pct": 10.0, "bound": "memory"},
         {"name": "k", "demangled_name": "k(int)", "duration_ns": 300.0, "sm_throughput_pct": 50.0, "bound": "compute"},

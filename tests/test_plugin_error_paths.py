@@ -3,7 +3,7 @@
 import gzip
 import shutil
 
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 
 from conftest import sample
 from support_plugin import P, App, body

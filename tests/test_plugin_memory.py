@@ -4,7 +4,7 @@ real Nsight Systems run as the entry's cache and a cached failure's traceback, n
 (which the allocator keeps)."""
 import pytest
 
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 
 from conftest import sample
 from support_plugin import P, App, body

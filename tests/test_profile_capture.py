@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tb_hwprof import profile_cli as P
-from tb_hwprof.cli import main
+from tb_hwprof.app import profile_cli as P
+from tb_hwprof.app.cli import main
 
 from conftest import repro, sample
 
@@ -243,7 +243,7 @@ def test_the_cli_loads_ncu_report_before_pandas_for_a_report(samples_dir, tmp_pa
     before it (seen on an H200): the CLI imports ncu_report first when a given file is a report or
     the command is `profile ncu`, and not for other inputs."""
     import subprocess
-    probe = ("import sys; from tb_hwprof.cli import build_parser, load_ncu_report_first; "
+    probe = ("import sys; from tb_hwprof.app.cli import build_parser, load_ncu_report_first; "
              "load_ncu_report_first(build_parser().parse_args(sys.argv[1:])); "
              "print('ncu_report' in sys.modules, 'pandas' in sys.modules)")
     report = sample(samples_dir, "ncu/kprattis_gtx1650_basic_2022.4.1.ncu-rep")

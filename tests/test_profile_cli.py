@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tb_hwprof import profile_cli as P
-from tb_hwprof.cli import main
+from tb_hwprof.app import profile_cli as P
+from tb_hwprof.app.cli import main
 
 from conftest import REPO, ncu_actions, sample
 

@@ -20,8 +20,8 @@ import pytest
 import tb_hwprof
 from tb_hwprof.analysis import ranks
 from tb_hwprof.analysis.pipeline import analyse
-from tb_hwprof.detect import read
-from tb_hwprof.errors import InputError
+from tb_hwprof.readers.detect import read
+from tb_hwprof.core.errors import InputError
 from tb_hwprof.logdir.writer import write_run
 
 from conftest import sample

@@ -18,7 +18,7 @@ import pytest
 
 import tb_hwprof
 import tb_hwprof.logdir.reader
-from tb_hwprof.errors import HwprofError, InputError, RunExists
+from tb_hwprof.core.errors import HwprofError, InputError, RunExists
 from tb_hwprof.logdir import fs, metadata
 
 from conftest import ncu_actions, sample
@@ -157,7 +157,7 @@ def test_load_run_fetches_what_it_reads(exported, monkeypatch):
 
 
 def test_load_run_of_a_too_new_run_names_the_url(s3, exported, samples_dir):
-    from tb_hwprof.errors import FormatVersionError
+    from tb_hwprof.core.errors import FormatVersionError
     tb_hwprof.export(samples_dir / NCU, LOGDIR, "too-new")
     key = "runs/too-new/plugins/tb_hwprof/profile.json"
     manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
@@ -673,7 +673,7 @@ SERIES_MEMORY = "memory://hwprof-series/runs"  # a root of its own: the memory r
 def series_in_memory(samples_dir, tmp_path_factory):
     """The T4 series (a kernel renamed twice) exported under one --run to memory:// and to a local
     logdir, and one report alone beside it; the memory root is removed afterwards."""
-    from tb_hwprof import cli
+    from tb_hwprof.app import cli
     files = [str(sample(samples_dir, name)) for name in CHAIN]
     local = tmp_path_factory.mktemp("series") / "runs"
     for logdir in (SERIES_MEMORY, str(local)):

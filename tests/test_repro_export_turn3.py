@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tb_hwprof.cli import main
+from tb_hwprof.app.cli import main
 
 from conftest import repro
 
@@ -74,7 +74,7 @@ def test_text_a_reader_let_through_is_named_as_the_inputs(samples_dir, tmp_path,
     """Issue 30, item 4: a lone surrogate that reaches the writer was reported on an internal staging
     file (.../.tb-hwprof/staging/x@PID@.../summary_....json.gz); it is named as the input's."""
     from conftest import sample
-    from tb_hwprof import detect
+    from tb_hwprof.readers import detect
     original = detect.read
 
     def leaky(path, **options):  # a reader that lets undecodable text through

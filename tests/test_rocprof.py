@@ -18,9 +18,9 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis.bottleneck import bound_label
-from tb_hwprof.cli import main as cli_main
-from tb_hwprof.detect import sniff
-from tb_hwprof.errors import InputError
+from tb_hwprof.app.cli import main as cli_main
+from tb_hwprof.readers.detect import sniff
+from tb_hwprof.core.errors import InputError
 
 # Every file and folder of samples/rocprof -> (source_format it reads as) or ("error", words of the message).
 EXPECT = {

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import tb_hwprof
-from tb_hwprof.errors import InputError
+from tb_hwprof.core.errors import InputError
 
 from conftest import repro, sample
 

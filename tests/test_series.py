@@ -4,7 +4,7 @@ TensorBoard's Scalars tab draws lines.  Figures from ncu_report on the real arml
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tb_hwprof import cli
+from tb_hwprof.app import cli
 from tb_hwprof.logdir import metadata
 
 from conftest import ncu_actions, sample

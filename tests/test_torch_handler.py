@@ -11,7 +11,7 @@ import pytest
 from support_plugin import App, body
 
 import tb_hwprof
-from tb_hwprof.errors import RunExists
+from tb_hwprof.core.errors import RunExists
 from tb_hwprof.torch import export_folder, folder_exports, trace_handler
 
 torch = pytest.importorskip("torch")

@@ -13,8 +13,8 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis.torch_ops import op_gpu_time
-from tb_hwprof.detect import sniff
-from tb_hwprof.errors import InputError
+from tb_hwprof.readers.detect import sniff
+from tb_hwprof.core.errors import InputError
 from tb_hwprof.readers.common.nesting import Intervals
 
 TRACELENS = ["tracelens_h100_bert_small", "tracelens_h100_falconsai_vit", "tracelens_mi300x_bert_small",
@@ -325,7 +325,7 @@ def test_operator_order_is_start_then_longest_then_file_order(samples_dir, tick_
     """The reader's operator order (columnar.start_then_longest: one stable sort, then only the runs of
     equal starts by end) against Python's sort on (start, -end, position), on a real trace's operator
     times as recorded and coarsened to 1 µs and 100 µs (many equal starts)."""
-    from tb_hwprof.columnar import start_then_longest
+    from tb_hwprof.core.columnar import start_then_longest
     path = samples_dir / "torch" / "hta_v100_resnet_rank0.json.gz"
     if not path.is_file():
         pytest.skip("hta_v100_resnet_rank0.json.gz")

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import tb_hwprof
-from tb_hwprof.columnar import object_factorize
+from tb_hwprof.core.columnar import object_factorize
 from tb_hwprof.analysis.torch_shapes import op_shapes
 
 TRACES = ["tracelens_h100_bert_small", "tracelens_h100_falconsai_vit", "tracelens_mi300x_bert_small",

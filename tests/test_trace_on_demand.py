@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tb_hwprof
-from tb_hwprof.cli import main as cli_main
+from tb_hwprof.app.cli import main as cli_main
 from tb_hwprof.logdir import metadata, trace
 
 from conftest import sample

@@ -12,9 +12,9 @@ import pytest
 
 import tb_hwprof
 from tb_hwprof.analysis.topdown import classify_topdown, topdown_label
-from tb_hwprof.cli import main as cli_main
-from tb_hwprof.detect import sniff
-from tb_hwprof.errors import InputError
+from tb_hwprof.app.cli import main as cli_main
+from tb_hwprof.readers.detect import sniff
+from tb_hwprof.core.errors import InputError
 from tb_hwprof.readers.intel.vtune import parse_value, sniff_delimiter
 
 EXPECT = {

@@ -273,7 +273,7 @@ def test_text_that_is_not_unicode_is_refused_not_written_unreadable(samples_dir,
         profile.raw_metrics[0][metric] = ["bad\ud800", ""]
     else:
         profile.notes.append("a note \udfff")
-    with pytest.raises(tb_hwprof.errors.HwprofError, match="not Unicode") as refused:
+    with pytest.raises(tb_hwprof.core.errors.HwprofError, match="not Unicode") as refused:
         writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "r")
     assert len(str(refused.value).splitlines()) == 1
     assert list(tmp_path.iterdir()) == []  # no run, no staging area left
@@ -293,7 +293,7 @@ def test_a_full_disk_at_the_lock_leaves_no_lock_file_and_names_it(tmp_path, monk
     .tb-hwprof/locks/<run>.lock behind, and the error said 'no space left on the logdir'."""
     import errno
     import os as os_module
-    from tb_hwprof.cli import main
+    from tb_hwprof.app.cli import main
     from tb_hwprof.logdir import writer
     real_write = os_module.write
 

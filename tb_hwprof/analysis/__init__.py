@@ -5,7 +5,7 @@ kernels table's bound labels and roofline columns (filled in place), each device
 ridge points, derived summary tables, headline scalars and advice (typed findings).
 """
 from .bottleneck import classify_kernels
-from .findings import Figure, Finding
+from ..core.findings import Figure, Finding
 from .pipeline import ANALYSIS_SUMMARIES, STEPS, Analysis, analyse, label_kernels
 from .roofline import apply_roofline
 

@@ -19,13 +19,13 @@ import functools
 import itertools
 import math
 import re
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-from ..model import KERNEL_COLUMNS, is_all_nan_column
-from .. import columnar
+from ..core.model import KERNEL_COLUMNS, is_all_nan_column, is_count
+from ..core import columnar
 
 # Metrics whose run-minus-base difference the comparison reports.
 DELTA_COLUMNS = ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct",
@@ -319,7 +319,7 @@ def _devices_per_key(kset: KernelSet) -> List[str]:
 
 
 def kernel_set_from_table(table: pd.DataFrame) -> KernelSet:
-    """The KernelSet of a compare_table read back (checked by logdir.run_checks.check_compare_table)."""
+    """The KernelSet of a compare_table read back (checked by check_compare_table)."""
     text = {c: [v if isinstance(v, str) else "" for v in table[c].tolist()] for c in TABLE_TEXT}
     figures = {c: [_none(v) for v in table[c].to_numpy(dtype=np.float64).tolist()] for c in TABLE_FIGURES}
     launches = table["launches"].to_numpy(dtype=np.int64).tolist()
@@ -781,3 +781,38 @@ def pair_operators(base_shapes: pd.DataFrame, run_shapes: pd.DataFrame) -> dict:
                    "base_share": _ratio(base_ns, sum(v["gpu_ns"] for v in b.values()) or None),
                    "run_share": _ratio(run_ns, sum(v["gpu_ns"] for v in r.values()) or None)},
     }
+
+
+# -- the compare table read back (summary_compare_kernels.json.gz): is it what compare_table wrote? ---
+def check_compare_table(frame, kernel_count: Any) -> None:
+    """ValueError unless `frame` is what compare_table writes for a run of
+    `kernel_count` launches: its columns, unique keys, text where text goes, counts that add up to
+    the run's launches (a table from another export does not), representative launches inside it."""
+    import numpy as np
+    from pandas.api.types import is_numeric_dtype
+    missing = [c for c in TABLE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"compare table lacks {', '.join(missing)}")
+    for column in TABLE_TEXT:
+        if not all(isinstance(v, str) for v in frame[column].tolist()):
+            raise ValueError(f"compare table column {column!r} is not all text")
+    if not all(isinstance(v, str) or v is None or v != v for v in frame["launch_config"].tolist()):
+        raise ValueError("compare table column 'launch_config' is not text or null")
+    if frame["key"].duplicated().any() or (frame["key"] == "").any():
+        raise ValueError("compare table keys are not unique names")
+    for column in TABLE_COUNTS + TABLE_FIGURES:
+        if not is_numeric_dtype(frame[column]) or frame[column].dtype == bool:
+            raise ValueError(f"compare table column {column!r} is not numbers")
+    counts = {c: frame[c].to_numpy(dtype=np.float64) for c in TABLE_COUNTS}
+    if not all(np.all((v >= 0) & (v == np.floor(v))) for v in counts.values()):
+        raise ValueError("compare table launches are not counts")
+    if not is_count(kernel_count) or counts["launches"].sum() != kernel_count or \
+            np.any(counts["launch"] >= kernel_count) or np.any(counts["launches"] < 1):
+        raise ValueError(f"compare table does not hold profile.json's {kernel_count!r} launches "
+                         f"(files from different exports?)")
+
+
+def compared_columns(metric: str = "duration_ns") -> set:
+    """The kernels-table columns compare reads (a gate on `metric` reads that one too)."""
+    return {"name", "demangled_name", "mangled_name", "device", "duration_ns", "bound", metric,
+            *DELTA_COLUMNS, *LAUNCH_CONFIG}

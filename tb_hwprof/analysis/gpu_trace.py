@@ -19,8 +19,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from .. import columnar
-from ..model import GPU_CATEGORIES, TIMELINE_CATEGORIES, Timeline, units_of
+from ..core import columnar
+from ..core.model import GPU_CATEGORIES, TIMELINE_CATEGORIES, Timeline, units_of
 from . import timeline as tl
 from .context import capture_context
 from .summary import gpu_activity, interval_union_ns, merge

@@ -10,6 +10,8 @@ from typing import List, Optional
 
 import pandas as pd
 
+from ..core.plain import records
+
 TOP_LAUNCHES = 20
 TOP_FIELDS = ("launch_id", "name", "duration_ns", "pct_time", "bound", "bound_level",
               "bound_reason", "occupancy_note")
@@ -23,12 +25,6 @@ def _none(value) -> Optional[float]:
         return None
     value = float(value)
     return None if math.isnan(value) else value
-
-
-def _records(frame: pd.DataFrame) -> List[dict]:
-    """Rows as dicts with NaN turned into None (JSON null)."""
-    clean = frame.astype(object).where(frame.notna(), None)
-    return clean.to_dict("records")
 
 
 def total_time(kernels: pd.DataFrame) -> Optional[float]:
@@ -65,7 +61,7 @@ def kernel_groups(kernels: pd.DataFrame) -> List[dict]:
     out = out.rename_axis("name").reset_index()
     out = out.sort_values("total_ns", ascending=False, na_position="last", kind="stable")
     cols = ["name", "demangled_name", "calls", "total_ns", "mean_ns", "min_ns", "max_ns", "pct_time", "bound"]
-    return _records(out[cols])
+    return records(out[cols])
 
 
 def bottleneck_summary(kernels: pd.DataFrame, top: int = TOP_LAUNCHES) -> dict:
@@ -81,8 +77,8 @@ def bottleneck_summary(kernels: pd.DataFrame, top: int = TOP_LAUNCHES) -> dict:
     longest = longest.assign(pct_time=100.0 * longest["duration_ns"] / total if total else math.nan,
                              bound=bound_labels(longest))
     return {"total_ns": total,
-            "by_bound": _records(by[["bound", "time_ns", "pct_time", "launches"]]),
-            "top": _records(longest[list(TOP_FIELDS)]),
+            "by_bound": records(by[["bound", "time_ns", "pct_time", "launches"]]),
+            "top": records(longest[list(TOP_FIELDS)]),
             "top_kernels": top_kernels(kernels, total, top)}
 
 
@@ -107,7 +103,7 @@ def top_kernels(kernels: pd.DataFrame, total: Optional[float], top: int = TOP_LA
         out[field] = longest[field]
     out = out.rename_axis("name").reset_index()
     out = out.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").head(top)
-    return _records(out[list(TOP_KERNEL_FIELDS)])
+    return records(out[list(TOP_KERNEL_FIELDS)])
 
 
 def roofline_points(kernels: pd.DataFrame, above_roofs: bool = False) -> List[dict]:
@@ -117,7 +113,7 @@ def roofline_points(kernels: pd.DataFrame, above_roofs: bool = False) -> List[di
     has_ai = kernels[list(AI_COLUMNS)].notna().any(axis=1)
     above = kernels["binding_roof"].to_numpy(dtype=object) == ABOVE_ROOFS
     placed = kernels[kernels["flop_per_s"].notna() & has_ai & (above if above_roofs else ~above)]
-    points = _records(placed[list(POINT_FIELDS)])
+    points = records(placed[list(POINT_FIELDS)])
     for p in points:  # the device id is a float column (NaN when unknown); JSON wants an int
         p["device"] = None if p["device"] is None else int(p["device"])
     return points

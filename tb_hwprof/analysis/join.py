@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from ..errors import HwprofError
+from ..core.errors import HwprofError
 from .compare import CROSS_TOOL_CAUSES, CROSS_TOOL_RATIO_LIMIT, normalise_kernel_name, short_name
 
 # Columns measured by the counter profiler copied onto the trace's kernel rows: counts and ratios,

@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from ..columnar import group_codes
+from ..core.columnar import group_codes
 
 LABEL = "theoretical (from launch configuration)"
 # Limiter names as Nsight Compute's launch__occupancy_limit_* read (readers/nvidia/ncu_metrics.py),
@@ -266,7 +266,7 @@ def kernel_document(devices: List[dict], row: dict, raw_metrics: Optional[dict] 
 
 def _device_of(devices: List[dict], device_id):
     """The model.Device of a manifest's device entry with this id (else the first); None if unreadable."""
-    from ..model import Device
+    from ..core.model import Device
     dicts = [d for d in devices if isinstance(d, dict)]
     chosen = next((d for d in dicts if device_id is not None and d.get("id") == device_id), dicts[0] if dicts else None)
     try:
@@ -546,7 +546,7 @@ def _rewrite_notes(profile, rows: np.ndarray) -> None:
 def _part(column: pd.Series, start: int, stop: int) -> np.ndarray:
     """Rows start:stop of a column as an array; a sparse column without values (a tracer's counters)
     as NaN without slicing it (pandas densifies a sparse slice slowly)."""
-    from ..model import is_all_nan_column
+    from ..core.model import is_all_nan_column
     if is_all_nan_column(column):
         return np.full(min(stop, len(column)) - start, np.nan)
     return column.iloc[start:stop].to_numpy()

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from tb_hwprof.errors import InputError
+from tb_hwprof.core.errors import InputError
 
 Shape = Tuple[int, ...]
 

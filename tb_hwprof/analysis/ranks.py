@@ -27,7 +27,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .summary import merge
 
 # Communication kernels, by a lower-cased piece of their name: NCCL and RCCL collectives
@@ -271,7 +271,7 @@ def job_profile(digests: Sequence[RankDigest], notes: Iterable[str] = (), job: s
     """The job's cross-rank run: a Profile with no kernels whose summaries are ranks, rank_steps and
     rank_kernels (checked to be one job first).  notes: lines for the run's notes (e.g. ranks
     the export skipped)."""
-    from ..model import Profile, Provenance, empty_kernels
+    from ..core.model import Profile, Provenance, empty_kernels
     check_same_job(digests)
     digests = sorted(digests, key=lambda d: d.rank)
     verdicts = stragglers(digests)
@@ -288,7 +288,7 @@ def job_profile(digests: Sequence[RankDigest], notes: Iterable[str] = (), job: s
 
 
 def _with_units(frame: pd.DataFrame) -> pd.DataFrame:
-    from ..model import units_of
+    from ..core.model import units_of
     frame.attrs["units"] = units_of(frame)
     return frame
 

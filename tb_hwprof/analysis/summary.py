@@ -155,7 +155,7 @@ def time_per_value(labels: pd.Series, durations: pd.Series) -> Dict[str, float]:
     """Summed duration (missing ones as 0) per distinct label, missing labels left out: groupby().sum()
     by the str objects the rows share (columnar.object_codes) and one bincount, not by hashing a
     million strings (~0.45 s per million launches)."""
-    from ..columnar import object_factorize
+    from ..core.columnar import object_factorize
     codes, distinct = object_factorize(labels.to_numpy(dtype=object))
     timed = durations.to_numpy(dtype=float, na_value=np.nan)
     labelled = codes >= 0

@@ -11,9 +11,9 @@ from typing import Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ..errors import HwprofError
-from ..model import TIMELINE_CATEGORIES, Window
-from ..columnar import _i64
+from ..core.errors import HwprofError
+from ..core.model import TIMELINE_CATEGORIES, Window
+from ..core.columnar import _i64
 from .summary import merge
 
 Intervals = Tuple[np.ndarray, np.ndarray]  # (starts, ends), int64 ns

@@ -12,8 +12,8 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ..columnar import object_factorize
-from ..model import TorchTrace
+from ..core.columnar import object_factorize
+from ..core.model import TorchTrace
 
 OP_GPU_TIME_COLUMNS = ["op", "calls", "instances", "direct_gpu_ns", "subtree_gpu_ns", "cpu_self_ns", "cpu_total_ns",
                        "kernels", "top_kernel", "top_kernel_gpu_ns"]

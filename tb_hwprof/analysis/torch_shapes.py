@@ -14,8 +14,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ..model import Device, TorchTrace
-from ..columnar import combined_codes, factorize_ints, first_sight_rows, object_factorize
+from ..core.model import Device, TorchTrace
+from ..core.columnar import combined_codes, factorize_ints, first_sight_rows, object_factorize
 from .op_perf_models import op_category, op_cost
 from .torch_ops import launch_runs
 

@@ -1,6 +1,6 @@
 """PyTorch step time breakdown and GPU summary, as torch-tb-profiler 0.4.3 computes its Overview.
 
-Input: a `TorchTrace` (tb_hwprof/model.py, `profile.torch`), every time int64 ns.  The rules are
+Input: a `TorchTrace` (tb_hwprof/core/model.py, `profile.torch`), every time int64 ns.  The rules are
 torch-tb-profiler's (site-packages/torch_tb_profiler/profiler/), reproduced without its objects:
 
 - steps (event_parser.StepParser): each ProfilerStep#N range, extended to the GPU work it launched:
@@ -40,7 +40,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from .. import columnar
+from ..core import columnar
 from .summary import merge
 
 # Priority order of torch-tb-profiler's ProfileRole (event_parser.py), "other" last.

@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import collections
-import math
 import threading
 from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
+
+from ..core.plain import columns, plain, records
+from ..core.slices import decimate, nesting_depths
 
 DEFAULT_MAX_EVENTS = 5000
 MAX_EVENTS = 200_000  # the most one /timeline response may hold
@@ -24,28 +26,6 @@ PHASE_FIELDS = ("name", "domain", "style", "instances", "total_ns", "avg_ns", "m
                 "kernels", "gpu_time_ns", "gpu_span_ns")
 
 
-def _plain(value):
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    return value
-
-
-def records(frame: Optional[pd.DataFrame], fields=None) -> List[dict]:
-    if frame is None or frame.empty:
-        return []
-    cols = [c for c in (fields or frame.columns) if c in frame.columns]
-    return [{c: _plain(v) for c, v in zip(cols, row)} for row in frame[cols].itertuples(index=False, name=None)]
-
-
-def columnar(frame: Optional[pd.DataFrame], fields=None) -> Dict[str, list]:
-    if frame is None:
-        return {}
-    cols = [c for c in (fields or frame.columns) if c in frame.columns]
-    return {c: [_plain(v) for v in frame[c].tolist()] for c in cols}
-
-
 def overview(summaries: Dict[str, pd.DataFrame], headline: dict, advice: list, notes: list,
              timeline: Optional[dict], device_names: Dict[int, str]) -> dict:
     """The Overview document (docs/http_api.md /overview) of one run."""
@@ -53,8 +33,8 @@ def overview(summaries: Dict[str, pd.DataFrame], headline: dict, advice: list, n
     devices = records(activity, ACTIVITY_FIELDS)
     for d in devices:
         d["name"] = device_names.get(d["device"], "")
-    return {"headline": {k: _plain(v) for k, v in (headline or {}).items()}, "devices": devices,
-            "utilisation": columnar(summaries.get("gpu_utilisation"), ("device", "bin_start_ns", "bin_end_ns",
+    return {"headline": {k: plain(v) for k, v in (headline or {}).items()}, "devices": devices,
+            "utilisation": columns(summaries.get("gpu_utilisation"), ("device", "bin_start_ns", "bin_end_ns",
                                                                         "busy_pct")),
             "idle_gaps": records(summaries.get("gpu_idle_gaps")),
             "idle_attribution": records(summaries.get("gpu_idle_attribution")),
@@ -82,7 +62,7 @@ def _by_name(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ratio(a, b):
-    a, b = _plain(a), _plain(b)
+    a, b = plain(a), plain(b)
     return a / b if a is not None and b not in (None, 0) else None
 
 
@@ -94,12 +74,12 @@ def compare_phases(base: pd.DataFrame, run: pd.DataFrame) -> dict:
         row = {"name": name}
         for side, frame in (("base", b), ("run", r)):
             for col, out in (("instances", "instances"), ("total_ns", "ns"), ("gpu_time_ns", "gpu_ns")):
-                row[f"{side}_{out}"] = _plain(frame.at[name, col]) if col in frame.columns else None
+                row[f"{side}_{out}"] = plain(frame.at[name, col]) if col in frame.columns else None
         row["speedup"] = _ratio(row["base_ns"], row["run_ns"])
         row["gpu_speedup"] = _ratio(row["base_gpu_ns"], row["run_gpu_ns"])
         matched.append(row)
     matched.sort(key=lambda m: -max(m["base_ns"] or 0, m["run_ns"] or 0))
-    only = lambda f, other: [{"name": n, "total_ns": _plain(f.at[n, "total_ns"])} for n in f.index if n not in other.index]
+    only = lambda f, other: [{"name": n, "total_ns": plain(f.at[n, "total_ns"])} for n in f.index if n not in other.index]
     return {"matched": matched, "only_in_base": only(b, r), "only_in_run": only(r, b)}
 
 
@@ -121,7 +101,6 @@ class TimelineIndex:
         self.categories: List[str] = meta["categories"]
         self.tracks: List[dict] = meta["tracks"]
         if ranged is None:
-            from ..logdir.trace import nesting_depths
             self.all = {c: index[c] for c in ("start", "end", "track", "name", "cat")}
             # The tracer's correlation id joining an API call to the GPU work it launched (-1: none);
             # None for an index written before flows were kept.
@@ -222,94 +201,3 @@ def _flows(flow: Optional[np.ndarray], idx: np.ndarray, merged: np.ndarray) -> l
     if flow is None:
         return [-1] * int(idx.size)
     return np.where(merged > 1, -1, flow[idx]).tolist()
-
-
-def decimate(start: np.ndarray, end: np.ndarray, track: np.ndarray, depth: np.ndarray, weight: np.ndarray,
-             idx: Optional[np.ndarray], wstart: int, wend: int, max_events: int):
-    """(rows kept, slices each stands for) of rows `idx` (None: every row): per (lane, depth, time
-    bin) the longest slice, its weight the sum of its bin's (weight None: each slice stands for
-    one).  Bins per row: the budget shared by the rows that have slices here, so the result fits
-    max_events.  Also the export's overview (logdir.trace), over 2M+ slices: temporaries are made
-    in place and freed as soon as used."""
-    take = (lambda a: a) if idx is None else (lambda a: a[idx])
-    row_count, row_of = _dense_ids(_lanes(take(track), take(depth)))
-    bins = max(1, max_events // max(1, row_count))
-    n_keys = row_count * bins
-    key = _bin_keys(take(start), row_of, bins, wstart, max(1, wend - wstart), n_keys)
-    del row_of
-    picked, counts = _longest_per_key(key, take(start), take(end), None if weight is None else take(weight), n_keys)
-    del key
-    if idx is not None:
-        picked = idx[picked]
-    if picked.size > max_events:  # more rows than budget: the longest slices win
-        keep = np.argsort(-(end[picked] - start[picked]), kind="stable")[:max_events]
-        picked, counts = picked[keep], counts[keep]
-    resort = np.lexsort((-(end[picked]), start[picked]))
-    return picked[resort], counts[resort]
-
-
-def _lanes(track: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """track x 64 + depth (capped at 63) per slice: the rows the Timeline draws."""
-    small = track.size == 0 or int(track.max()) < (1 << 24)
-    lanes = track.astype(np.int32 if small else np.int64)
-    lanes *= 64
-    lanes += np.minimum(depth, 63).astype(lanes.dtype)
-    return lanes
-
-
-def _bin_keys(start: np.ndarray, row_of: np.ndarray, bins: int, wstart: int, width: int, n_keys: int) -> np.ndarray:
-    """Per slice: its lane's rank x bins + the time bin its start falls in, PASS_ROWS at a time (the
-    int64 arithmetic's temporaries stay small; the keys int32 where they fit)."""
-    key = np.empty(start.size, dtype=np.int32 if n_keys < (1 << 31) else np.int64)
-    for part in _passes(start.size):
-        k = np.maximum(start[part], wstart).astype(np.int64)
-        k -= wstart
-        k *= bins
-        k //= width
-        np.clip(k, 0, bins - 1, out=k)
-        k += row_of[part].astype(np.int64) * bins
-        key[part] = k
-    return key
-
-
-def _longest_per_key(key: np.ndarray, start: np.ndarray, end: np.ndarray, weight: Optional[np.ndarray],
-                     n_keys: int):
-    """(row of the longest slice, sum of the weights: None counts each row once) per key present,
-    keys ascending; the first row of equally long ones.  Keys are dense (lanes x bins): per-key
-    maxima and sums in arrays indexed by key, no sort of the rows; the rows' temporaries are made
-    PASS_ROWS at a time (a 2M-slice overview would otherwise hold several 16 MB copies at once)."""
-    longest = np.full(n_keys, np.iinfo(np.int64).min, dtype=np.int64)
-    for part in _passes(key.size):
-        np.maximum.at(longest, key[part], end[part] - start[part])
-    first = np.full(n_keys, -1, dtype=np.int64)
-    for part in reversed(_passes(key.size)):  # later passes first: an earlier holder overwrites a later
-        holders = np.flatnonzero(end[part] - start[part] == longest[key[part]])[::-1] + part.start
-        first[key[holders]] = holders  # within a pass, the last write per key is its first holder
-    if weight is None:
-        sums = np.bincount(key, minlength=n_keys)
-    elif weight.dtype.kind in "iub":
-        sums = np.zeros(n_keys, dtype=np.int64)
-        np.add.at(sums, key, weight)
-    else:
-        sums = np.bincount(key, weights=weight, minlength=n_keys)
-    present = np.flatnonzero(first >= 0)
-    return first[present], sums[present].astype(np.int64) if weight is None else sums[present]
-
-
-PASS_ROWS = 1 << 18
-
-
-def _passes(n: int) -> List[slice]:
-    return [slice(lo, min(lo + PASS_ROWS, n)) for lo in range(0, n, PASS_ROWS)]
-
-
-def _dense_ids(values: np.ndarray):
-    """(how many distinct, each value's rank among the distinct ones) of non-negative integers:
-    by counting where the values are small (lane ids), else by sorting."""
-    top = int(values.max()) if values.size else 0
-    if values.size and values.min() >= 0 and top < (1 << 22):
-        present = np.bincount(values, minlength=top + 1) > 0
-        rank = (np.cumsum(present) - 1).astype(np.int32)
-        return int(present.sum()), rank[values]
-    distinct, inverse = np.unique(values, return_inverse=True)
-    return distinct.size, inverse.astype(np.int64)

@@ -15,7 +15,7 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ..columnar import factorize_ints
+from ..core.columnar import factorize_ints, object_factorize
 
 CONSTANT, DICTIONARY, DELTA, DATA = "constant", "dictionary", "delta", "data"
 # A string column becomes a dictionary when it has at most rows * this many distinct values (each
@@ -155,34 +155,20 @@ def _strings(values: np.ndarray) -> Optional[Column]:
 
 
 def _string_codes(values: np.ndarray) -> Optional[Tuple[np.ndarray, List[str]]]:
-    """(codes, distinct strings) of an object array of str (None when it holds anything else).
-
-    Rows are grouped first by the object they hold: an object array is an array of pointers, and
-    readers share one str object per distinct name, so grouping the pointers as integers costs
-    ~3 ms per million rows where hashing the text of long demangled names costs ~200 ms.  The
-    groups are then merged by text (different objects may hold equal text)."""
+    """(codes, distinct strings in order of first appearance) of an object array of str (None when
+    it holds anything else): columnar.object_factorize, which groups rows by the object they hold
+    before their text (readers share one str object per distinct name)."""
     if isinstance(values[0], str) and _all_equal(values):  # a few ms: str == str compares lengths first
         return np.zeros(len(values), np.intp), [values[0]]
-    values = np.ascontiguousarray(values)
-    pointers = _pointers(values)
-    pointer_codes = pd.factorize(pointers)[0] if pointers is not None else None
-    firsts = None if pointer_codes is None else \
-        np.flatnonzero(np.diff(np.maximum.accumulate(pointer_codes), prepend=-1))  # codes appear in order
-    if firsts is None or len(firsts) > len(values) * DICTIONARY_MAX_DISTINCT_SHARE:  # group by text
-        if pd.api.types.infer_dtype(values, skipna=False) != "string":
-            return None
-        codes, distinct = pd.factorize(values)
-        return codes, list(distinct)
-    objects = values[firsts]
-    if not all(isinstance(o, str) for o in objects):
-        return None
-    text_codes, distinct = pd.factorize(objects)
-    return text_codes[pointer_codes], list(distinct)
+    codes, distinct = object_factorize(values)
+    if codes.size and codes.min() < 0 or not all(isinstance(v, str) for v in distinct.tolist()):
+        return None  # a missing value (code -1) or one that is not text
+    return codes, distinct.tolist()
 
 
 def _pointers(values: np.ndarray) -> Optional[np.ndarray]:
     """The object pointers of a contiguous object array as integers (a view: the objects are not
-    touched), or None where numpy will not expose them (then the caller hashes the text)."""
+    touched), or None where numpy will not expose them."""
     try:
         return np.frombuffer(values, dtype=np.intp)
     except (TypeError, ValueError, BufferError):

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ..errors import HwprofError, InputError, RunExists
+from ..core.errors import HwprofError, InputError, RunExists
 from . import metadata
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")

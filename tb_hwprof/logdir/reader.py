@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Collection, List, Optional, Tuple
 
 import orjson
 
-from ..errors import FormatVersionError, InputError
-from ..model import Device, Profile, Provenance
+from ..core.errors import FormatVersionError, InputError
+from ..core.findings import Analysis, Finding
+from ..core.model import Device, Profile, Provenance
 from . import metadata, run_checks, tables
 from .run_checks import REEXPORT
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def asset_dir(run_dir) -> Path:
@@ -149,29 +153,42 @@ def read_rules(run_dir, launch=None):
 
 def read_summaries(run_dir, manifest: dict) -> dict:
     """{name: DataFrame} of the summary tables the manifest lists (metadata.summary_names)."""
-    out = {}
-    for name, filename in metadata.summary_names(manifest.get("files")):
-        path = asset_dir(run_dir) / Path(filename).name  # confined to the asset folder
-        try:
-            doc = tables.read_json_gz(path, metadata.declared_size(manifest, path.name))
-            run_checks.check_columnar(doc)
-            out[name] = tables.frame_from_json(doc)
-            run_checks.check_cells(out[name])
-        except metadata.DAMAGED_FILE_ERRORS as e:
-            raise InputError(path, f"unreadable summary table ({e})", REEXPORT) from None
-    return out
+    return {name: _read_summary_file(run_dir, manifest, filename, None)
+            for name, filename in metadata.summary_names(manifest.get("files"))}
 
 
-def load_run(run_dir, with_details: bool = True) -> Profile:
-    """The Profile a run was written from (<logdir>/<run>/): the reader's summary tables, not the
-    analysis' (load_analysis has those); with_details=False skips raw metrics and rules.  Damage
-    is an InputError (or FormatVersionError) naming the file, nothing else.  run_dir may be a URL
-    (s3://bucket/runs/NAME, any fsspec URL): its tables are fetched, its timeline is not."""
-    from ..analysis.pipeline import ANALYSIS_SUMMARIES
+def read_summary(run_dir, manifest: dict, name: str,
+                 check: Optional[Callable[[pd.DataFrame], None]] = None) -> Optional[pd.DataFrame]:
+    """One summary table of the run (only its file is read), None where the run has none.
+    check(frame): the caller's ValueError for a table that is not what its maker writes."""
+    filename = dict(metadata.summary_names(manifest.get("files"))).get(name)
+    return None if filename is None else _read_summary_file(run_dir, manifest, filename, check)
+
+
+def _read_summary_file(run_dir, manifest: dict, filename: str, check) -> pd.DataFrame:
+    path = asset_dir(run_dir) / Path(filename).name  # confined to the asset folder
+    try:
+        doc = tables.read_json_gz(path, metadata.declared_size(manifest, path.name))
+        run_checks.check_columnar(doc)
+        frame = tables.frame_from_json(doc)
+        run_checks.check_cells(frame)
+        if check is not None:
+            check(frame)
+    except metadata.DAMAGED_FILE_ERRORS as e:
+        raise InputError(path, f"unreadable summary table ({e})", REEXPORT) from None
+    return frame
+
+
+def load_run(run_dir, with_details: bool = True, analysis_tables: Collection[str] = ()) -> Profile:
+    """The Profile a run was written from (<logdir>/<run>/): the reader's summary tables, not those
+    named in `analysis_tables` (the analysis' own: analysis.pipeline.ANALYSIS_SUMMARIES, which
+    tb_hwprof.load_run passes; load_analysis has those); with_details=False skips raw metrics and
+    rules.  Damage is an InputError (or FormatVersionError) naming the file, nothing else.  run_dir
+    may be a URL (s3://bucket/runs/NAME, any fsspec URL): its tables are fetched, its timeline is not."""
     from . import fs
     if fs.is_url(run_dir):
         with fs.fetched_run(run_dir, fs.tables_but_timeline if with_details else fs.tables_but_launches) as local:
-            return load_run(local, with_details)
+            return load_run(local, with_details, analysis_tables)
     manifest = read_manifest(run_dir)
     kernels = read_kernels(run_dir, manifest)
     # A run without details (tracers) gives [] as its reader did: the Profile's "none in the report".
@@ -181,26 +198,25 @@ def load_run(run_dir, with_details: bool = True) -> Profile:
         provenance=Provenance(**manifest["provenance"]),
         devices=[Device.from_dict(d) for d in manifest["devices"]],
         kernels=kernels, raw_metrics=raw, rules=rules, notes=manifest.get("notes", []),
-        summaries={k: v for k, v in read_summaries(run_dir, manifest).items() if k not in ANALYSIS_SUMMARIES},
+        summaries={k: v for k, v in read_summaries(run_dir, manifest).items() if k not in analysis_tables},
     )
 
 
-def load_analysis(run_dir):
-    """The Analysis a run was written with (tb_hwprof.analysis.Analysis): findings, headline scalars,
-    roofs per device and the analysis' summary tables.  Runs written before findings were typed
-    (advice as evidence / suggestion / values) load through Finding.from_dict."""
-    from ..analysis.findings import Finding
-    from ..analysis.pipeline import ANALYSIS_SUMMARIES, Analysis
+def load_analysis(run_dir, analysis_tables: Collection[str]) -> Analysis:
+    """The Analysis a run was written with: findings, headline scalars, roofs per device and the
+    summary tables named in `analysis_tables` (analysis.pipeline.ANALYSIS_SUMMARIES).  Runs written
+    before findings were typed (advice as evidence / suggestion / values) load through
+    Finding.from_dict."""
     from . import fs
     if fs.is_url(run_dir):
         with fs.fetched_run(run_dir, fs.tables_but_launches) as local:
-            return load_analysis(local)
+            return load_analysis(local, analysis_tables)
     manifest = read_manifest(run_dir)
     written = read_summaries(run_dir, manifest)
     return Analysis(findings=[Finding.from_dict(f) for f in manifest.get("advice") or []],
                     scalars=dict(manifest.get("summary") or {}),
                     roofline={_device_id(k): v for k, v in (manifest.get("roofline") or {}).items()},
-                    summaries={k: v for k, v in written.items() if k in ANALYSIS_SUMMARIES})
+                    summaries={k: v for k, v in written.items() if k in analysis_tables})
 
 
 def _device_id(key: str):

@@ -10,7 +10,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import InputError
+from ..core.errors import InputError
+from ..core.model import is_count
 from . import metadata
 
 REEXPORT = "re-export the run with --overwrite"
@@ -19,11 +20,6 @@ JSON_SCALARS = (str, int, float, bool, type(None))
 
 def damaged(path, problem: str) -> InputError:
     return InputError(path, problem, REEXPORT)
-
-
-def is_count(value: Any) -> bool:
-    """A non-negative int (JSON true/false are not counts)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 # -- the manifest (profile.json) --------------------------------------------------------------
@@ -137,12 +133,12 @@ def _check_record(path: Path, what: str, record: Any, cls, nested: tuple = ()) -
 
 
 def _check_provenance(path: Path, provenance: dict) -> None:
-    from ..model import Provenance
+    from ..core.model import Provenance
     _check_record(path, "provenance", provenance, Provenance)
 
 
 def _check_device(path: Path, device: Any) -> None:
-    from ..model import Device, Peak
+    from ..core.model import Device, Peak
     _check_record(path, "device", device, Device, nested=("peaks",))
     if not is_count(device["id"]):
         raise damaged(path, f"manifest device id {device['id']!r} is not a count")
@@ -238,33 +234,3 @@ def check_cells(frame) -> None:
         if infer_dtype(values, skipna=True) not in PLAIN_KINDS \
                 and any(isinstance(v, (dict, list)) for v in values.tolist()):
             raise ValueError(f"column {column!r} holds JSON objects or lists, not values")
-
-
-# -- the per-instantiation compare table (summary_compare_kernels.json.gz) -------------------------
-def check_compare_table(frame, kernel_count: Any) -> None:
-    """ValueError unless `frame` is what analysis/compare.compare_table writes for a run of
-    `kernel_count` launches: its columns, unique keys, text where text goes, counts that add up to
-    the run's launches (a table from another export does not), representative launches inside it."""
-    import numpy as np
-    from pandas.api.types import is_numeric_dtype
-    from ..analysis.compare import TABLE_COLUMNS, TABLE_COUNTS, TABLE_FIGURES, TABLE_TEXT
-    missing = [c for c in TABLE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"compare table lacks {', '.join(missing)}")
-    for column in TABLE_TEXT:
-        if not all(isinstance(v, str) for v in frame[column].tolist()):
-            raise ValueError(f"compare table column {column!r} is not all text")
-    if not all(isinstance(v, str) or v is None or v != v for v in frame["launch_config"].tolist()):
-        raise ValueError("compare table column 'launch_config' is not text or null")
-    if frame["key"].duplicated().any() or (frame["key"] == "").any():
-        raise ValueError("compare table keys are not unique names")
-    for column in TABLE_COUNTS + TABLE_FIGURES:
-        if not is_numeric_dtype(frame[column]) or frame[column].dtype == bool:
-            raise ValueError(f"compare table column {column!r} is not numbers")
-    counts = {c: frame[c].to_numpy(dtype=np.float64) for c in TABLE_COUNTS}
-    if not all(np.all((v >= 0) & (v == np.floor(v))) for v in counts.values()):
-        raise ValueError("compare table launches are not counts")
-    if not is_count(kernel_count) or counts["launches"].sum() != kernel_count or \
-            np.any(counts["launch"] >= kernel_count) or np.any(counts["launches"] < 1):
-        raise ValueError(f"compare table does not hold profile.json's {kernel_count!r} launches "
-                         f"(files from different exports?)")

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..errors import HwprofError, InputError
+from ..core.errors import HwprofError, InputError
 from . import metadata, reader, trace
 
 PROGRESS_EVERY = 500_000  # slices between progress lines (a multiple of trace.CHUNK), for big traces

@@ -15,8 +15,8 @@ import pandas as pd
 
 import orjson  # a requirement: encodes numpy columns without a Python object per value
 
-from ..errors import HwprofError
-from ..model import KERNEL_COLUMNS, all_nan_column, normalise_kernels
+from ..core.errors import HwprofError
+from ..core.model import KERNEL_COLUMNS, all_nan_column, normalise_kernels
 from . import columns
 
 # Level 1: JSON of counters compresses ~as well at 1 as at 6, several times faster.
@@ -106,6 +106,19 @@ COLUMN_CHUNK = 1 << 16  # rows encoded at a time: a column of long kernel names 
 
 def _json(value: Any) -> bytes:
     return orjson.dumps(value)  # NaN and infinities -> null
+
+
+def _plain_scalar(value):
+    """numpy scalars (pandas hands them out) -> Python."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON of any document of ours (the plugin's responses, `compare --format json`):
+    numpy values as numbers, NaN and infinities as null (a missing figure, never 0)."""
+    return orjson.dumps(obj, default=_plain_scalar, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def _array_json(values: np.ndarray):

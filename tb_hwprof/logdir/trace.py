@@ -21,8 +21,9 @@ from typing import Callable, Deque, Dict, Iterable, Iterator, Optional
 import numpy as np
 import orjson
 
-from ..columnar import distinct, start_then_longest
-from ..model import TIMELINE_CATEGORIES, Timeline, Track, Window
+from ..core.columnar import distinct, start_then_longest
+from ..core.slices import decimate, nesting_depths
+from ..core.model import TIMELINE_CATEGORIES, Timeline, Track, Window
 from . import tables
 
 CHUNK = 100_000  # events formatted and compressed at a time
@@ -247,25 +248,6 @@ def write_index(timeline: Timeline, path: Path, order: np.ndarray) -> None:
         _write_member(z, DEPTH, depth)
 
 
-def nesting_depths(start: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
-    """Nesting depth of each slice in its track (slices sorted by start, longer first on ties, so a
-    slice's depth is how many earlier slices of its track have not ended by its start)."""
-    import pandas as pd
-    depth = np.zeros(start.size, dtype=np.int16)
-    for t in pd.unique(track).tolist():
-        idx = np.flatnonzero(track == t)
-        ends = end[idx]
-        ends.sort(kind="stable")  # in place; timsort: a track's ends come nearly sorted (event order)
-        for lo in range(0, idx.size, DEPTH_PASS):  # the queries a pass at a time: small temporaries
-            part = idx[lo:lo + DEPTH_PASS]
-            ended = np.searchsorted(ends, start[part], side="right")
-            depth[part] = np.clip(np.arange(lo, lo + part.size) - ended, 0, np.iinfo(np.int16).max)
-    return depth
-
-
-DEPTH_PASS = 1 << 18
-
-
 def chunk_table(start: np.ndarray, end: np.ndarray):
     """(first row, earliest start, latest end) of each CHUNK_ROWS slices in event order."""
     first = np.arange(0, start.size, CHUNK_ROWS, dtype=np.int64)
@@ -275,9 +257,8 @@ def chunk_table(start: np.ndarray, end: np.ndarray):
 
 
 def overview(s: dict, order: np.ndarray, start, end, track, depth) -> Dict[str, np.ndarray]:
-    """The whole capture as the Timeline's window shows it at OVERVIEW_EVENTS (analysis.trace_views's
+    """The whole capture as the Timeline's window shows it at OVERVIEW_EVENTS (core/slices.py's
     decimation): OVERVIEW_COLUMNS of the slices kept, each with how many it stands for."""
-    from ..analysis.trace_views import decimate
     if start.size > OVERVIEW_EVENTS:
         lo, hi = int(start.min()), int(end.max())
         idx, merged = decimate(start, end, track, depth, None, None, lo, max(hi, lo + 1), OVERVIEW_EVENTS)

@@ -39,8 +39,8 @@ try:
 except ImportError:  # not POSIX: exports are not locked (documented above)
     fcntl = None
 
-from .. import __version__
-from ..errors import HwprofError, RunExists
+from ..core import __version__
+from ..core.errors import HwprofError, RunExists
 from . import metadata, records, summary, tables
 
 AREA = metadata.WORK_AREA  # per folder holding runs: locks/, staging/, old/
@@ -372,7 +372,7 @@ def manifest_of(profile, analysis) -> dict:
         "roofline": {str(device): roofs for device, roofs in analysis.roofline.items()},
         "summary": analysis.scalars,
         "notes": list(profile.notes),
-        "advice": [f.to_dict() for f in analysis.findings],  # typed findings (tb_hwprof.analysis.findings)
+        "advice": [f.to_dict() for f in analysis.findings],  # typed findings (tb_hwprof.core.findings)
         "kernel_count": len(profile.kernels),
         "files": {"kernels": metadata.KERNELS, "details": metadata.DETAILS_DIR if details else None,
                   "details_chunk": metadata.DETAILS_CHUNK if details else None,
@@ -602,7 +602,7 @@ class StagedRun:
 def write_run(profile, analysis, logdir, run: str, overwrite: bool = False, step: int = 0,
               window=None, trace: str = "auto", beside: bool = False) -> Path:
     """Write `profile` and its `analysis` (tb_hwprof.analysis.analyse) to <logdir>/<run>/ and return
-    that folder.  window (tb_hwprof.model.Window): the part of a trace to keep (None: all);
+    that folder.  window (tb_hwprof.core.model.Window): the part of a trace to keep (None: all);
     trace: whether timeline.json.gz is written now (logdir/trace.py TRACE_MODES); beside: into a
     folder that holds other files, which stay (a PyTorch run folder)."""
     return StagedRun(profile, logdir, run, overwrite, window, trace, beside=beside).finish(analysis, step)

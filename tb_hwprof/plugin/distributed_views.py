@@ -3,12 +3,12 @@ summaries (ranks, rank_steps, rank_kernels; analysis/ranks.py makes them), shape
 per-rank stacked bars, the rank x step time grid, the straggler findings, the kernels' spread."""
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Optional
 
 import pandas as pd
 
 from ..analysis import ranks as rank_analysis
+from ..core.plain import plain, records
 from .store import HttpError, RunEntry
 
 RANK_FIELDS = ("rank", "run", "source", "world_size", "steps", "step_time_avg_ns", "step_time_max_ns",
@@ -72,18 +72,15 @@ def step_grid(steps: pd.DataFrame, rank_order: List[int]) -> dict:
 
 
 def _records(frame: pd.DataFrame, fields) -> List[Dict[str, Any]]:
-    present = [f for f in fields if f in frame.columns]
-    return [{f: _value(v) for f, v in zip(present, row)} for row in frame[present].itertuples(index=False)]
+    return [{f: _whole(v) for f, v in row.items()} for row in records(frame, fields)]
 
 
 def _value(v) -> Optional[Any]:
-    """Plain JSON values: numpy scalars as Python ones, NaN / NA as null."""
-    if v is None or v is pd.NA:
-        return None
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return None
-        return int(v) if v.is_integer() and abs(v) < 2 ** 53 else v
+    return _whole(plain(v))
+
+
+def _whole(v):
+    """Integral floats as ints (ranks and steps of a column that also holds NaN read 3, not 3.0)."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
+        return int(v)
     return v

@@ -12,24 +12,14 @@ from typing import Any, Optional
 
 import orjson
 
+from ..logdir.tables import dumps  # noqa: F401  (the one JSON encoding: numpy values, NaN as null)
+
 # Level 1: the tables are repetitive text; level 1 compresses them almost as well, several times faster.
 GZIP_LEVEL = 1
 
 
 def loads(data: bytes) -> Any:
     return orjson.loads(data)
-
-
-def _default(value):
-    """numpy scalars (pandas hands them out) -> Python; NaN handled by the callers' cleaning."""
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def dumps(obj: Any) -> bytes:
-    """Compact JSON; NaN and infinities become null (a missing figure, never 0)."""
-    return orjson.dumps(obj, default=_default, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def gzip_bytes(data: bytes) -> bytes:

@@ -10,7 +10,7 @@ import threading
 from tensorboard.plugins import base_plugin
 
 from ..logdir import metadata
-from .routes import ROUTES
+from .routes import RESTART, ROUTES
 
 logger = logging.getLogger("tb_hwprof")
 
@@ -59,9 +59,6 @@ class HwprofPlugin(base_plugin.TBPlugin):
 
     def frontend_metadata(self):
         return base_plugin.FrontendMetadata(es_module_path="/static/index.js", tab_name="HW Profile")
-
-
-RESTART = "the installed tb-hwprof changed while TensorBoard ran (reinstalled or removed?) -- restart TensorBoard"
 
 
 def unavailable(error: ImportError, start_response):

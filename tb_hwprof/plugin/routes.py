@@ -16,6 +16,8 @@ from typing import Callable, Optional
 from ..logdir import metadata
 
 ManifestTest = Callable[[dict], bool]
+# What a 500 says when the installed package no longer has what a route serves with.
+RESTART = "the installed tb-hwprof changed while TensorBoard ran (reinstalled or removed?) -- restart TensorBoard"
 
 
 def _always(manifest: dict) -> bool:

@@ -15,10 +15,10 @@ from tensorboard import plugin_util
 from tensorboard.backend import http_util
 from werkzeug import wrappers
 
-from ..errors import HwprofError
+from ..core.errors import HwprofError
 from ..logdir import metadata
 from . import encode, routes, static, views
-from .hwprof_plugin import RESTART
+from .routes import RESTART
 from .store import HttpError, RunEntry, RunStore, run_param, check_summary_name, missing_files
 
 logger = logging.getLogger("tb_hwprof")

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
-from ..errors import HwprofError, InputError
+from ..core.errors import HwprofError, InputError
 from ..logdir import metadata, reader, run_checks
 from . import encode
 

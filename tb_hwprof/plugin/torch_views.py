@@ -12,6 +12,8 @@ from typing import List, Optional, Tuple
 
 import pandas as pd
 
+from ..core.plain import records
+
 from .store import HttpError, RunEntry
 
 OP_TABLE = "op_gpu_time"
@@ -31,11 +33,6 @@ OP_POINT_FIELDS = ("op", "input_dims", "input_types", "category", "calls", "gpu_
 
 def _table(entry: RunEntry, name: str) -> Optional[pd.DataFrame]:
     return entry.summary(name) if name in entry.summary_names() else None
-
-
-def _records(frame: pd.DataFrame) -> List[dict]:
-    """Rows as dicts, NaN as None (JSON null: missing, never 0)."""
-    return frame.astype(object).where(frame.notna(), None).to_dict("records")
 
 
 def _present(frame: pd.DataFrame, fields) -> List[str]:
@@ -61,7 +58,7 @@ def operators(entry: RunEntry) -> dict:
         rows = rows.merge(counters, on="op", how="left")
     rows = rows.sort_values(["direct_gpu_ns", "subtree_gpu_ns", "cpu_total_ns"], ascending=False, kind="stable")
     return {"run": entry.run, "has_shapes": shapes is not None, "has_counters": counters is not None,
-            "total_gpu_ns": total, "ops": _records(rows), "shapes": shapes_by_op(shapes),
+            "total_gpu_ns": total, "ops": records(rows), "shapes": shapes_by_op(shapes),
             "kernels": kernels_by_op(entry.kernels())}
 
 
@@ -95,7 +92,7 @@ def shapes_by_op(shapes: Optional[pd.DataFrame]) -> dict:
         return {}
     ordered = shapes.sort_values("gpu_ns", ascending=False, kind="stable")
     fields = _present(ordered, SHAPE_FIELDS)
-    return {op: _records(group[fields]) for op, group in ordered.groupby("op", sort=False)}
+    return {op: records(group[fields]) for op, group in ordered.groupby("op", sort=False)}
 
 
 # Joined runs: per kernel name, the launches with counters and their time-weighted counters.
@@ -126,7 +123,7 @@ def kernels_by_op(kernels: pd.DataFrame) -> dict:
         out = out.join(kernel_counters(kernels, frame, keys))
         fields += ["counted", "counted_launch", *KERNEL_COUNTERS]
     out = out.reset_index().sort_values(["op", "total_ns"], ascending=[True, False], kind="stable")
-    return {op: _records(group[fields]) for op, group in out.groupby("op", sort=False)}
+    return {op: records(group[fields]) for op, group in out.groupby("op", sort=False)}
 
 
 def kernel_counters(kernels: pd.DataFrame, frame: pd.DataFrame, keys) -> pd.DataFrame:
@@ -160,7 +157,7 @@ def steps(entry: RunEntry) -> dict:
     categories = [c for c in table.columns if c.endswith("_ns") and c != "total_ns"]
     average = {c: float(table[c].mean()) if len(table) else None for c in categories + ["total_ns"]}
     return {"run": entry.run, "categories": [c[:-len("_ns")] for c in categories],
-            "steps": _records(table[["step"] + categories + ["total_ns"]]), "average": average}
+            "steps": records(table[["step"] + categories + ["total_ns"]]), "average": average}
 
 
 # -- /roofline: op points -----------------------------------------------------------------------
@@ -174,7 +171,7 @@ def op_points(entry: RunEntry, highest_roof: Optional[float] = None) -> Tuple[Li
     from ..analysis.roofline import ABOVE_ROOFS_TOLERANCE
     above = placed["flop_per_s"] > highest_roof * ABOVE_ROOFS_TOLERANCE if highest_roof else placed["flop_per_s"] < 0
     fields = _present(placed, OP_POINT_FIELDS)
-    return _records(placed[~above][fields]), _records(placed[above][fields])
+    return records(placed[~above][fields]), records(placed[above][fields])
 
 
 def op_shape_count(entry: RunEntry) -> Optional[int]:

@@ -1,13 +1,13 @@
 """The JSON documents of docs/http_api.md, built from a loaded run (the analyses do the work)."""
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 from ..analysis import compare, groups, ncu_sections, occupancy
-from ..analysis.findings import Finding
+from ..core.findings import Finding
+from ..core.plain import plain
 from ..logdir import metadata
 from . import distributed_views, routes, summary_views, torch_views
 from .store import HttpError, RunEntry, read_asset
@@ -132,17 +132,10 @@ def _launch_index(value: Optional[str], rows: int) -> int:
     return launch
 
 
-def _plain(value):
-    """A table cell as JSON wants it: NaN -> None, numpy -> Python."""
-    if hasattr(value, "item"):
-        value = value.item()
-    return None if isinstance(value, float) and math.isnan(value) else value
-
-
 def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
     kernels = entry.kernels()
     launch = _launch_index(launch_param, len(kernels))
-    row = {col: _plain(v) for col, v in kernels.iloc[launch].items()}
+    row = {col: plain(v) for col, v in kernels.iloc[launch].items()}
     raw, rules = entry.raw_metrics(launch), entry.rules(launch)
     # sections: Nsight Compute's grouping of the raw metrics; rule_messages: each rule's message
     # parsed for its links (the rules themselves as the details file holds them)
@@ -162,7 +155,7 @@ def _summary_records(entry: RunEntry, name: str, launch_id=None) -> list:
     table = entry.summary(name)
     if launch_id is not None:
         table = table[table["launch_id"] == launch_id]
-    return [{k: _plain(v) for k, v in r.items()} for r in table.to_dict("records")]
+    return [{k: plain(v) for k, v in r.items()} for r in table.to_dict("records")]
 
 
 def launch_hotspots(entry: RunEntry, launch_id) -> list:
@@ -174,21 +167,21 @@ def launch_hotspots(entry: RunEntry, launch_id) -> list:
 def kernel_set(entry: RunEntry) -> "compare.KernelSet":
     """The run's kernels grouped for comparison, built once per run: from the compare table the export
     wrote (a few thousand rows where the kernels table has a million launches), or, for a run exported
-    before it, from only the columns compare reads (compare_cli.read_compared_kernels)."""
-    from ..compare_cli import read_compared_kernels
-    from ..logdir import metadata, run_checks
+    before it, from only the columns compare reads (logdir/kernel_columns.py)."""
+    from ..logdir import metadata
+    from ..logdir.kernel_columns import read_kernel_columns
 
     def from_table():
         table = entry.summary(compare.COMPARE_TABLE)
         path = entry.asset(Path(entry.summary_files()[compare.COMPARE_TABLE]).name)
-        read_asset(path, "compare table", lambda: run_checks.check_compare_table(table, entry.manifest.get("kernel_count")))
+        read_asset(path, "compare table", lambda: compare.check_compare_table(table, entry.manifest.get("kernel_count")))
         return compare.kernel_set_from_table(table)
 
     def build():
         if compare.COMPARE_TABLE in entry.summary_names():
             return from_table()
         path = entry.asset(metadata.KERNELS)  # 404 where it resolves outside the run
-        kernels = read_asset(path, "kernels table", lambda: read_compared_kernels(entry.run_dir, entry.manifest))
+        kernels = read_asset(path, "kernels table", lambda: read_kernel_columns(entry.run_dir, entry.manifest, compare.compared_columns()))
         return compare.kernel_set(kernels)
     return entry.memo("compare_kernel_set", build)
 

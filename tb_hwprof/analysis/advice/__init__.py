@@ -1,6 +1,6 @@
 """Advice: typed findings with the numbers behind them, per domain module (knows no file format).
 
-`advise(profile, summaries)` returns every domain module's findings (tb_hwprof.analysis.findings.
+`advise(profile, summaries)` returns every domain module's findings (tb_hwprof.core.findings.
 Finding: id "<domain>.<rule>", severity, title, text with the figures and the threshold crossed,
 remedy for this program and tool, figures with units).  A domain module (cpu.py, ...) exposes
 `advise(profile, summaries, context) -> List[Finding]` and is listed in DOMAINS; a rule fires only
@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from ..context import capture_context
-from ..findings import SEVERITIES, Finding
+from ...core.findings import SEVERITIES, Finding
 
 DOMAINS = ("cpu", "gpu_timeline", "kernels", "torch")  # modules of this package, asked in this order
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..context import CaptureContext
 from ..cpu_hotspots import hotspot_table
-from ..findings import Finding, finding
+from ...core.findings import Finding, finding
 
 # Spin Time share of all CPU time above which busy-waiting is worth fixing. VTune calls too much
 # spin "lost opportunity for productive work" without publishing a cut-off; a tenth of the CPU

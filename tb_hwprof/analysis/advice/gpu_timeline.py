@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from ..context import CaptureContext
-from ..findings import Finding, by_severity, finding
+from ...core.findings import Finding, by_severity, finding
 from ..timeline import SYNC_API
 
 # Share of the capture the GPU idles before input starvation is worth a look: a training loop

@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 
 from ..context import CaptureContext
-from ...columnar import object_codes
-from ..findings import Finding, finding
+from ...core.columnar import object_codes
+from ...core.findings import Finding, finding
+from ...core.plain import plain
 
 # A launch an order of magnitude slower than identical launches is not noise (run-to-run spread
 # of one kernel is a few %): it paid a one-time cost (code load, JIT, first touch, clocks ramping).
@@ -149,7 +150,7 @@ def outlier_finding(kernels: pd.DataFrame, raw_metrics: List[Dict[str, list]],
     without = kernels[keep]
     means = kernels.groupby("name")["duration_ns"].mean()
     means_without = without.groupby("name")["duration_ns"].mean()
-    records = [{**{k: _plain(v) for k, v in row.items()}, "kernel_mean_ns": float(means[row["name"]]),
+    records = [{**{k: plain(v) for k, v in row.items()}, "kernel_mean_ns": float(means[row["name"]]),
                 "kernel_mean_without_ns": float(means_without.get(row["name"], np.nan))}
                for row in slow.sort_values("duration_ns", ascending=False).to_dict("records")]
     total_without = float(without["duration_ns"].sum())
@@ -159,10 +160,6 @@ def outlier_finding(kernels: pd.DataFrame, raw_metrics: List[Dict[str, list]],
         {"outliers": (records, ""), "total_kernel_ns": (total, "ns"), "total_kernel_without_ns": (total_without, "ns"),
          "excess_share_pct": (share, "%"), "ratio_threshold": (ratio, "x"),
          "material_share_pct": (MATERIAL_SHARE_PCT, "%")})
-
-
-def _plain(value):
-    return value.item() if hasattr(value, "item") else value
 
 
 def _title(records: List[dict]) -> str:

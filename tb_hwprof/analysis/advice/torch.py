@@ -19,9 +19,9 @@ from typing import Dict, List, Optional, Set, Tuple
 import numpy as np
 import pandas as pd
 
-from ...columnar import text_mask
+from ...core.columnar import text_mask
 from ..context import CaptureContext
-from ..findings import Finding, by_severity, finding
+from ...core.findings import Finding, by_severity, finding
 from ..summary import interval_union_ns, merge
 from ..timeline import SYNC_API, overlap_ns
 from .gpu_timeline import LAUNCH_API

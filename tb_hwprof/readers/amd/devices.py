@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional
 
-from ...model import Device, Peak
+from ...core.model import Device, Peak
 
 # Suffixes the tools append to kernel symbols: " [clone .kd]" (v1), " (.kd)" (v2), ".kd" (code-object symbol).
 _SUFFIX = re.compile(r"(?:\s*\[clone [^\[\]]*\])+\s*$|\s*\(\.kd\)\s*$|\.kd\s*$")

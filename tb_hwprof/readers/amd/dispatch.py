@@ -13,8 +13,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ...errors import InputError
-from ...model import Device, Provenance, normalise_kernels
+from ...core.errors import InputError
+from ...core.model import Device, Provenance, normalise_kernels
 from . import devices as amd_devices
 from ..common import sha256_of
 

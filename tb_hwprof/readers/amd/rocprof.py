@@ -26,8 +26,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from ...errors import InputError
-from ...model import Device, Profile, normalise_kernels
+from ...core.errors import InputError
+from ...core.model import Device, Profile, normalise_kernels
 from . import devices as amd_devices
 from .dispatch import (refuse_calls_ending_before_start, CSV_FIX, DAMAGED_FIX, INT64_LIMIT, ALIASES, PER_DIMENSION, checked_numbers, column, dispatch_keys,
                        devices_for, dispatch_kernels, kernel_stats, measured_values, numeric, one_line, provenance,

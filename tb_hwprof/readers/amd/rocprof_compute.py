@@ -35,8 +35,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ...errors import InputError
-from ...model import Device, Peak, Profile, Provenance
+from ...core.errors import InputError
+from ...core.model import Device, Peak, Profile, Provenance
 from . import devices as amd_devices
 from ..common import csvtext, sha256_of
 from .dispatch import dispatch_kernels, numeric, raw_rows, read_table, read_text, stats_of, with_units

@@ -17,8 +17,8 @@ from typing import Dict, List, Optional, Set
 import numpy as np
 import pandas as pd
 
-from ...errors import InputError
-from ...model import Device, Profile, normalise_kernels
+from ...core.errors import InputError
+from ...core.model import Device, Profile, normalise_kernels
 from . import devices as amd_devices
 from .dispatch import (refuse_calls_ending_before_start, DAMAGED_FIX, INT64_LIMIT, devices_for, fitting_numbers, kernel_stats, one_line,
                        provenance, refuse_repeated_dispatches, shown, stats_of, timing_notes, with_units)

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from ...model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
+from ...core.model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
 from ..common.lanes import spread_over_lanes
 from ..common.timeline_builder import GPU_PID_BASE, NameTable
 

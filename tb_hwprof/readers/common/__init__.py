@@ -3,7 +3,7 @@ import hashlib
 from pathlib import Path
 from typing import Optional
 
-from ...errors import InputError
+from ...core.errors import InputError
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from ...errors import InputError
+from ...core.errors import InputError
 
 # The largest limit a C long takes on every platform; only ever raised here, never lowered.
 FIELD_LIMIT = 2 ** 31 - 1

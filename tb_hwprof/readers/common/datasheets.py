@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Dict
 
-from ...model import Peak
+from ...core.model import Peak
 
 # name pattern (first match wins: more specific first) -> (FP64, FP32, FP16/BF16 tensor FLOP/s,
 # DRAM byte/s, source)

@@ -16,7 +16,7 @@ from typing import Dict
 import numpy as np
 import pandas as pd
 
-from ...model import Timeline, Track
+from ...core.model import Timeline, Track
 
 # Lane tracks take tids counted down from here, skipping the process' tids in use: trace viewers read
 # tids as unsigned 32-bit numbers (Perfetto turns a larger one into the pid), and OS thread ids

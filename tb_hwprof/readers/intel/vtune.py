@@ -22,8 +22,8 @@ from typing import Dict, List, Optional, Tuple
 
 import pandas as pd
 
-from ...errors import InputError
-from ...model import Device, Profile, Provenance, normalise_kernels
+from ...core.errors import InputError
+from ...core.model import Device, Profile, Provenance, normalise_kernels
 from ..common import csvtext, read_input_bytes, sha256_of
 
 DELIMITERS = (",", "\t", ";")

@@ -35,8 +35,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ...errors import InputError
-from ...model import Profile, Provenance, normalise_kernels
+from ...core.errors import InputError
+from ...core.model import Profile, Provenance, normalise_kernels
 from . import ncu_metrics
 from ..common import csvtext, read_input_bytes, sha256_of
 from ..common.csvtext import shown

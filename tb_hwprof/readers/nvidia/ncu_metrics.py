@@ -11,7 +11,7 @@ import math
 import re
 from typing import Dict, Mapping, Optional
 
-from ...model import Device, Peak
+from ...core.model import Device, Peak
 
 Metrics = Mapping[str, object]
 

@@ -32,8 +32,8 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ...errors import InputError, MissingDependency
-from ...model import Profile, Provenance, normalise_kernels
+from ...core.errors import InputError, MissingDependency
+from ...core.model import Profile, Provenance, normalise_kernels
 from . import ncu_metrics
 from ..common import describe_bytes, read_input_bytes, sha256_of
 
@@ -827,7 +827,7 @@ def refuse(path: Path, head: bytes) -> None:
                          "pass a file written by `ncu -o`, or its `ncu --csv` output")
 
 
-READ_OPTIONS = ("salvage",)  # the read options of tb_hwprof.detect.read this reader takes
+READ_OPTIONS = ("salvage",)  # the read options of tb_hwprof.readers.detect.read this reader takes
 
 
 def read(path, fmt: str = "ncu-rep", salvage: bool = False) -> Profile:

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from ...errors import InputError
-from ...model import Profile
+from ...core.errors import InputError
+from ...core.model import Profile
 from ..common import sha256_file
 from .nsys_sqlite import read_nsys_sqlite
 

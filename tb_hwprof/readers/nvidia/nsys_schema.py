@@ -11,8 +11,8 @@ from typing import Dict, Iterable, List, Set, Tuple
 import numpy as np
 import pandas as pd
 
-from ...columnar import distinct
-from ...errors import InputError
+from ...core.columnar import distinct
+from ...core.errors import InputError
 from ..common import sqlite_columns
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"

@@ -31,10 +31,10 @@ from typing import Dict, List, Optional, Sequence, Set
 import numpy as np
 import pandas as pd
 
-from ... import columnar
-from ...columnar import distinct
-from ...errors import InputError
-from ...model import Device, Peak, Profile, Provenance, normalise_kernels
+from ...core import columnar
+from ...core.columnar import distinct
+from ...core.errors import InputError
+from ...core.model import Device, Peak, Profile, Provenance, normalise_kernels
 from . import nsys_timeline
 from ..common import sqlite_columns
 from ..common import SQLITE_MAGIC, sha256_file

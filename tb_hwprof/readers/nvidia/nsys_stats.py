@@ -16,8 +16,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ...errors import InputError
-from ...model import Profile, Provenance, normalise_kernels
+from ...core.errors import InputError
+from ...core.model import Profile, Provenance, normalise_kernels
 from ..common import csvtext, read_input_bytes
 from ..common import sha256_file
 from .nsys_summaries import units_of

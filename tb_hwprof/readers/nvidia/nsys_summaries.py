@@ -12,8 +12,8 @@ from typing import Dict, Optional, Sequence, Set, Tuple
 import numpy as np
 import pandas as pd
 
-from ...columnar import grouped_stats
-from ...model import units_of  # noqa: F401 (nsys_stats' too)
+from ...core.columnar import grouped_stats
+from ...core.model import units_of  # noqa: F401 (nsys_stats' too)
 from .nsys_schema import (KERNEL, MEM_KINDS, MEMCPY, MEMCPY_KINDS, MEMSET, NVTX, NVTX_DOMAIN_CREATE, NVTX_STYLES,
                           api_name, check_integers, checked, columns, lookup, strings_of)
 

@@ -13,9 +13,9 @@ from typing import Dict, List, Optional, Set, Tuple
 import numpy as np
 import pandas as pd
 
-from ... import columnar
+from ...core import columnar
 from ..common import sqlite_columns
-from ...model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
+from ...core.model import SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Timeline, Track
 from ..common.lanes import spread_over_lanes
 from ..common.timeline_builder import GPU_PID_BASE, NameTable
 from .nsys_schema import (MEMCPY, MEMSET, NVTX_START_END, OSRT, api_name, check_bounds, check_durations, checked,

@@ -23,9 +23,9 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from ...columnar import first_rows, launching_call, object_factorize, start_then_longest
-from ...errors import InputError
-from ...model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Profile, Provenance, Timeline, TorchTrace,
+from ...core.columnar import first_rows, launching_call, object_factorize, start_then_longest
+from ...core.errors import InputError
+from ...core.model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Profile, Provenance, Timeline, TorchTrace,
                       Track, normalise_kernels)
 from ..common import read_input_bytes, sha256_file
 from ..common.lanes import spread_over_lanes

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .errors import HwprofError, InputError
+from ..core.errors import HwprofError, InputError
 
 # numpy and pandas are imported where used: `tb-hwprof --help` (and the export, which registers
 # this command too) must not pay pandas' import for a command it does not run.
@@ -83,170 +83,32 @@ class Side:
 def read_compare_table(run_dir: Path, manifest: dict) -> Optional[pd.DataFrame]:
     """The run's per-instantiation compare table (analysis/compare.compare_table), checked; None for a
     run exported before it (or without kernels): those compare from their kernels table."""
-    from .analysis.compare import COMPARE_TABLE
-    from .logdir import metadata, reader, run_checks, tables
-    files = dict(metadata.summary_names(manifest.get("files")))
-    if COMPARE_TABLE not in files:
-        return None
-    path = reader.asset_dir(run_dir) / Path(files[COMPARE_TABLE]).name
-    try:
-        doc = tables.read_json_gz(path, metadata.declared_size(manifest, path.name))
-        run_checks.check_columnar(doc)
-        frame = tables.frame_from_json(doc)
-        run_checks.check_compare_table(frame, manifest.get("kernel_count"))
-    except metadata.DAMAGED_FILE_ERRORS as e:
-        raise InputError(path, f"unreadable compare table ({e})", "re-export the run with --overwrite") from None
-    return frame
-
-
-def _summary_table(run_dir: Path, manifest: dict, name: str) -> Optional[pd.DataFrame]:
-    """One summary table of an exported run, None where it has none."""
-    from .logdir import metadata, reader, tables
-    files = dict(metadata.summary_names(manifest.get("files")))
-    if name not in files:
-        return None
-    path = reader.asset_dir(run_dir) / Path(files[name]).name
-    try:
-        return tables.frame_from_json(tables.read_json_gz(path, metadata.declared_size(manifest, path.name)))
-    except metadata.DAMAGED_FILE_ERRORS as e:
-        raise InputError(path, f"unreadable summary table ({e})", "re-export the run with --overwrite") from None
+    from ..analysis.compare import COMPARE_TABLE, check_compare_table
+    from ..logdir import reader
+    return reader.read_summary(run_dir, manifest, COMPARE_TABLE,
+                               check=lambda frame: check_compare_table(frame, manifest.get("kernel_count")))
 
 
 def _phase_table(run_dir: Path, manifest: dict) -> Optional[pd.DataFrame]:
     """The run's NVTX ranges table (only that summary is read), None without one."""
-    from .analysis.trace_views import phase_source
-    from .logdir import metadata, reader, tables
-    files = dict(metadata.summary_names(manifest.get("files")))
+    from ..analysis.trace_views import phase_source
+    from ..logdir import reader
     for name in ("nvtx_phases", "nvtx_sum"):
-        if name in files:
-            path = reader.asset_dir(run_dir) / Path(files[name]).name
-            try:
-                frame = tables.frame_from_json(tables.read_json_gz(path, metadata.declared_size(manifest, path.name)))
-            except metadata.DAMAGED_FILE_ERRORS as e:
-                raise InputError(path, f"unreadable summary table ({e})", "re-export the run with --overwrite") from None
+        frame = reader.read_summary(run_dir, manifest, name)
+        if frame is not None:
             return frame if phase_source({name: frame}) else None
     return None
 
 
-def _compared_columns(metric: str) -> set:
-    from .analysis.compare import DELTA_COLUMNS, LAUNCH_CONFIG
-    return {"name", "demangled_name", "mangled_name", "device", "duration_ns", "bound", metric,
-            *DELTA_COLUMNS, *LAUNCH_CONFIG}
-
-
-_DTYPES = {"str": object, "int": "int64", "float": "float64"}
-
-
-# -- reading only some columns of a kernels file ------------------------------------------------------
-# A kernels file (format 2, logdir/tables.write_columnar_gz) is {"columns", "units", "rows", then
-# "data", "delta", "dictionary" (objects of one member per column), "constant", "sparse"}.  Compare
-# reads ~16 of its ~50 columns; parsing all of a 1M-launch file (~140 MB of JSON) was half the time of
-# `tb-hwprof compare`.  The members of the others are stepped over by their brackets (a numeric
-# array ends at its first "]"; an array with strings is matched by _TEXT_ARRAY), and only the
-# wanted ones are parsed.  Anything unlike that layout is parsed whole, as before.
-_TEXT_ARRAY = None  # compiled on first use: `tb-hwprof --help` does not pay for it
-
-
-def _array_end(raw: bytes, start: int) -> int:
-    """The index after the JSON array of scalars starting at raw[start] ("[")."""
-    global _TEXT_ARRAY
-    end = raw.find(b"]", start)
-    if end < 0:
-        raise ValueError("unterminated array")
-    if raw.find(b'"', start, end) < 0:  # numbers and nulls only: its first "]" closes it
-        return end + 1
-    if _TEXT_ARRAY is None:
-        import re
-        _TEXT_ARRAY = re.compile(rb'\[(?:[^\]"]+|"[^"\\]*(?:\\.[^"\\]*)*")*\]', re.S)
-    match = _TEXT_ARRAY.match(raw, start)
-    if match is None:
-        raise ValueError("not an array of scalars")
-    return match.end()
-
-
-def _expect(raw: bytes, pos: int, text: bytes) -> int:
-    if not raw.startswith(text, pos):
-        raise ValueError(f"expected {text!r} at {pos}")
-    return pos + len(text)
-
-
-def _members(raw: bytes, pos: int, wanted: set, dictionary: bool):
-    """({key: parsed value} of the wanted members of the object at raw[pos] ("{"), index after it)."""
-    import orjson
-    pos = _expect(raw, pos, b"{")
-    found = {}
-    while raw.startswith(b'"', pos):
-        colon = raw.index(b'":', pos + 1)
-        key = orjson.loads(raw[pos:colon + 1])
-        pos = colon + 2
-        if dictionary:  # {"values":[strings],"codes":[numbers]}
-            values = _expect(raw, pos, b'{"values":')
-            codes = _expect(raw, _array_end(raw, values), b',"codes":')
-            end = _array_end(raw, codes)
-            if key in wanted:
-                found[key] = {"values": orjson.loads(raw[values:codes - len(b',"codes":')]),
-                              "codes": orjson.loads(raw[codes:end])}
-            pos = _expect(raw, end, b"}")
-        else:
-            end = _array_end(raw, _expect(raw, pos, b"[") - 1)
-            if key in wanted:
-                found[key] = orjson.loads(raw[pos:end])
-            pos = end
-        if raw.startswith(b",", pos):
-            pos += 1
-    return found, _expect(raw, pos, b"}")
-
-
-def read_selected_columns(raw: bytes, wanted: set) -> dict:
-    """The columnar document of a kernels file holding only the `wanted` columns' values (the
-    others' names stay in "columns"); the whole document where its layout is not the writer's."""
-    import orjson
-    try:
-        start = raw.index(b',"data":')
-        doc = orjson.loads(raw[:start] + b"}")
-        pos = start + len(b',"data":')
-        doc["data"], pos = _members(raw, pos, wanted, False)
-        doc["delta"], pos = _members(raw, _expect(raw, pos, b',"delta":'), wanted, False)
-        doc["dictionary"], pos = _members(raw, _expect(raw, pos, b',"dictionary":'), wanted, True)
-        pos = _expect(raw, pos, b',"constant":')
-        doc.update(orjson.loads(b'{"constant":' + raw[pos:]))
-        return doc
-    except (ValueError, TypeError, KeyError):  # orjson.JSONDecodeError is a ValueError
-        return orjson.loads(raw)
-
-
-def read_compared_kernels(run_dir: Path, manifest: dict, metric: str = "duration_ns") -> pd.DataFrame:
-    """The run's kernels table with only the columns compare reads, decoded from the columnar file
-    (docs/FORMAT.md) straight into a frame: a 1M-launch table has ~50 more columns, and filling in
-    the absent ones (read_kernels' normalised table) costs a copy of 8 MB each.  Text columns may
-    hold None where the table has nulls; compare takes any non-str as missing."""
-    import numpy as np
-    import pandas as pd
-    from .logdir import columns, metadata, reader, tables
-    from .model import KERNEL_COLUMNS
-    path = reader.asset_dir(run_dir) / metadata.KERNELS
-    wanted = _compared_columns(metric)
-    try:
-        doc = read_selected_columns(tables.read_gz_bytes(path, metadata.declared_size(manifest, metadata.KERNELS)), wanted)
-        present = [c for c in doc["columns"] if c in wanted]
-        data = {c: columns.decode_column(doc, c, _DTYPES[KERNEL_COLUMNS[c][1]] if c in KERNEL_COLUMNS else None)
-                for c in present}
-        rows = int(doc["rows"])
-    except metadata.DAMAGED_FILE_ERRORS as e:
-        raise InputError(path, f"unreadable kernels table ({e})", "re-export the run with --overwrite") from None
-    for column in wanted - set(present):  # a table written before the column existed
-        data[column] = np.full(rows, "" if KERNEL_COLUMNS.get(column, ("", "float"))[1] == "str" else np.nan,
-                               dtype=object if KERNEL_COLUMNS.get(column, ("", "float"))[1] == "str" else np.float64)
-    # Series of dtype object: pandas would otherwise infer (and convert to) its string dtype.
-    return pd.DataFrame({c: pd.Series(v, dtype=object if np.asarray(v).dtype == object else None, copy=False)
-                         for c, v in data.items()}, copy=False)
-
-
 def load_side(path: str, metric: str = "duration_ns") -> Side:
     """An exported run (its kernels table, manifest and NVTX table) or a report read on the fly."""
-    from .analysis.compare import RunInfo, devices_of, devices_that_ran, kernel_set, kernel_set_from_table
-    from .analysis.trace_views import phase_source
-    from .logdir import metadata, reader
+    from ..analysis.compare import (RunInfo, compared_columns, devices_of, devices_that_ran, kernel_set,
+                                    kernel_set_from_table)
+    from ..analysis.pipeline import label_tables
+    from ..analysis.trace_views import phase_source
+    from ..logdir import metadata, reader
+    from ..logdir.kernel_columns import read_kernel_columns
+    from ..readers.detect import read
     where = Path(path)
     if where.is_dir() and (reader.asset_dir(where) / metadata.MANIFEST).is_file():
         manifest = reader.read_manifest(where)
@@ -255,16 +117,15 @@ def load_side(path: str, metric: str = "duration_ns") -> Side:
         if table is not None:
             kernels, kset = None, kernel_set_from_table(table)
         else:
-            kernels = read_compared_kernels(where, manifest, metric)
+            kernels = read_kernel_columns(where, manifest, compared_columns(metric))
             kset = kernel_set(kernels)
         info = RunInfo((manifest.get("provenance") or {}).get("tool", ""),
                        devices_of(manifest.get("devices") or [], kset.device_ids))
-        return Side(path, kernels, info, _phase_table(where, manifest), _summary_table(where, manifest, "op_shapes"), kset)
+        return Side(path, kernels, info, _phase_table(where, manifest), reader.read_summary(where, manifest, "op_shapes"), kset)
     if not where.exists():
         raise InputError(where, "no such file or folder",
                          "give an exported run folder (<logdir>/<run>) or a profiler report")
-    import tb_hwprof
-    profile = tb_hwprof.read(where)
+    profile = label_tables(read(where))
     info = RunInfo(profile.provenance.tool, devices_that_ran([d.to_dict() for d in profile.devices], profile.kernels))
     source = phase_source(profile.summaries)
     return Side(path, profile.kernels, info, profile.summaries[source] if source else None, _op_shapes(profile),
@@ -275,7 +136,7 @@ def _op_shapes(profile) -> Optional[pd.DataFrame]:
     """A PyTorch trace's operators by input shapes (the export's op_shapes table), None for other reports."""
     if getattr(profile, "torch", None) is None:
         return None
-    from .analysis.torch_shapes import op_shapes
+    from ..analysis.torch_shapes import op_shapes
     return op_shapes(profile.torch, profile.devices, profile.provenance.source_path)
 
 
@@ -311,7 +172,7 @@ def _worse_by(base: Optional[float], run: Optional[float], direction: str) -> Op
 
 def _overall(kernels: pd.DataFrame, column: str) -> Optional[float]:
     """The run's duration-weighted mean of `column` (durations: the kernel set's total)."""
-    from .analysis.compare import _none
+    from ..analysis.compare import _none
     both = kernels[column].notna() & kernels["duration_ns"].notna()
     weight = kernels["duration_ns"][both].sum()
     return _none((kernels[column][both] * kernels["duration_ns"][both]).sum() / weight) if weight > 0 else None
@@ -479,8 +340,8 @@ def _gate_text(result: dict, markdown: bool) -> List[str]:
 # -- the command ----------------------------------------------------------------------------------
 def compare_sides(base: Side, run: Side, pairs: List[str]):
     """(document, base kernel set, run kernel set): what /compare serves, for two loaded sides."""
-    from .analysis import compare
-    from .analysis.trace_views import compare_phases
+    from ..analysis import compare
+    from ..analysis.trace_views import compare_phases
     b_set, r_set = base.kernel_set, run.kernel_set
     try:
         chosen = [compare.resolve_choice(b_set, r_set, p) for p in pairs]
@@ -498,7 +359,7 @@ def cmd_compare(args) -> int:
     doc, b_set, r_set = compare_sides(base, run, args.pair)
     result = gate(doc, b_set, r_set, base, run, args) if args.fail_if_slower is not None else None
     if args.format == "json":
-        from .plugin.encode import dumps
+        from ..logdir.tables import dumps
         text = json.dumps(json.loads(dumps({"base": base.path, "run": run.path, **doc, "gate": result})), indent=1) + "\n"
     else:
         text = render_text(doc, base, run, result, args.limit, args.format == "markdown")

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from .errors import HwprofError
+from ..core.errors import HwprofError
 
 TOOLS = ("ncu", "nsys", "rocprof-compute", "rocprofv3")
 COUNTER_TOOLS = ("ncu", "rocprof-compute")
@@ -55,7 +55,7 @@ INSTALL_HINTS = {
                  "https://rocm.docs.amd.com/projects/rocprofiler-sdk) and put /opt/rocm/bin on PATH",
 }
 NCU_SETS = ("basic", "full", "roofline")
-BOOT = Path(__file__).resolve().parent / "profile_boot"
+BOOT = Path(__file__).resolve().parent.parent / "profile_boot"
 REPORT_STEM = "profile"
 LOGS = "logs"
 TRACE_FOLDER = "trace"
@@ -214,7 +214,7 @@ def cmd_profile(args) -> int:
     lines = missing_tools([o.tool])
     if lines:
         raise HwprofError("; ".join(lines))
-    from .logdir.writer import run_folder
+    from ..logdir.writer import run_folder
     run_folder(o.logdir, o.run, o.overwrite)  # a name in use fails before anything runs
     progress = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     echo = (lambda line: None) if args.quiet else (lambda line: print(f"  | {line}", file=sys.stderr, flush=True))
@@ -291,7 +291,7 @@ def torch_pass(capture: Capture) -> Path:
 
 
 def capture_ncu(capture: Capture) -> Captured:
-    from .analysis.join import JoinFilters
+    from ..analysis.join import JoinFilters
     o = capture.options
     trace = torch_pass(capture)
     filters = JoinFilters(kernel_name=f"regex:{o.kernels}" if o.kernels else None, launch_skip=o.launch_skip,
@@ -316,8 +316,8 @@ def ncu_estimate(trace: Path, filters, o: ProfileOptions, progress: Callable[[st
     the trace cannot be read here: the pass runs all the same)."""
     import numpy as np
     import pandas as pd
-    from .analysis.join import expected_launches
-    from .analysis.pipeline import read_report
+    from ..analysis.join import expected_launches
+    from .export import read_report
     try:
         kernels = read_report(trace).profile.kernels
     except Exception as e:  # the estimate is advice: the export reads the trace again and says what is wrong
@@ -372,7 +372,7 @@ class NcuProgress:
 
 
 def capture_rocprof_compute(capture: Capture) -> Captured:
-    from .analysis.join import JoinFilters
+    from ..analysis.join import JoinFilters
     o = capture.options
     trace = torch_pass(capture)
     workload = capture.folder / "workload"
@@ -435,7 +435,7 @@ def export_captured(files: Captured, o: ProfileOptions, progress, located: Dict[
     if files.counters is not None:
         return export_joined(files.primary, files.counters, o.logdir, o.run, files.filters, overwrite=o.overwrite,
                              beside=True, progress=progress, located=located, per_config=files.per_config)
-    from .analysis.pipeline import export_reports
+    from .export import export_reports
     return export_reports([files.primary], o.logdir, [o.run], overwrite=o.overwrite, beside=True, progress=progress,
                           located=located)[0]
 
@@ -486,9 +486,9 @@ def export_joined(trace_path, counter_path, logdir, run: str, filters=None, over
     {input path: the path the run's provenance names instead} (files moved into the run after).
     per_config: the report holds one launch per configuration (ncu --filter-mode per-launch-config):
     its counters go onto every trace launch of that configuration (analysis/join.py join_per_config)."""
-    from .analysis.join import JoinFilters, join, join_per_config
-    from .analysis.pipeline import Report, _analyse_and_write, read_report
-    from .logdir.writer import run_folder
+    from ..analysis.join import JoinFilters, join, join_per_config
+    from .export import Report, _analyse_and_write, read_report
+    from ..logdir.writer import run_folder
     run_folder(logdir, run, overwrite, beside)
     first = read_report(trace_path, progress=progress, located=located)
     second = read_report(counter_path, progress=progress, located=located)
@@ -531,7 +531,7 @@ def add_join_arguments(export) -> None:
 
 
 def cmd_export_joined(args) -> int:
-    from .analysis.join import JoinFilters
+    from ..analysis.join import JoinFilters
     if len(args.files) != 2:
         raise HwprofError(f"--join takes two files (a trace and a counter report), not {len(args.files)}")
     if args.run is None:

@@ -1,4 +1,5 @@
-"""The typed result of an advice rule: a `Finding`, with the figures that made it fire.
+"""What an analysis gives, as data: `Analysis` (findings, headline scalars, roofs, summary tables)
+and the typed result of an advice rule, a `Finding`, with the figures that made it fire.
 
 A finding is only worth showing when it is true and material, so every one carries its numbers
 (figures, each with its unit) and the threshold it crossed; the remedy is phrased for the program
@@ -11,7 +12,9 @@ Serialised form (the manifest's "advice" list, the plugin's views):
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
+
+import pandas as pd
 
 SEVERITIES = ("high", "medium", "low")
 
@@ -71,3 +74,17 @@ def finding(rule_id: str, severity: str, title: str, text: str, remedy: str,
     """Finding from figures given as {name: (value, unit)}."""
     return Finding(rule_id, severity, title, text, remedy,
                    {k: Figure(*v) if isinstance(v, tuple) else Figure(v) for k, v in (figures or {}).items()})
+
+
+@dataclasses.dataclass
+class Analysis:
+    """Everything derived from a profile (besides the kernels table's own derived columns)."""
+
+    findings: List[Finding] = dataclasses.field(default_factory=list)  # advice, most severe first per domain
+    scalars: Dict[str, float] = dataclasses.field(default_factory=dict)  # headline figures (Scalars tab)
+    roofline: Dict[int, dict] = dataclasses.field(default_factory=dict)  # device id -> {"roofs", "ridge_points"}
+    summaries: Dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)  # tables the analysis made
+
+    def tables(self, profile) -> Dict[str, pd.DataFrame]:
+        """The reader's summary tables and the analysis' together (the analysis' win a shared name)."""
+        return {**profile.summaries, **self.summaries}

@@ -9,11 +9,11 @@ import traceback
 from pathlib import Path
 from typing import List, Optional
 
-from . import __version__
+from ..core import __version__
 from .compare_cli import add_compare_command
-from .errors import HwprofError
+from ..core.errors import HwprofError
 from .profile_cli import add_join_arguments, add_profile_command, cmd_export_joined
-from .logdir.metadata import TIMELINE as TIMELINE_NAME
+from ..logdir.metadata import TIMELINE as TIMELINE_NAME
 
 EXPORT_EPILOG = """\
 examples:
@@ -105,9 +105,9 @@ def reuse_freed_memory() -> None:
 def cmd_export(args) -> int:
     if args.join:  # a trace and a counter report into one run (profile_cli.py)
         return cmd_export_joined(args)
-    from .analysis.pipeline import WindowOptions, export_reports
+    from .export import WindowOptions, export_reports
     reuse_freed_memory()
-    from .torch import export_folder, is_torch_run_folder
+    from .torch_runs import export_folder, is_torch_run_folder
     inputs = [Path(f) for f in args.files]
     # PyTorch run folders (tensorboard_trace_handler's): their traces are exported beside them.
     folders = [p for p in inputs if p.is_dir() and is_torch_run_folder(p)]
@@ -175,7 +175,7 @@ def export_job(args, files: List[Path], window) -> int:
 def _report_timeline(run_dir: Path, mode: str) -> None:
     """How many trace events the export kept and dropped, and whether it wrote the trace file
     (printed: it is the export's result)."""
-    from .logdir.reader import read_manifest
+    from ..logdir.reader import read_manifest
     info = read_manifest(run_dir).get("timeline")
     if not info:
         return
@@ -185,7 +185,7 @@ def _report_timeline(run_dir: Path, mode: str) -> None:
     print(f"{run_dir}: timeline kept {info['kept_events']} events, dropped {info['dropped_events']}{where}"
           f" ({kept or 'nothing'}; {info['kept']['flow']} launch flows)")
     if info.get("trace_written") is False:
-        from .logdir.trace import TRACE_EAGER_EVENTS
+        from ..logdir.trace import TRACE_EAGER_EVENTS
         why = "--trace never" if mode == "never" else f"over {TRACE_EAGER_EVENTS:,} slices: --trace always writes it"
         print(f"{run_dir}: trace file {TIMELINE_NAME} not written ({why}); `tb-hwprof trace {run_dir}` writes it "
               f"from the run, the plugin's Download trace renders it")
@@ -199,7 +199,7 @@ def series_steps(count: int, first: int) -> List[int]:
 
 def cmd_trace(args) -> int:
     """Render an exported run's Chrome trace from its timeline index."""
-    from .logdir import run_trace
+    from ..logdir import run_trace
     reuse_freed_memory()  # 2.2M slices: ~2.8 instead of ~3.1 s
     started = time.perf_counter()
     out = Path(args.output) if args.output else None

@@ -83,6 +83,11 @@ INT_COLUMNS = [c for c, spec in KERNEL_COLUMNS.items() if spec[1] == "int"]
 PEAK_SOURCES = ("measured", "datasheet")
 
 
+def is_count(value: Any) -> bool:
+    """A non-negative int (JSON true/false are not counts): what a count read back must be."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 @dataclasses.dataclass
 class Peak:
     """A device peak and where it comes from (the tool's own measurement or a datasheet)."""

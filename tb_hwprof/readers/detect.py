@@ -5,8 +5,8 @@ import csv
 from pathlib import Path
 from typing import Tuple
 
-from .errors import InputError
-from .readers.common import describe_bytes, read_input_bytes
+from ..core.errors import InputError
+from .common import describe_bytes, read_input_bytes
 
 SNIFF_BYTES = 64 << 10
 SUPPORTED = ("tb-hwprof reads Nsight Compute .ncu-rep and `ncu --csv` output, Nsight Systems SQLite exports "
@@ -19,7 +19,7 @@ NOT_MINE = (csv.Error, UnicodeDecodeError, ValueError)
 
 def detect(path: Path) -> Tuple[str, object]:
     """(format name, reader module) of `path`, or InputError saying what it is and what to pass."""
-    from .readers import reader_modules
+    from . import reader_modules
 
     path = Path(path)
     refuse_streams(path)

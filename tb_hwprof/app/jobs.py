@@ -2,7 +2,7 @@
 <job>/rank_N, and a cross-rank run <job>, the work spread over Dask (`dask.distributed`).
 
 Each Dask task reads one rank, analyses it and writes its run through the export pipeline
-(analysis/pipeline.py: read_report, then _analyse_and_write, the path every export takes) into a
+(app/export.py: read_report, then _analyse_and_write, the path every export takes) into a
 staging logdir, and hands back only the rank's digest (analysis/ranks.py RankDigest): a worker
 holds one rank at a time.  The driver then checks the ranks are of one job, builds and writes the
 job's run from the digests, and only then puts every run in place:
@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
-from .errors import HwprofError, InputError, MissingDependency, RunExists
+from ..core.errors import HwprofError, InputError, MissingDependency, RunExists
 
 SCHEDULER_ENV = "TB_HWPROF_SCHEDULER"
 IN_PROCESS = "none"
@@ -60,10 +60,10 @@ CONNECT_TIMEOUT = "20s"  # to reach a --scheduler (Dask's own default is 30 s)
 # to a first task done and the cluster closed).  A worker still exits when its nanny (here) is gone.
 WORKER_START = "forkserver"
 # What that fork server imports beside Dask's own list (distributed, pandas, numpy, ...): our modules,
-# so the workers share their pages instead of each importing them, then _worker_preload, which
+# so the workers share their pages instead of each importing them, then worker_preload, which
 # freezes all of it out of the workers' garbage collections (copy-on-write).
-FORKSERVER_PRELOAD = ("tb_hwprof.detect", "tb_hwprof.analysis.pipeline", "tb_hwprof.analysis.ranks", "tb_hwprof.jobs",
-                      "tb_hwprof._worker_preload")
+FORKSERVER_PRELOAD = ("tb_hwprof.readers.detect", "tb_hwprof.analysis.pipeline", "tb_hwprof.analysis.ranks",
+                      "tb_hwprof.app.export", "tb_hwprof.app.jobs", "tb_hwprof.app.worker_preload")
 
 
 # ------------------------------------------------------------------ what a rank task returns
@@ -135,8 +135,9 @@ def in_child(path: str, work: tuple):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
-    from . import detect  # noqa: F401  (imported once here, not again in every child)
-    from .analysis import pipeline, ranks  # noqa: F401
+    from ..readers import detect  # noqa: F401  (imported once here, not again in every child)
+    from ..analysis import pipeline, ranks  # noqa: F401
+    from . import export  # noqa: F401
     context = multiprocessing.get_context(CHILD_CONTEXT)
     try:
         with ProcessPoolExecutor(1, mp_context=context) as pool:
@@ -165,11 +166,11 @@ def forked_without_gc_copies(fork: Callable):
         try:
             return fork()
         finally:
-            # A worker of our local cluster (its fork server imported _worker_preload, which froze what
+            # A worker of our local cluster (its fork server imported worker_preload, which froze what
             # they share) keeps it all frozen: unfreezing would hand those objects back to its
             # collections, which would copy their pages into the worker.  What the worker made itself
             # stays frozen too (collected beforehand, so only live objects).
-            if "tb_hwprof._worker_preload" not in sys.modules:
+            if "tb_hwprof.app.worker_preload" not in sys.modules:
                 gc.unfreeze()
 
 
@@ -181,8 +182,8 @@ def _export_in_child(work: tuple):
 
 def _export_one(path, position, staging, job, step, trace, window, salvage):
     """(digest, staged run folder) of one rank; its profile lives only as long as this call."""
-    from .analysis.pipeline import WindowOptions, _analyse_and_write, read_report
-    from .analysis.ranks import rank_digest, rank_of
+    from .export import WindowOptions, _analyse_and_write, read_report
+    from ..analysis.ranks import rank_digest, rank_of
     report = read_report(path, window or WindowOptions(), salvage=salvage)
     rank = rank_of(report.profile, Path(path), position)
     (run_dir,), _ = _analyse_and_write([report], Path(staging), [f"pos_{position}"], False, [step], trace,
@@ -219,8 +220,8 @@ def export_job(paths: Sequence, logdir, job: str, *, scheduler: Optional[str] = 
     returns their folders (ranks by rank, then the job).  scheduler: None ($TB_HWPROF_SCHEDULER, else a
     local cluster of `workers` processes, default one per core), a Dask scheduler's address, or
     "none" (this process, no Dask).  Nothing is written when a rank fails, unless skip_bad_ranks."""
-    from .logdir import fs
-    from .logdir.writer import check_run_name, lock_run
+    from ..logdir import fs
+    from ..logdir.writer import check_run_name, lock_run
     if importing_the_main_script():
         raise HwprofError(f"export_job called while a worker process imported the main script -- {MAIN_GUARD_HINT}")
     if not paths:
@@ -277,7 +278,7 @@ def export_job_remote(paths, url: str, job: str, overwrite: bool, options: dict)
     above (a bad rank stops it before anything is uploaded), then each rank's run and the job's
     published as a plain export publishes a run; their URLs.  The workers write that local folder,
     so the cluster must be a local one (or none)."""
-    from .logdir import fs
+    from ..logdir import fs
     address = options["scheduler"] if options["scheduler"] is not None else os.environ.get(SCHEDULER_ENV) or None
     if address not in (None, IN_PROCESS):
         raise HwprofError(f"{url}: a job's ranks exported on the Dask cluster at {address} are written by its "
@@ -303,8 +304,8 @@ def export_job_remote(paths, url: str, job: str, overwrite: bool, options: dict)
 def earlier_remote_rank_runs(remote, job: str) -> set:
     """earlier_rank_runs of a job in a URL logdir: those its ranks table lists (its tables fetched),
     else the rank_<N> folders holding our event file."""
-    from .logdir import fs
-    from .logdir.reader import load_run
+    from ..logdir import fs
+    from ..logdir.reader import load_run
     job_key = remote.key(job)
     if not remote.listing(f"{job_key}/{fs.ASSET_PREFIX}"):
         return set()
@@ -319,7 +320,7 @@ def earlier_remote_rank_runs(remote, job: str) -> set:
 def remove_remote_run(remote, run: str) -> None:
     """Our objects of a run in a URL logdir deleted: its event file first (TensorBoard stops listing
     it), then its asset folder; a user's other objects stay."""
-    from .logdir import fs
+    from ..logdir import fs
     run_key = remote.key(run)
     fs.delete(remote, fs.our_event_keys(remote.listing(run_key)))
     fs.delete(remote, [f"{run_key}/{fs.ASSET_PREFIX}"], recursive=True)
@@ -502,7 +503,7 @@ def _tell_failed(progress, done: int, total: int, failure: RankFailure) -> None:
 def make_staging(logdir: Path, job: str) -> Path:
     """A fresh staging logdir in the logdir's hidden area (TensorBoard lists no run there: staged
     event files carry pending names); leftovers of this host's dead job exports are removed first."""
-    from .logdir.writer import AREA, key_of, owner_gone, owner_tag, retrying
+    from ..logdir.writer import AREA, key_of, owner_gone, owner_tag, retrying
     jobs = logdir / AREA / JOBS_AREA
     for old in _list(jobs):
         if owner_gone(old.name):
@@ -524,7 +525,7 @@ def remove_empty(folders: List[Path]) -> None:
 
 
 def tidy_job_area(logdir: Path) -> None:
-    from .logdir.writer import AREA, tidy_area
+    from ..logdir.writer import AREA, tidy_area
     try:
         (logdir / AREA / JOBS_AREA).rmdir()
     except OSError:  # another job export's, or gone
@@ -541,7 +542,7 @@ def _list(folder: Path) -> list:
 
 def place_job(outcome, staging: Path, logdir: Path, job: str, overwrite: bool, step: int, trace: str, progress):
     """Check the ranks are of one job, write the job's run into staging, then put every run in place."""
-    from .analysis.ranks import check_same_job
+    from ..analysis.ranks import check_same_job
     results, failures = outcome
     check_same_job([r.digest for r in results])
     staged_job = write_job_run(results, failures, staging, job, step, trace)
@@ -560,8 +561,8 @@ def write_job_run(results: List[RankResult], failures: List[RankFailure], stagin
                   trace: str) -> Path:
     """The job's cross-rank run (analysis/ranks.py job_profile) as run `job` of the staging logdir,
     its event files pending like the ranks'."""
-    from .analysis.pipeline import Report, _analyse_and_write
-    from .analysis.ranks import job_profile
+    from .export import Report, _analyse_and_write
+    from ..analysis.ranks import job_profile
     profile = job_profile([r.digest for r in results], job_notes(results, failures), job=job)
     source = Path(results[0].path)
     (run_dir,), _ = _analyse_and_write([Report(source, profile)], staging, ["job"], False, [step], trace,
@@ -580,7 +581,7 @@ def job_notes(results: List[RankResult], failures: List[RankFailure]) -> List[st
 def move_new_job(results, names: dict, staged_job: Path, job_dir: Path) -> List[Path]:
     """A new job: the ranks into the staged job's folder, then that folder into place in one rename;
     the event files take their listed names last."""
-    from .logdir.writer import show_events
+    from ..logdir.writer import show_events
     for r in results:
         os.rename(r.staged, staged_job / names[r.position])
     os.rename(staged_job, job_dir)
@@ -594,7 +595,7 @@ def replace_runs(results, names: dict, staged_job: Path, job_dir: Path, job: str
     """--overwrite of an existing job: each rank's run replaced by the writer's put_in_place under
     the run's lock (our files only), then the earlier job's rank runs that this one has no rank for
     removed, then the job's run replaced: once the new job's run is listed, its ranks are the job's."""
-    from .logdir.writer import area_of, lock_run, put_in_place, tidy_area
+    from ..logdir.writer import area_of, lock_run, put_in_place, tidy_area
     stale = sorted(earlier_rank_runs(job_dir, job) - set(names.values()))
     runs = []
     staged = [(Path(r.staged), job_dir / names[r.position], f"{job}/{names[r.position]}")
@@ -621,7 +622,7 @@ def held(lock):
 
 def old_copy(run_dir: Path) -> Path:
     """Where the writer moves a run's earlier asset folder while replacing it (logdir/writer.py)."""
-    from .logdir.writer import area_of, key_of, owner_tag
+    from ..logdir.writer import area_of, key_of, owner_tag
     return area_of(run_dir) / "old" / f"{key_of(run_dir.name)}@{owner_tag()}"
 
 
@@ -631,8 +632,8 @@ RANK_RUN = re.compile(r"rank_\d+")
 def earlier_rank_runs(job_dir: Path, job: str) -> set:
     """The rank runs (folder names under job_dir) of the job already there: those its ranks table
     lists; where that table cannot be read, the rank_<N> folders holding a run of ours."""
-    from .logdir.reader import read_manifest, read_summaries
-    from .logdir.writer import asset_dir
+    from ..logdir.reader import read_manifest, read_summaries
+    from ..logdir.writer import asset_dir
     try:
         return rank_runs_of(read_summaries(job_dir, read_manifest(job_dir)), job)
     except (HwprofError, OSError, KeyError):
@@ -653,7 +654,7 @@ def remove_our_run(run_dir: Path) -> None:
     dead export's leftovers are removed (logdir/writer.py clean_area), and removed; the run folder
     too once nothing else is in it (a user's files stay).  A kill before that rename leaves the run
     whole (its repair shows the event files again), one after it leaves no run."""
-    from .logdir.writer import AREA, asset_dir, hide_events, key_of, owner_tag, retrying
+    from ..logdir.writer import AREA, asset_dir, hide_events, key_of, owner_tag, retrying
     assets = asset_dir(run_dir)
     if not assets.is_dir():
         return
