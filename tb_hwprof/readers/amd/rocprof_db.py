@@ -23,7 +23,7 @@ from . import devices as amd_devices
 from .dispatch import (refuse_calls_ending_before_start, DAMAGED_FIX, INT64_LIMIT, devices_for, fitting_numbers, kernel_stats, one_line,
                        provenance, refuse_repeated_dispatches, shown, stats_of, timing_notes, with_units)
 from ..common import SQLITE_MAGIC
-from ..common.sqlite_columns import open_read_only
+from ..common.sqlite_columns import open_read_only, pages_checked
 
 V1_TABLES = {"OPS", "KERN"}
 ROCPD_VIEWS = {"kernels", "rocpd_info_agent", "rocpd_metadata"}
@@ -161,14 +161,15 @@ def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
 def read_v1_db(path: Path) -> Profile:
     conn = connect(path)
     try:
-        names = schema_names(conn)
-        ops = _v1_activity(path, conn, "OPS")
-        summaries = {}
-        for table, key in (("COPY", "memory_copies"), ("HIP", "hip_api_trace"), ("HSA", "hsa_api_trace")):
-            if table in names:
-                df = _v1_activity(path, conn, table)
-                if len(df):
-                    summaries[key] = _v1_calls(path, df, table)
+        with pages_checked(path):
+            names = schema_names(conn)
+            ops = _v1_activity(path, conn, "OPS")
+            summaries = {}
+            for table, key in (("COPY", "memory_copies"), ("HIP", "hip_api_trace"), ("HSA", "hsa_api_trace")):
+                if table in names:
+                    df = _v1_activity(path, conn, table)
+                    if len(df):
+                        summaries[key] = _v1_calls(path, df, table)
     except sqlite3.DatabaseError as e:
         raise InputError(path, f"damaged rocprof results.db ({one_line(e)})", FIX) from None
     finally:
@@ -349,12 +350,13 @@ def rocpd_notes(conn, kernels: pd.DataFrame) -> List[str]:
 def read_rocpd(path: Path) -> Profile:
     conn = connect(path)
     try:
-        names = schema_names(conn)
-        kernels = rocpd_kernels(path, conn, names)
-        devices = rocpd_devices(path, conn, kernels)
-        summaries = rocpd_summaries(path, conn, names)
-        notes = rocpd_notes(conn, kernels) + timing_notes(kernels, pd.Series(np.nan, index=kernels.index),
-                                                           pd.Series(np.nan, index=kernels.index))
+        with pages_checked(path):
+            names = schema_names(conn)
+            kernels = rocpd_kernels(path, conn, names)
+            devices = rocpd_devices(path, conn, kernels)
+            summaries = rocpd_summaries(path, conn, names)
+            notes = rocpd_notes(conn, kernels) + timing_notes(kernels, pd.Series(np.nan, index=kernels.index),
+                                                               pd.Series(np.nan, index=kernels.index))
     except (sqlite3.DatabaseError, KeyError) as e:
         raise InputError(path, f"damaged rocpd database ({one_line(e)})", FIX) from None
     finally:

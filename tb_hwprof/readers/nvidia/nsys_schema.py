@@ -210,7 +210,14 @@ def strings_of(conn, ids: np.ndarray) -> pd.Series:
 
 
 def lookup(strings: pd.Series, ids: np.ndarray) -> np.ndarray:
-    """strings[id] per row ("" where unknown): one lookup per distinct id, then an array index."""
+    """strings[id] per row ("" for a negative id: none): one lookup per distinct id, then an array
+    index.  An id StringIds does not hold is damage (its page swapped or overwritten): the export
+    writes every string its rows name."""
     codes, uniq = pd.factorize(ids)
+    named = uniq[uniq >= 0] if uniq.dtype.kind in "iuf" else uniq
+    dangling = pd.Index(named).difference(strings.index)
+    if len(dangling):
+        raise sqlite_columns.DamagedValues("StringIds", "id", problem=f"{len(dangling)} string ids the rows name "
+                                           f"are missing (e.g. {dangling[0]})")
     values = strings.reindex(uniq).fillna("").to_numpy(dtype=object)
     return values[codes] if codes.size else np.zeros(0, dtype=object)

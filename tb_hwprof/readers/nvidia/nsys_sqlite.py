@@ -516,9 +516,11 @@ def read_nsys_sqlite(path) -> Profile:
     path = Path(path)
     check_size(path)
     conn = connect(path)
-    # Damage found anywhere in reading (SQLite's, or values no export holds) is one line naming the file.
+    # Damage found anywhere in reading (SQLite's, its page check's, or values no export holds) is one
+    # line naming the file.
     try:
-        meta, names, devices, kernels, summaries, timeline, sha = _read_export(conn, path)
+        with sqlite_columns.pages_checked(path):
+            meta, names, devices, kernels, summaries, timeline, sha = _read_export(conn, path)
     except sqlite3.DatabaseError as e:
         raise InputError(path, f"the SQLite file is damaged ({_sqlite_says(e)})", REEXPORT) from None
     except sqlite_columns.DamagedValues as e:
