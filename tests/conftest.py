@@ -53,6 +53,16 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "fuzz: damaged inputs and runs (tests/fuzzing.py; TB_HWPROF_FUZZ_MUTANTS sets how many)")
 
 
+def pytest_report_header(config):
+    """Said once, at the start: where the real files are looked for (without them most tests skip)."""
+    lines = []
+    for what, path, variable in (("real profiler samples", samples_path(), "TB_HWPROF_SAMPLES"),
+                                 ("reproducers", repro_path(), "TB_HWPROF_REPRO")):
+        found = "found" if path.is_dir() else "NOT FOUND: the tests that read them skip"
+        lines.append(f"tb-hwprof {what}: {path} ({found}; set {variable} to read them elsewhere)")
+    return lines
+
+
 @pytest.fixture(autouse=True)
 def nothing_left_frozen():
     """No test leaves this process' objects frozen out of the garbage collector (jobs freezes them

@@ -286,6 +286,27 @@ def test_cli_table_of_exported_runs(logdir, capsys, samples_dir, ncu_report_modu
     assert "WARNING: no kernel name in common" in out
 
 
+def test_cli_text_cuts_long_kernel_names_and_markdown_keeps_them(capsys, samples_dir):
+    """ResNet-50's templated kernel names run to hundreds of characters: the terminal table shows the
+    start of each (as the plugin's tables do), so no row is padded to the longest; markdown keeps them."""
+    from tb_hwprof.app.compare_cli import NAME_WIDTH
+    base, run = str(sample(samples_dir, RN50)), str(sample(samples_dir, RN50_WORKERS4))
+    names = set(trace_kernels(samples_dir / RN50)[0]) | set(trace_kernels(samples_dir / RN50_WORKERS4)[0])
+    assert max(map(len, names)) > 3 * NAME_WIDTH
+    assert main(["compare", base, run, "--limit", "0"]) == 0
+    section = capsys.readouterr().out.split("paired kernels (")[1].split("\n\n")[0].splitlines()[2:]
+    assert section and max(map(len, section)) < NAME_WIDTH + 60
+    assert main(["compare", base, run, "--format", "json"]) == 0
+    pairs = [m["base_name"] if m["base_name"] == m["run_name"] else f"{m['base_name']} -> {m['run_name']}"
+             for m in json.loads(capsys.readouterr().out)["matched"]]
+    cut = [line[:NAME_WIDTH] for line in section if line[NAME_WIDTH - 3:NAME_WIDTH] == "..."]
+    assert len(cut) == sum(len(p) > NAME_WIDTH for p in pairs) > 0
+    assert all(any(p.startswith(c[:-3]) for p in pairs) for c in cut)
+    assert main(["compare", base, run, "--limit", "0", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"| {p} |" in out for p in pairs)
+
+
 def test_cli_json_of_reports_read_on_the_fly(capsys, samples_dir):
     assert main(["compare", str(sample(samples_dir, RN50)), str(sample(samples_dir, RN50_WORKERS4)), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

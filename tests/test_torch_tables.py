@@ -34,7 +34,7 @@ def test_op_shapes_equal_tracelens_gemm_and_sdpa_tables(samples_dir, trace):
                 row = row.iloc[0]
                 assert row["calls"] == int(ref["name_count"])
                 # TraceLens's kernel times are float µs differences (~1 ns of rounding per kernel).
-                assert row["gpu_ns"] == pytest.approx(float(ref["Kernel Time (µs)_sum"]) * 1000, abs=2 * row["calls"])
+                assert row["gpu_ns"] == pytest.approx(float(ref["Kernel Time (µs)_sum"]) * 1000, abs=2 * int(row["calls"]))
                 assert row["flops_per_call"] == pytest.approx(float(ref["GFLOPS_first"]) * 1e9, rel=1e-9)
                 assert row["bytes_per_call"] / 2**20 == pytest.approx(float(ref["Data Moved (MB)_first"]), rel=1e-9)
                 matched += 1
