@@ -3,7 +3,9 @@
     python scripts/make_sample_logs.py            # then: tensorboard --logdir sample_logs
 
 Each run is exported by tb-hwprof itself; the armleth T4 series (v1..v8 of one kernel) becomes
-armleth_t4_series/report_v1 ... so Compare has a real before/after sequence.
+armleth_t4_series/report_v1 ... at steps 0, 1, ... with the series' own event file in its group
+folder, as `tb-hwprof export v1 v2 ... --run armleth_t4_series` writes it: Compare has a real
+before/after sequence, the Series view and the Scalars tab its lines.
 """
 import os
 import shutil
@@ -14,12 +16,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import tb_hwprof  # noqa: E402
-from tb_hwprof.logdir.writer import write_run  # noqa: E402
+from tb_hwprof.logdir.writer import write_run, write_series_events  # noqa: E402
 
 SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
 OUT = REPO / "sample_logs"
 
 # run name -> report path under the samples folder
+SERIES = "armleth_t4_series"
 RUNS = {
     "armleth_t4_series/report_v1": "ncu/armleth_t4_full_2024.2.1.ncu-rep",
     **{f"armleth_t4_series/{p.stem}": f"ncu/armleth_t4_series/{p.name}"
@@ -54,11 +57,18 @@ def main() -> None:
     if not SAMPLES.is_dir():
         sys.exit(f"samples not found at {SAMPLES}: set TB_HWPROF_SAMPLES")
     shutil.rmtree(OUT, ignore_errors=True)
+    series = [run for run in RUNS if run.startswith(SERIES + "/")]  # in the order of the optimisation
+    points = []
     for i, (run, rel) in enumerate(sorted(RUNS.items()), 1):
         profile = tb_hwprof.read(SAMPLES / rel)
         profile.provenance.source_path = f"shared/samples/{rel}"  # not this machine's absolute path
-        write_run(profile, tb_hwprof.analyse(profile), OUT, run)
+        analysis = tb_hwprof.analyse(profile)
+        step = series.index(run) if run in series else 0
+        write_run(profile, analysis, OUT, run, step=step)
+        if run in series:
+            points.append((step, analysis.scalars))
         print(f"[{i}/{len(RUNS)}] {run} <- {rel} ({len(profile.kernels)} launches)", file=sys.stderr)
+    write_series_events(OUT, SERIES, [(scalars, step) for step, scalars in sorted(points)])
 
 
 if __name__ == "__main__":

@@ -18,6 +18,23 @@ def test_sample_logs_hold_the_armleth_series():
     assert sum(n.startswith("armleth_t4_series/") for n in names) == 10
 
 
+def test_the_shipped_series_opens_in_the_series_view_and_draws_lines():
+    """The README's example series (`armleth_t4_series`): each run at its own step, the group's
+    series event file holding every step's figure, and /series answering for any of its runs (it
+    said 404 when sample_logs lacked the group's file)."""
+    from support_plugin import App
+    from test_series import scalar_points
+    group = REPO / "sample_logs" / "armleth_t4_series"
+    runs = sorted(p.relative_to(REPO / "sample_logs").as_posix() for p in RUN_DIRS if p.parent == group)
+    doc = App(REPO / "sample_logs").json("/series", run=runs[-1])
+    assert doc["group"] == "armleth_t4_series" and sorted(s["run"] for s in doc["steps"]) == runs
+    assert [s["step"] for s in doc["steps"]] == list(range(len(runs)))
+    lines = scalar_points(group)
+    assert [step for step, _ in lines] == list(range(len(runs)))
+    for step in doc["steps"]:  # the series file holds each run's own figure at the run's step
+        assert scalar_points(REPO / "sample_logs" / step["run"]) == [lines[step["step"]]]
+
+
 @pytest.mark.parametrize("run_dir", RUN_DIRS, ids=lambda p: str(p.relative_to(REPO / "sample_logs")))
 def test_sample_run_matches_a_fresh_export(run_dir, samples_dir, ncu_report_module):
     stored = tb_hwprof.load_run(run_dir)
