@@ -118,6 +118,15 @@ def test_amd_busy_idle_and_gaps_against_the_raw_file(rel, samples_dir):
     assert attribution.loc["all idle time", "idle_overlap_ns"] == sum(e - s for s, e in gaps)
     assert attribution.loc["HIP synchronisation calls", "intervals"] == sum(
         bool(tl.SYNC_API.match(name)) for _, _, name in calls)
+    # A gap begun in a synchronising call, between the first and the last operation: the table's flag
+    # and the attribution's count are one rule.
+    first, last = min(s for s, _ in ops), max(e for _, e in ops)
+    syncs = [(s, e) for s, e, name in calls if tl.SYNC_API.match(name)]
+
+    def in_sync(gap):
+        return gap[0] >= first and gap[1] <= last and any(s <= gap[0] <= e for s, e in syncs)
+    assert table["starts_in_sync"].tolist() == [in_sync(g) for g in longest]
+    assert attribution.loc["gaps starting in a synchronisation call", "intervals"] == sum(map(in_sync, gaps))
 
 
 def test_amd_gaps_name_real_calls(samples_dir):
@@ -125,6 +134,19 @@ def test_amd_gaps_name_real_calls(samples_dir):
     table = tb_hwprof.analyse(tb_hwprof.read(sample(samples_dir, "rocprof/v1_mi300a_vecadd/results.json"))) \
         .summaries["gpu_idle_gaps"]
     assert "hipMemcpy" in set(table["cuda_api"]) and table["starts_in_sync"].any()
+
+
+def test_a_gap_flagged_in_sync_is_one_the_attribution_counts(samples_dir):
+    """ViT on an H100 (TraceLens' trace): its longest gap precedes the first GPU operation, in the
+    profiler's opening cudaDeviceSynchronize.  The gap table called it "began in a sync" while the
+    attribution, which counts only gaps between the first and last operation, counted none."""
+    tables = tb_hwprof.analyse(tb_hwprof.read(sample(samples_dir, "torch/tracelens_h100_falconsai_vit.json.gz"))).summaries
+    gaps, activity = tables["gpu_idle_gaps"], tables["gpu_activity"].iloc[0]
+    attribution = tables["gpu_idle_attribution"].set_index("activity")
+    leading = gaps[gaps["start_ns"] < activity["first_op_ns"]]
+    assert len(leading) == 1 and leading.iloc[0]["rank"] == 1  # the longest gap: before any GPU work
+    assert not gaps["starts_in_sync"].any()
+    assert attribution.loc["gaps starting in a synchronisation call", "intervals"] == 0
 
 
 def test_api_trace_without_gpu_operations_has_no_busy_table(samples_dir):

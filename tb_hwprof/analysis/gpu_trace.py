@@ -92,7 +92,7 @@ def trace_tables(timeline: Timeline, api: str = "CUDA") -> Dict[str, pd.DataFram
         util = tl.utilisation(islands, span)
         util.insert(0, "device", dev)
         util_rows.append(util)
-        gaps_rows.append(context.gap_table(dev, gaps))
+        gaps_rows.append(context.gap_table(dev, gaps, islands))
         attr_rows.append(context.attribution(dev, gaps, span, islands))
     return {"gpu_activity": activity, "gpu_idle_gaps": pd.concat(gaps_rows, ignore_index=True),
             "gpu_utilisation": pd.concat(util_rows, ignore_index=True),
@@ -158,7 +158,7 @@ class GapContext:
             out.append((t.names[s["name"][i]], f"{track.thread} [{track.process}]", a))
         return out
 
-    def gap_table(self, dev: int, gaps: tl.Intervals) -> pd.DataFrame:
+    def gap_table(self, dev: int, gaps: tl.Intervals, islands: tl.Intervals) -> pd.DataFrame:
         top = tl.longest(gaps)
         nvtx = self._covering(top, self.ranges)
         api = self._covering(top, self.api_calls)
@@ -171,7 +171,7 @@ class GapContext:
             "cuda_api": [n for n, _, _ in api], "cuda_api_thread": [t for _, t, _ in api],
             "cuda_api_overlap_ns": np.array([o for _, _, o in api], np.int64),
             "osrt_call": [n for n, _, _ in osrt], "osrt_overlap_ns": np.array([o for _, _, o in osrt], np.int64),
-            "starts_in_sync": tl.starts_inside(top[0], self.sync)})
+            "starts_in_sync": self.starts_in_sync(top, islands)})
         if self.ops.size:  # only traces that record operators: the op the CPU was in (e.g. a DataLoader's __next__)
             ops = self._covering(top, self.ops)
             at = table.columns.get_loc("nvtx_overlap_ns") + 1
@@ -181,6 +181,14 @@ class GapContext:
                 table.insert(at + offset, column, values)
         return table
 
+    def starts_in_sync(self, gaps: tl.Intervals, islands: tl.Intervals) -> np.ndarray:
+        """Per gap: did it begin inside a synchronising call, the CPU holding back the next launch.
+        Only gaps between the device's first and last operation (the gap table's flag and the
+        attribution's count, one rule): before the first and after the last, the program starts and
+        ends, often in a synchronisation, as a matter of course."""
+        interior = (gaps[0] >= islands[0][0]) & (gaps[1] <= islands[1][-1])
+        return tl.starts_inside(gaps[0], self.sync) & interior
+
     def attribution(self, dev: int, gaps: tl.Intervals, span, islands: tl.Intervals) -> pd.DataFrame:
         idle = int((gaps[1] - gaps[0]).sum())
         rows = [{"activity": "all idle time", "intervals": int(gaps[0].size), "cpu_ns": None, "idle_overlap_ns": idle}]
@@ -188,10 +196,7 @@ class GapContext:
             clipped = tl.clip((s, e), span)
             rows.append({"activity": label, "intervals": int(s.size), "cpu_ns": interval_union_ns(*clipped),
                          "idle_overlap_ns": tl.overlap_ns(clipped, gaps) if s.size else 0})
-        # Only gaps between the first and last GPU operation: the one after the last operation starts in
-        # the program's final synchronisation as a matter of course.
-        interior = (gaps[0] >= islands[0][0]) & (gaps[1] <= islands[1][-1])
-        in_sync = tl.starts_inside(gaps[0], self.sync) & interior
+        in_sync = self.starts_in_sync(gaps, islands)
         rows.append({"activity": "gaps starting in a synchronisation call", "intervals": int(in_sync.sum()),
                      "cpu_ns": None, "idle_overlap_ns": int((gaps[1] - gaps[0])[in_sync].sum())})
         out = pd.DataFrame(rows)
