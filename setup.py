@@ -59,10 +59,12 @@ setup(
         # Multi-rank job exports (tb_hwprof/app/jobs.py) run on Dask: a local cluster or an existing one.
         "distributed": ["dask[distributed]>=2023.1"],
         # Logdirs on object storage (s3://, gs://; any other fsspec URL with its fsspec filesystem).
-        "s3": ["s3fs"],
+        # s3fs from 2025.1: unbounded, pip met boto3's newest botocore against aiobotocore's pin by
+        # backtracking 3 minutes down to s3fs 0.4.2 (2020); bounded it resolves at once.
+        "s3": ["s3fs>=2025.1"],
         "gcs": ["gcsfs"],
         "test": ["pytest>=7", "pytest-xdist>=3", "ncu-report", "playwright>=1.40", "hypothesis>=6", "torch-tb-profiler==0.4.3",
-                 "dask[distributed]>=2023.1", "s3fs", "boto3", "moto[server]>=5"],
+                 "dask[distributed]>=2023.1", "s3fs>=2025.1", "boto3", "moto[server]>=5"],
     },
     entry_points={
         "console_scripts": ["tb-hwprof=tb_hwprof.app.cli:main"],

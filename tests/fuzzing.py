@@ -613,7 +613,8 @@ def mutate_bytes(data: bytes, mutation, rng: random.Random) -> Tuple[bytes, str]
         return data, f"{mutation.__name__}: nothing to mutate (empty)"
     try:
         out, description = mutation(data, rng)
-    except (ValueError, UnicodeDecodeError, IndexError, csv.Error, sqlite3.DatabaseError) as e:
+    # RecursionError: a document an earlier step nested deeper than the json module decodes.
+    except (ValueError, UnicodeDecodeError, IndexError, csv.Error, sqlite3.DatabaseError, RecursionError) as e:
         out, description = bit_flips(data, rng)
         return out, f"{description} ({mutation.__name__} not applicable: {type(e).__name__})"
     return out, f"{mutation.__name__}: {description}"

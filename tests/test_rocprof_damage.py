@@ -369,3 +369,16 @@ def test_a_database_api_call_ending_before_it_starts_is_refused(sample_name, sta
     path = edited_db(tmp_path, source, statement.replace("{region}", region[0] if region else ""))
     refused(path, words, "ends before it starts")
     tb_hwprof.read(sample(samples_dir, sample_name))  # the real file reads
+
+
+def test_a_negative_device_number_is_damage(samples_dir, tmp_path):
+    """rocprof v1's results.db with one dispatch's dev-id set to -1 (found by the stacked fuzzing): it
+    was read as device -1 and written into a run whose manifest its own reader refused."""
+    import shutil
+    path = tmp_path / "results.db"
+    shutil.copy(sample(samples_dir, "rocprof/v1_mi300a_vecadd/results.db"), path)
+    path.chmod(0o644)
+    with sqlite3.connect(path) as db:
+        db.execute('UPDATE "OPS" SET "dev-id" = -1 WHERE rowid = (SELECT min(rowid) FROM "OPS")')
+    with pytest.raises(InputError, match="dev-id"):
+        tb_hwprof.read(path)

@@ -140,6 +140,20 @@ def test_tab_summary_is_sniffed_and_kept_as_a_hierarchy(vt):
     assert any("tab-delimited" in n for n in p.notes) and any("sub-table header" in n for n in p.notes)
 
 
+@pytest.mark.parametrize("level", ["3", "1" + "0" * 40])
+def test_a_summary_row_that_skips_a_level_is_damage(vt, tmp_path, level):
+    """The summary lists a tree depth first: a row is at most one level below the row above.  A
+    fuzzed level (a digit changed, a 41-digit number) skipped levels; the 41-digit one was read and
+    written as a summary its own run could not read back."""
+    lines = (vt / "vtune_summary_tab.csv").read_text().splitlines()
+    assert [line.split("\t")[0] for line in lines[1:5]] == ["0"] * 4  # four rows at the top level
+    lines[4] = "\t".join([level] + lines[4].split("\t")[1:])
+    damaged = tmp_path / "summary.csv"
+    damaged.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"line \d+: hierarchy level .* under a row of level 0 \(a level was skipped\)"):
+        tb_hwprof.read(damaged)
+
+
 def test_values_units_and_thousands_separators():
     assert parse_value("1,455") == (1455.0, "")
     assert parse_value("0.170s") == (0.17, "s")

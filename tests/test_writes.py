@@ -308,3 +308,17 @@ def test_a_full_disk_at_the_lock_leaves_no_lock_file_and_names_it(tmp_path, monk
     lock = tmp_path / ".tb-hwprof" / "locks" / "r.lock"
     assert err.startswith(f"tb-hwprof: error: no space left on {lock}")
     assert not lock.exists() and not (tmp_path / "r").exists()
+
+
+def test_integers_past_64_bits_are_written_as_the_reader_reads_them(samples_dir, tmp_path):
+    """A summary cell or a launch's detail holding an integer past 64 bits (orjson, which reads every
+    run, parses none) is written as a float, or null past a double's range: the run reads back.  The
+    fuzzing found a run written that way that its own reader refused."""
+    from tb_hwprof.logdir import reader
+    profile = tb_hwprof.read(samples_dir / "vtune" / "vtune_summary_tab.csv")
+    table = profile.summaries["vtune_summary"]
+    table["level"] = table["level"].astype(object)
+    table.loc[1, "level"], table.loc[2, "level"] = 10 ** 40, 10 ** 400
+    run = writer.write_run(profile, tb_hwprof.analyse(profile), tmp_path, "big")
+    back = reader.load_run(run).summaries["vtune_summary"]["level"].tolist()
+    assert back[1] == 1e40 and back[2] != back[2] and back[3] == table.loc[3, "level"]

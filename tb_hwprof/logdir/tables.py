@@ -23,10 +23,20 @@ from . import columns
 GZIP_LEVEL = 1
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    """JSON-safe and readable back: NaN/inf -> None, numpy scalars -> Python, an integer past 64 bits
+    -> a float (orjson, which reads every run, parses no integer past 64 bits; one past a double's
+    range -> None)."""
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        try:
+            return clean(float(value))
+        except OverflowError:
+            return None
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         return clean(value.item())
     if isinstance(value, dict):
@@ -245,7 +255,9 @@ def write_json_gz(path: Path, doc: Any, fast: bool = False) -> None:
     # One encode and one write: many small writes through gzip cost more than the encoding.
     data = _orjson_or_none(path, doc) if fast else None
     if data is None:
-        text = json_text(doc)
+        # fast: orjson refused an integer past 64 bits, which it would not read back either (clean makes it
+        # a float); the callers of the other path pass a cleaned document.
+        text = json_text(clean(doc) if fast else doc)
         check_unicode(text, path)
         data = text.encode("utf-8")
     with gzip.open(path, "wb", compresslevel=GZIP_LEVEL) as f:

@@ -147,7 +147,8 @@ AGENT_LABEL = re.compile(r"^\s*(?:Agent|GPU|CPU)[ -]?(\d+)\s*$")
 
 def device_column(table: pd.DataFrame) -> pd.Series:
     """The device number of each dispatch: a number, or an agent label ("Agent 1", "GPU 0") read as its
-    number; anything else in the column is damage (checked_numbers)."""
+    number; anything else in the column, a negative number included (agents and GPUs count from 0),
+    is damage (checked_numbers)."""
     name = column(table, "device")
     if name is None:
         return pd.Series(np.nan, index=table.index, dtype="float64")
@@ -156,7 +157,7 @@ def device_column(table: pd.DataFrame) -> pd.Series:
         labels = cells.astype(str).str.extract(AGENT_LABEL, expand=False)
         if labels.notna().any():
             table = table.assign(**{name: labels.where(labels.notna(), cells)})
-    return checked_numbers(table, name)
+    return checked_numbers(table, name, at_least=0)
 
 
 def checked_numbers(table: pd.DataFrame, name: str, at_least: float = -INT64_LIMIT) -> pd.Series:

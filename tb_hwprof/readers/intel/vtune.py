@@ -241,6 +241,9 @@ def summary_rows(path: Path, rows: List[Tuple[int, List[str]]], width: int = 3) 
         if level < 0:
             raise InputError(path, f"line {line}: a summary row without a hierarchy level and metric name "
                              f"({csvtext.shown(r[0] if r else '')} ...): the file is damaged", CSV_FIX)
+        if level > len(stack):  # a tree listed depth first: a row is at most one level below the row above
+            raise InputError(path, f"line {line}: hierarchy level {csvtext.shown(r[0])} under a row of level "
+                             f"{len(stack) - 1} (a level was skipped): the file is damaged", CSV_FIX)
         metric = r[1].strip() if len(r) > 1 else ""
         rest = r[2:] if len(r) > width else r[2:3]
         ragged += len(rest) > 1
