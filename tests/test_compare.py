@@ -143,9 +143,10 @@ def test_no_kernel_in_common_on_one_gpu(profiles):
     assert doc["comparable"] is False
 
 
-def test_launch_configuration_pairs_renamed_kernels_unique_on_both_sides(profiles, samples_dir):
-    """The dlprof kernels against themselves renamed: the name stages find nothing; each instantiation
-    whose one launch configuration is unique in the run pairs with its own renamed self."""
+def test_launch_configuration_alone_suggests_a_pair_and_never_makes_one(profiles, samples_dir, capsys):
+    """The dlprof kernels against themselves renamed: the name stages find nothing.  Each instantiation
+    whose one launch configuration is unique in the run is suggested with its renamed self, not paired
+    (issue 32: different kernels of one grid were paired and "sped up 43.90x"); --pair confirms it."""
     kernels = profiles(DLPROF).kernels
     renamed = kernels.assign(**{c: "renamed_" + kernels[c] for c in ("name", "demangled_name", "mangled_name")})
     doc = compare.compare_kernels(kernels, renamed)
@@ -153,9 +154,17 @@ def test_launch_configuration_pairs_renamed_kernels_unique_on_both_sides(profile
     single = {d: next(iter(c)) for d, c in configs.items() if len(c) == 1}
     counts = pd.Series(list(single.values())).value_counts()
     expected = {d for d, c in single.items() if counts[c] == 1}
-    assert expected and {m["key"] for m in doc["matched"]} == expected
-    for m in doc["matched"]:
-        assert m["paired_by"] == "launch-config" and m["run_key"] == "renamed_" + m["key"]
+    assert expected and doc["matched"] == []
+    assert {s["base_key"] for s in doc["suggested_pairs"]} == expected
+    assert all(s["run_key"] == "renamed_" + s["base_key"] for s in doc["suggested_pairs"])
+    first = doc["suggested_pairs"][0]
+    confirmed = compare.compare_kernels(kernels, renamed, [(first["base_key"], first["run_key"])])
+    assert [(m["key"], m["paired_by"]) for m in confirmed["matched"]] == [(first["base_key"], "user")]
+    from tb_hwprof.app.compare_cli import render_text
+    from types import SimpleNamespace
+    side = SimpleNamespace(path="x", info=compare.RunInfo())
+    text = render_text(doc, side, side, None, 0, False)
+    assert f"--pair '{first['base_key']}:{first['run_key']}'" in text
 
 
 def test_user_pairs_come_first_and_names_with_colons_resolve(profiles):

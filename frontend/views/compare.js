@@ -24,7 +24,6 @@ const PAIRED_BY = {
   "demangled": "same demangled name",
   "short": "same short name (the only kernel of that name on each side)",
   "only-one-left": "the only kernel left on each side: check they do the same work",
-  "launch-config": "same launch configuration (grid, block, registers, shared memory), found once on each side",
 };
 
 // Pairs the user made live in the state (`pairs`: JSON [[baseline key, run key], ...]) so the URL

@@ -9,8 +9,11 @@ launch must not weigh as much as a 1 ms one).
 Kernels are then paired across the two runs, each stage only over what the earlier ones left:
 the user's explicit choices, the mangled name, the demangled name, the short name (only where it
 names one kernel on each side: instantiations are never collapsed), then the one kernel each side
-has left, then a launch configuration (grid, block, registers, shared memory) found once on each
-side.  Every pair records how it was paired: an optimisation series renames kernels.
+has left.  Every pair records how it was paired: an optimisation series renames kernels.  Kernels of
+different names are never paired by their launch configuration alone (a workspace-init kernel
+"sped up 43.90x" into an unrelated one of the same grid): a configuration (grid, block, registers,
+shared memory) found once on each side among the leftovers is a suggested pair, for the user to
+confirm with --pair.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ DELTA_COLUMNS = ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupan
                  "dram_throughput_pct", "l1_hit_rate_pct", "l2_hit_rate_pct")
 
 # How a pair was made, in the order the stages run.
-PAIRED_BY = ("user", "mangled", "demangled", "short", "only-one-left", "launch-config")
+PAIRED_BY = ("user", "mangled", "demangled", "short", "only-one-left")
 NAME_STAGES = ("mangled", "demangled", "short")
 LAUNCH_CONFIG = ("grid", "block", "registers_per_thread", "shared_mem_bytes")
 
@@ -388,6 +391,7 @@ class Pairing:
     only_in_base: List[str]
     only_in_run: List[str]
     configs: Dict[str, Dict[str, Optional[str]]]  # "base"/"run" -> key -> launch configuration looked at
+    suggested: List[Tuple[str, str]] = dataclasses.field(default_factory=list)  # leftovers of one configuration
 
 
 def pair_kernels(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, str]] = (),
@@ -415,8 +419,8 @@ def pair_kernels(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, st
     configs = {"base": {}, "run": {}}
     if left_b and left_r:
         configs = {"base": launch_configs(base, left_b), "run": launch_configs(run, left_r)}
-        take(_pair_by_value(left_b, left_r, configs["base"], configs["run"]), "launch-config")
-    return Pairing(pairs, left_b, left_r, configs)
+    suggested = _pair_by_value(left_b, left_r, configs["base"], configs["run"]) if left_b and left_r else []
+    return Pairing(pairs, left_b, left_r, configs, suggested)
 
 
 def resolve_kernel(kset: KernelSet, text: str) -> Optional[str]:
@@ -595,6 +599,10 @@ def compare_sets(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, st
         "only_in_base": _only(base.groups, pairing.only_in_base),
         "only_in_run": _only(run.groups, pairing.only_in_run),
         "labels": {"base": _labels_of(base.groups, pairing.only_in_base), "run": _labels_of(run.groups, pairing.only_in_run)},
+        # Not paired: different names, one launch configuration (docs/http_api.md /compare).
+        "suggested_pairs": [{"base_key": b, "run_key": r, "base_name": base.groups[b]["label"],
+                             "run_name": run.groups[r]["label"], "launch_config": pairing.configs["base"][b]}
+                            for b, r in pairing.suggested],
         "cross_tool": cross_tool_check(paired, base_info, run_info),
     }
 

@@ -286,9 +286,20 @@ def render_text(doc: dict, base: Side, run: Side, gate_result: Optional[dict], l
         out += _table(["kernel", "time"], rows, markdown) if rows else ["none"]
         if more:
             out.append(f"... {more} more")
+    out += _suggested_text(doc.get("suggested_pairs") or [], markdown)
     if gate_result is not None:
         out += _gate_text(gate_result, markdown)
     return "\n".join(out) + "\n"
+
+
+def _suggested_text(suggested: List[dict], markdown: bool) -> List[str]:
+    """Leftovers of one launch configuration on each side: a pair only the user can confirm."""
+    if not suggested:
+        return []
+    out = [_section(f"not paired, though of one launch configuration ({len(suggested)}): confirm with --pair", markdown)]
+    rows = [[f"{s['base_name']} -> {s['run_name']}", s["launch_config"] or "",
+             f"--pair '{s['base_key']}:{s['run_key']}'"] for s in suggested]
+    return out + _table(["kernels", "launch configuration", "to pair them"], rows, markdown)
 
 
 def _phases_text(phases: Optional[dict], limit: int, markdown: bool) -> List[str]:
