@@ -71,6 +71,12 @@ def test_a_report_joined_with_itself_pairs_every_launch_with_itself(samples_dir,
         pd.testing.assert_series_equal(joined[column].astype(object), profile.kernels[column].astype(object))
     assert result.profile.raw_metrics == profile.raw_metrics
     assert result.cross_tool["ratio"] == pytest.approx(1.0) and result.cross_tool["flagged"] == 0
+    # The note states the matched time as people read it (it printed "2082944 ns"): ncu_report's own
+    # gpu__time_duration.sum of the launches, in the largest unit it reaches.
+    total = sum(a["gpu__time_duration.sum"].as_double() for a in ncu_actions(ncu_report_module, path))
+    unit, scale = next((u, s) for u, s in (("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1)) if total >= s)
+    [note] = [n for n in J.join_notes(result, J.JoinFilters(), profile) if n.startswith("cross-tool time check")]
+    assert f"took {total / scale:.4g} {unit} in ncu" in note, note
 
 
 def expected_by_ncu_filters(names, regex, skip, count):

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import HwprofError
+from ..core.plain import duration_text
 from .compare import CROSS_TOOL_CAUSES, CROSS_TOOL_RATIO_LIMIT, normalise_kernel_name, short_name
 
 # Columns measured by the counter profiler copied onto the trace's kernel rows: counts and ratios,
@@ -500,8 +501,8 @@ def join_notes(result: JoinResult, filters: JoinFilters, counters) -> List[str]:
     notes += leftover_notes(result)
     cross = result.cross_tool
     if cross["trace_ns"] > 0:
-        notes.append(f"cross-tool time check: matched kernels took {cross['counter_ns']:.0f} ns in {tool} and "
-                     f"{cross['trace_ns']:.0f} ns in the trace (ratio {cross['ratio']:.2f}); {cross['flagged']} "
+        notes.append(f"cross-tool time check: matched kernels took {duration_text(cross['counter_ns'])} in {tool} and "
+                     f"{duration_text(cross['trace_ns'])} in the trace (ratio {cross['ratio']:.2f}); {cross['flagged']} "
                      f"kernel name(s) beyond {cross['threshold']}x: {cross['causes']}")
     return notes
 

@@ -205,12 +205,8 @@ def gate(doc: dict, base_set, run_set, base: Side, run: Side, args) -> dict:
 
 # -- output ---------------------------------------------------------------------------------------
 def _duration(ns: Optional[float]) -> str:
-    if ns is None:
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.4g} {unit}"
-    return f"{ns:.4g} ns"
+    from ..core.plain import duration_text
+    return duration_text(ns)
 
 
 def _times(value: Optional[float]) -> str:

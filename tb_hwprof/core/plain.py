@@ -1,4 +1,4 @@
-"""Table cells as JSON wants them, for every view and report of ours: numpy scalars as Python ones;
+"""Table cells as JSON wants them, and durations as people read them: for every view and report of ours: numpy scalars as Python ones;
 NaN, infinities, None and pandas' NA as null (a missing figure, never 0)."""
 from __future__ import annotations
 
@@ -33,3 +33,14 @@ def columns(frame: Optional[pd.DataFrame], fields=None) -> Dict[str, list]:
         return {}
     cols = [c for c in (fields or frame.columns) if c in frame.columns]
     return {c: [plain(v) for v in frame[c].tolist()] for c in cols}
+
+
+def duration_text(ns: Optional[float]) -> str:
+    """A duration in the largest unit it reaches, 4 significant digits ("2.083 ms", not "2082944 ns");
+    "-" for none."""
+    if ns is None or ns != ns:
+        return "-"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.4g} {unit}"
+    return f"{ns:.4g} ns"
