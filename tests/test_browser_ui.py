@@ -308,7 +308,7 @@ def test_amd_overview_and_timeline_say_hip(session):
     frame = session.go(f"#view=timeline&run={ROCPROF}")
     wait_window(frame, "Number(c.dataset.returned) > 0")
     legend = frame.locator("[data-role=timeline-legend]").inner_text()
-    assert "HIP API call" in legend and "CUDA" not in legend
+    assert "HIP API call" in legend and "CUDA" not in legend and "NVTX" not in legend
 
 
 def test_vtune_cpu_view_shows_cpi_and_start_address_from_the_csv(session, samples_dir):

@@ -110,6 +110,7 @@ export function terms(info) {
     tracer: TRACERS.test(tool),
     sm: amd ? "CU" : "SM", warp: amd ? "wavefront" : "warp", block: amd ? "work-group" : "block",
     thread: amd ? "work-item" : "thread", shared: amd ? "LDS" : "shared mem", api: amd ? "HIP" : "CUDA",
+    range: amd ? "ROCTX range" : "NVTX range",  // rocprof's markers are ROCTX's (the timeline's "nvtx" category)
     counters: amd ? "rocprof-compute (`rocprof-compute profile -n NAME -- APP`) on an Instinct GPU"
       : vendor === "Intel" ? "a GPU profiler (this run is VTune's CPU profile)"
         : "Nsight Compute's SpeedOfLight section (`ncu --section SpeedOfLight -o report APP`, or `--set full`)",

@@ -80,7 +80,7 @@ class TimelineView {
     this.drag = null;
     this.selected = null;  // {start, end, lane, depth, name, cat} of the clicked slice
     this.terms = runTerms(ctx);
-    this.catLabels = {...CAT_LABELS, cuda_api: `${this.terms.api} API call`};
+    this.catLabels = {...CAT_LABELS, cuda_api: `${this.terms.api} API call`, nvtx: this.terms.range};
     this.status = h("span", {class: "muted", "data-role": "timeline-status"});
     this.range = h("span", {class: "mono small", "data-role": "timeline-range"});
     const btn = (label, title, role, fn) => h("button", {type: "button", title, "data-role": role, onclick: fn}, label);
