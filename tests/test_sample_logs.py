@@ -23,7 +23,7 @@ def test_the_shipped_series_opens_in_the_series_view_and_draws_lines():
     series event file holding every step's figure, and /series answering for any of its runs (it
     said 404 when sample_logs lacked the group's file)."""
     from support_plugin import App
-    from test_series import scalar_points
+    from support_series import scalar_points
     group = REPO / "sample_logs" / "armleth_t4_series"
     runs = sorted(p.relative_to(REPO / "sample_logs").as_posix() for p in RUN_DIRS if p.parent == group)
     doc = App(REPO / "sample_logs").json("/series", run=runs[-1])

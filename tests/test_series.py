@@ -2,24 +2,16 @@
 given; each run's scalars sit at its step and the group's own event file holds them all, so
 TensorBoard's Scalars tab draws lines.  Figures from ncu_report on the real armleth T4 series."""
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tb_hwprof.app import cli
 from tb_hwprof.logdir import metadata
 
 from conftest import ncu_actions, sample
 from support_plugin import App
-from support_series import CHAIN, ORACLE, oracle_step
+from support_series import CHAIN, ORACLE, oracle_step, scalar_points
 
 SERIES = ["ncu/armleth_t4_series/report_v2.ncu-rep", "ncu/armleth_t4_series/report_v3_loop_unroll.ncu-rep",
           "ncu/armleth_t4_series/report_v8_1d_1_per_thread_stripped.ncu-rep"]
-TOTAL = metadata.SCALAR_PREFIX + "total_kernel_time_ms"
-
-
-def scalar_points(run_dir, tag=TOTAL):
-    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
-    events.Reload()
-    return [(e.step, e.tensor_proto.float_val[0]) for e in events.Tensors(tag)]
 
 
 def kernel_time_ms(ncu_report, path) -> float:

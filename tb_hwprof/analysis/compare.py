@@ -416,10 +416,10 @@ def pair_kernels(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, st
                             {k: run.groups[k][stage] for k in left_r}), stage)
     if len(left_b) == 1 and len(left_r) == 1:
         take([(left_b[0], left_r[0])], "only-one-left")
-    configs = {"base": {}, "run": {}}
+    configs, suggested = {"base": {}, "run": {}}, []
     if left_b and left_r:
         configs = {"base": launch_configs(base, left_b), "run": launch_configs(run, left_r)}
-    suggested = _pair_by_value(left_b, left_r, configs["base"], configs["run"]) if left_b and left_r else []
+        suggested = _pair_by_value(left_b, left_r, configs["base"], configs["run"])
     return Pairing(pairs, left_b, left_r, configs, suggested)
 
 

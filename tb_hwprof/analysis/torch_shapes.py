@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.model import Device, TorchTrace
-from ..core.columnar import combined_codes, factorize_ints, first_sight_rows, object_factorize
+from ..core.columnar import combined_codes, factorize_ints, first_sight_rows, object_factorize, object_pointers
 from .op_perf_models import op_category, op_cost
 from .torch_ops import launch_runs
 
@@ -85,10 +85,8 @@ def _first_sight_codes(codes: np.ndarray) -> np.ndarray:
 def _object_identity_codes(column: np.ndarray) -> Optional[np.ndarray]:
     """Codes 0.. per row in order of first sight, equal for rows holding the same object (by value
     where numpy will not expose the objects); None when every row holds the same one."""
-    column = np.ascontiguousarray(column, dtype=object)
-    try:
-        pointers = np.frombuffer(column, dtype=np.intp)  # the objects' addresses
-    except (TypeError, ValueError, BufferError):
+    pointers = object_pointers(column)  # the objects' addresses
+    if pointers is None:
         return pd.factorize(column, use_na_sentinel=False)[0]
     if pointers.size == 0 or (pointers == pointers[0]).all():
         return None

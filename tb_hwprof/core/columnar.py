@@ -130,14 +130,22 @@ def object_codes(values) -> np.ndarray:
     return object_factorize(values)[0]
 
 
+def object_pointers(values) -> Optional[np.ndarray]:
+    """The object pointers of an object array as integers (a view of a contiguous one: the objects are
+    not touched), or None where numpy will not expose them (then callers hash the values)."""
+    try:
+        return np.frombuffer(np.ascontiguousarray(values, dtype=object), dtype=np.intp)
+    except (TypeError, ValueError, BufferError):
+        return None
+
+
 def object_factorize(values) -> Tuple[np.ndarray, np.ndarray]:
     """(int64 code per row, distinct values in order of first appearance; missing values: code -1) of
     an object array, by object_codes' pointer trick (no hashing of a million long names), the first
     rows found by first_sight_rows, and no copy of codes that are final already (one object per text)."""
     values = np.ascontiguousarray(values, dtype=object)
-    try:
-        pointers = np.frombuffer(values, dtype=np.intp)
-    except (TypeError, ValueError, BufferError):  # numpy would not expose them: hash the values
+    pointers = object_pointers(values)
+    if pointers is None:  # numpy would not expose them: hash the values
         codes = pd.factorize(values)[0].astype(np.int64)
         return codes, values[first_sight_rows(codes, int(codes.max()) + 1 if codes.size else 0)]
     by_object, objects = factorize_ints(pointers)

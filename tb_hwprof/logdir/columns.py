@@ -15,7 +15,7 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from ..core.columnar import factorize_ints, object_factorize
+from ..core.columnar import factorize_ints, object_factorize, object_pointers
 
 CONSTANT, DICTIONARY, DELTA, DATA = "constant", "dictionary", "delta", "data"
 # A string column becomes a dictionary when it has at most rows * this many distinct values (each
@@ -105,7 +105,7 @@ def _bits(values: np.ndarray) -> np.ndarray:
 
 def _all_equal(values: np.ndarray) -> bool:
     if values.dtype == object:  # one str object shared by every row (labels): compared as pointers, ~10x faster
-        pointers = _pointers(np.ascontiguousarray(values))
+        pointers = object_pointers(values)
         if pointers is not None and bool((pointers == pointers[0]).all()):
             return True
     bits = _bits(values)
@@ -164,15 +164,6 @@ def _string_codes(values: np.ndarray) -> Optional[Tuple[np.ndarray, List[str]]]:
     if codes.size and codes.min() < 0 or not all(isinstance(v, str) for v in distinct.tolist()):
         return None  # a missing value (code -1) or one that is not text
     return codes, distinct.tolist()
-
-
-def _pointers(values: np.ndarray) -> Optional[np.ndarray]:
-    """The object pointers of a contiguous object array as integers (a view: the objects are not
-    touched), or None where numpy will not expose them."""
-    try:
-        return np.frombuffer(values, dtype=np.intp)
-    except (TypeError, ValueError, BufferError):
-        return None
 
 
 # -- reading -------------------------------------------------------------------------------------

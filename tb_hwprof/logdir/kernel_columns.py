@@ -103,8 +103,8 @@ def read_kernel_columns(run_dir: Path, manifest: dict, wanted: set) -> pd.DataFr
     except metadata.DAMAGED_FILE_ERRORS as e:
         raise InputError(path, f"unreadable kernels table ({e})", REEXPORT) from None
     for column in wanted - set(present):  # a table written before the column existed
-        data[column] = np.full(rows, "" if KERNEL_COLUMNS.get(column, ("", "float"))[1] == "str" else np.nan,
-                               dtype=object if KERNEL_COLUMNS.get(column, ("", "float"))[1] == "str" else np.float64)
+        text = KERNEL_COLUMNS.get(column, ("", "float"))[1] == "str"
+        data[column] = np.full(rows, "" if text else np.nan, dtype=object if text else np.float64)
     # Series of dtype object: pandas would otherwise infer (and convert to) its string dtype.
     return pd.DataFrame({c: pd.Series(v, dtype=object if np.asarray(v).dtype == object else None, copy=False)
                          for c, v in data.items()}, copy=False)
