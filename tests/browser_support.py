@@ -198,13 +198,15 @@ def nav_of_run(session, run: str) -> list:
 
 
 def open_roofline(session, run: str, points: int):
-    """(frame, svg, box) of the Roofline of `run` once its `points` circles are drawn; box is the
-    scale the <svg> carries (log10 domain and plot box, frontend/views/roofline.js)."""
+    """(frame, svg, box) of the Roofline of `run` once its `points` point marks are drawn (kernel
+    circles and operator shapes: data-role=point); box is the scale the <svg> carries (log10 domain
+    and plot box, frontend/views/roofline.js)."""
     session.open()
     frame = session.go(f"#view=roofline&run={run}")
     svg = frame.locator("svg[data-role=roofline]")
     svg.wait_for()
-    frame.wait_for_function("n => document.querySelectorAll('svg[data-role=roofline] circle').length === n", arg=points)
+    frame.wait_for_function("n => document.querySelectorAll('svg[data-role=roofline] [data-role=point]').length === n",
+                            arg=points)
     box = {k: float(svg.get_attribute(f"data-{k}")) for k in
            ("x-min", "x-max", "y-min", "y-max", "plot-left", "plot-right", "plot-top", "plot-bottom")}
     return frame, svg, box

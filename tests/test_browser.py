@@ -260,9 +260,14 @@ def test_roofline_positions(session, reports):
     for word in ("naive_gemm", "FLOP/byte", "FLOP/s", "ms", "compute"):
         assert word in tip_text
     session.shot("roofline")
-    # Click: the kernel detail opens for that launch.
+    # Click: the kernel detail opens for that launch (picked from the list of the points under the
+    # cursor where the two overlap there).
     launch = first.get_attribute("data-launch-id")
     first.click()
+    listed = frame.locator(f"[data-role=point-list] button[data-launch-id='{launch}']")
+    frame.wait_for_function("() => !document.querySelector('[data-role=point-list]').hidden || !document.querySelector('aside#detail').hidden")
+    if listed.count():
+        listed.click()
     frame.locator("aside#detail table[data-role=raw-metrics]").wait_for()
     assert frame.locator("aside#detail").get_attribute("data-launch-id") == launch
 

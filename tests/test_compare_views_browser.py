@@ -57,7 +57,7 @@ BOXES = """svg => {
     labels: [...svg.querySelectorAll("text.roof-label")].map((e) => ({roof: e.dataset.roof, shown: shown(e), box: box(e)})),
     ticks: [...svg.querySelectorAll("text.tick")].map(box),
     titles: [...svg.querySelectorAll("text.axis-label")].map(box),
-    points: [...svg.querySelectorAll("circle.point")].map(box),
+    points: [...svg.querySelectorAll("[data-role=point]")].map(box),
     roofs: [...svg.querySelectorAll("line.roof")].map((l) => l.dataset.roof),
   };
 }"""

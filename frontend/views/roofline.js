@@ -1,10 +1,15 @@
 // Roofline: inline SVG, log-log (arithmetic intensity FLOP/byte vs FLOP/s).
-// Kernel points (circle.point, data-launch-id) where the launches have FLOP/s and an intensity;
-// for PyTorch runs, one point per operator input shape (circle.op-point, data-op; op_points of
-// /roofline): area by GPU time, colour by category; a click opens the operator.
+// Points: one mark per kernel launch with FLOP/s and an intensity (a <circle>, data-launch-id) and,
+// for PyTorch runs, one per operator input shape (op_points of /roofline: a <path> whose shape says
+// the operator's category, data-op, data-shape).  Every mark has data-role=point, class "point" and
+// its centre and radius as data-cx/data-cy/data-r; its colour is its bound label and nothing else,
+// its area its GPU time.  A click on the plot opens the point under the cursor (hit-tested, so a
+// point covered by a later-drawn one can be picked), or lists them when several lie there.
+// Roofs whose lines coincide (FP16 = FP32 on many GPUs) are one line with one label naming them all
+// (data-roofs lists their keys); a label's x/y lie on its own line (dy lifts the text just above it).
 // The <svg> carries its scale so tests (and people) can check placement:
 // data-x-min/x-max/y-min/y-max are the log10 domain, data-plot-left/right/top/bottom
-// the plot box in SVG user units; a circle sits at
+// the plot box in SVG user units; a point sits at
 //   cx = left + (log10(ai) - xMin) / (xMax - xMin) * (right - left)
 //   cy = bottom - (log10(flops) - yMin) / (yMax - yMin) * (bottom - top)
 
@@ -33,9 +38,17 @@ const PREC_DASH = {fp64: "7 4", fp32: null, fp16: "2 3", tensor: "9 3 2 3", tens
   tensor_fp16: "9 3", tensor_tf32: "4 2 1 2", tensor_fp8: "12 3", tensor_fp64: "3 3 9 3"};
 const LEVEL_DASH = {dram: null, l2: "6 3", l1: "2 3"};
 const R_MIN = 3, R_MAX = 16;
-const CATEGORY_COLOURS = {GEMM: "#d9480f", SDPA: "#ae3ec9", CONV: "#1c7ed6", elementwise: "#0ca678",
-  reduction: "#f59f00", normalisation: "#15aabf", communication: "#e64980", other: "#868e96"};
-const categoryColour = (c) => CATEGORY_COLOURS[c] || CATEGORY_COLOURS.other;
+// Colour is the bound label's (fmt.boundColour) for every point; an operator's category is its shape.
+// Kernels are circles, so no category is.
+const CATEGORY_SHAPES = {GEMM: "square", SDPA: "diamond", CONV: "triangle", elementwise: "triangle-down",
+  reduction: "pentagon", normalisation: "hexagon", communication: "star", other: "plus"};
+const categoryShape = (c) => CATEGORY_SHAPES[c] || CATEGORY_SHAPES.other;
+const COINCIDE_PX = 2;  // roofs drawn closer than this are one line (one label naming each)
+const HIT_SLACK = 4;    // a click this far outside a point's mark still picks it
+const LABEL_LIFT = -5;  // a roof label's baseline, above its line
+// The order names are joined in when roofs coincide ("FP32 = FP16").
+const NAME_ORDER = ["fp32", "fp64", "fp16", "tensor", "tensor_tf32", "tensor_fp16", "tensor_bf16", "tensor_fp8",
+  "tensor_fp64", ...LEVELS];
 
 const log10 = Math.log10;
 
@@ -58,7 +71,7 @@ async function withOverlay(ctx) {
 }
 
 function highlight(root, launch) {
-  for (const c of root.querySelectorAll("circle[data-launch-id]")) {
+  for (const c of root.querySelectorAll("[data-role=point][data-launch-id]")) {
     c.classList.toggle("selected", launch !== null && c.dataset.launchId === String(launch));
   }
 }
@@ -154,85 +167,56 @@ function draw(doc, ctx) {
       transform: `rotate(-90 16 ${(BOX.top + BOX.bottom) / 2})`}, "Performance (FLOP/s)"));
 
   // Roofs: memory roofs rise until the top compute roof, compute roofs start at the top memory roof.
+  // Roofs that coincide on the plot are drawn once (a group), labelled with each one's name.
   const roofs = s("g", {class: "roofs", "clip-path": `url(#${clipId})`});
   const labels = s("g", {class: "roof-labels"});
   const devPrefix = (d) => (devices.length > 1 ? `GPU ${d.id} ` : "");
   const xLo = 10 ** xMin, xHi = 10 ** xMax;
-  for (const m of memory) {
+  const computeGroups = coinciding(compute, Y), memoryGroups = coinciding(memory, Y);
+  // On log-log axes a bandwidth roof rises one decade per decade: its label turns to match.
+  const angle = Math.atan2(Y(10) - Y(1), X(10) - X(1)) * 180 / Math.PI;
+  for (const m of memoryGroups) {
     const cMax = Math.max(...compute.filter((c) => c.device === m.device).map((c) => c.value), 0) || m.value * xHi;
     const xEnd = Math.min(xHi, cMax / m.value);
-    roofs.appendChild(s("line", {class: `roof memory-roof level-${m.level}`, "data-roof": m.key, "data-source": m.source,
+    roofs.appendChild(s("line", {class: `roof memory-roof level-${m.level}`, ...groupData(m),
       x1: X(xLo), y1: Y(xLo * m.value), x2: X(xEnd), y2: Y(xEnd * m.value),
       "stroke-dasharray": LEVEL_DASH[m.level] || null}));
-    // Along the slope (on log-log axes a bandwidth roof rises one decade per decade: the label turns
-    // to match), near the left end of the part of the roof inside the plot; the other places along
-    // it are for placeLabels, should this one cover another label or a point.
-    const angle = Math.atan2(Y(10) - Y(1), X(10) - X(1)) * 180 / Math.PI;
     const places = memoryLabelPlaces(m, xd, yd, xEnd, X, Y, angle);
     if (places.length) {
-      const label = s("text", {class: "roof-label", "data-roof": m.key},
-        `${devPrefix(m.device)}${LEVEL_LABEL[m.level] || m.level} ${fmt.human(m.value, "byte/s")}${sourceTag(m)}`);
+      const label = s("text", {class: "roof-label", ...groupData(m), dy: LABEL_LIFT},
+        groupLabel(m, devPrefix(m.device), (r) => LEVEL_LABEL[r.level] || r.level, (v) => fmt.human(v, "byte/s")));
       label.candidates = places;
       putLabel(label, places[0]);
       labels.appendChild(label);
     }
   }
-  for (const c of compute) {
+  for (const c of computeGroups) {
     const mMax = Math.max(...memory.filter((m) => m.device === c.device).map((m) => m.value), 0);
     const xStart = mMax ? Math.max(xLo, c.value / mMax) : xLo;
-    roofs.appendChild(s("line", {class: `roof compute-roof prec-${c.prec}`, "data-roof": c.key, "data-source": c.source,
+    roofs.appendChild(s("line", {class: `roof compute-roof prec-${c.prec}`, ...groupData(c),
       x1: X(xStart), y1: Y(c.value), x2: X(xHi), y2: Y(c.value), "stroke-dasharray": PREC_DASH[c.prec] || null}));
-    const label = s("text", {class: "roof-label", "data-roof": c.key, x: BOX.right - 4, y: Y(c.value) - 5, "text-anchor": "end"},
-      `${devPrefix(c.device)}${PREC_LABEL[c.prec] || c.prec} ${fmt.flops(c.value)}${sourceTag(c)}`);
+    const label = s("text", {class: "roof-label", ...groupData(c), dy: LABEL_LIFT},
+      groupLabel(c, devPrefix(c.device), (r) => PREC_LABEL[r.prec] || r.prec, fmt.flops));
     label.candidates = computeLabelPlaces(X(xStart), BOX.right - 4, Y(c.value));
+    putLabel(label, label.candidates[0] || {x: BOX.right - 4, y: Y(c.value), anchor: "end"});
     labels.appendChild(label);
   }
-  // Ridge points: where a memory roof meets a compute roof.
-  for (const dev of devices) {
-    for (const [prec, byLevel] of Object.entries(dev.ridge_points || {})) {
-      const c = compute.find((r) => r.device === dev && r.prec === prec);
-      if (!c) continue;
-      for (const [lvl, x] of Object.entries(byLevel || {})) {
-        if (!(x > 0)) continue;
-        const px = X(x), py = Y(c.value);
-        roofs.appendChild(s("line", {class: "ridge-guide", x1: px, x2: px, y1: py, y2: BOX.bottom}));
-        roofs.appendChild(s("path", {class: "ridge", "data-ridge": `${prec}/${lvl}`, "data-value": x,
-          d: `M ${px} ${py - 5} L ${px + 5} ${py} L ${px} ${py + 5} L ${px - 5} ${py} Z`},
-          s("title", null, `ridge ${PREC_LABEL[prec] || prec} / ${LEVEL_LABEL[lvl] || lvl}: ${fmt.num(x)} FLOP/byte`)));
-      }
-    }
-  }
+  roofs.append(...ridgeMarks(devices, computeGroups, X, Y, BOX));
   svg.append(roofs);
 
-  // Points: colour by bound label, area by duration (radius ∝ sqrt(time)).
-  const maxDur = Math.max(...drawable.map((p) => p.duration_ns || 0), 0);
-  const radius = (d) => (maxDur > 0 && d > 0 ? R_MIN + (R_MAX - R_MIN) * Math.sqrt(d / maxDur) : R_MIN);
+  // Points: colour by bound label, shape by operator category (kernels: circles), area by GPU time.
   const tooltip = h("div", {class: "tooltip", "data-role": "tooltip", hidden: true});
+  const pointList = h("div", {class: "point-list", "data-role": "point-list", hidden: true, role: "dialog",
+    "aria-label": "points under the cursor"});
   const wrap = h("div", {class: "roofline-wrap"});
-  const pointsG = s("g", {class: "points"});
-  const ordered = drawable.slice().sort((a, b) => (b.duration_ns || 0) - (a.duration_ns || 0));
-  for (const p of ordered) {
-    const ai = p[`ai_${level}`];
-    const circle = s("circle", {
-      cx: X(ai), cy: Y(p.flop_per_s), r: radius(p.duration_ns),
-      fill: fmt.boundColour(p.bound), class: ["point", String(p.launch_id) === String(ctx.state.launch) ? "selected" : ""],
-      "data-launch-id": p.launch_id, "data-ai": ai, "data-flops": p.flop_per_s,
-      "data-duration": p.duration_ns ?? null, "data-bound": p.bound || null, tabindex: 0,
-      onmouseenter: (e) => showTip(tooltip, wrap, e, p, ai),
-      onmousemove: (e) => placeTip(tooltip, wrap, e),
-      onmouseleave: () => { tooltip.hidden = true; },
-      onfocus: (e) => showTip(tooltip, wrap, e, p, ai),
-      onblur: () => { tooltip.hidden = true; },
-      onclick: () => ctx.openLaunch(p.launch_id),
-      onkeydown: (e) => { if (e.key === "Enter") ctx.openLaunch(p.launch_id); },
-    });
-    pointsG.appendChild(circle);
-  }
-  svg.appendChild(pointsG);
-  if (opPoints.length) svg.appendChild(opPointsGroup(opPoints, X, Y, {tooltip, wrap, ctx}));
-  if (overlayPoints.length) svg.appendChild(overlayGroup(overlayPoints, level, X, Y, {tooltip, wrap}));
+  const marks = [];  // every clickable point in drawing order: what a click is hit-tested against
+  const tips = {tooltip, wrap};
+  svg.appendChild(kernelPointsGroup(drawable, level, X, Y, {...tips, ctx, marks}));
+  if (opPoints.length) svg.appendChild(opPointsGroup(opPoints, X, Y, {...tips, ctx, marks}));
+  if (overlayPoints.length) svg.appendChild(overlayGroup(overlayPoints, level, X, Y, tips));
   svg.appendChild(labels);  // above the points (and clear of them where a place along the roof allows)
-  wrap.append(svg, tooltip);
+  svg.addEventListener("click", (e) => clickPlot(e, svg, marks, {pointList, tooltip, wrap}));
+  wrap.append(svg, tooltip, pointList);
   placeLabelsWhenShown(svg);
 
   const notes = [];
@@ -250,31 +234,82 @@ function draw(doc, ctx) {
   const counts = [drawable.length || !opPoints.length ? `${drawable.length} kernel point(s)` : null,
     opPoints.length ? `${opPoints.length} operator shape point(s)` : null].filter(Boolean).join(", ");
   return [h("div", {class: "toolbar"}, picker, h("span", {class: "muted", "data-role": "point-counts"},
-    `${counts}; circle area ∝ GPU time; click a point for details.`)),
-    wrap, notes.map((n) => h("p", {class: "muted note"}, n)), legend(compute, memory, drawable, devices.length > 1, opPoints)];
+    `${counts}; marker area ∝ GPU time; click a point for details (a list where points overlap).`)),
+    wrap, notes.map((n) => h("p", {class: "muted note"}, n)), legend(computeGroups, memoryGroups, drawable, devices.length > 1, opPoints)];
+}
+
+// -- roofs that coincide ---------------------------------------------------------------------
+/** Roofs of one device whose lines lie within COINCIDE_PX of each other (FP16 = FP32 on many GPUs),
+ * as groups: the group is its first member by NAME_ORDER, at the highest value, with `members`. */
+function coinciding(roofs, Y) {
+  const groups = [];
+  for (const roof of roofs.slice().sort((a, b) => b.value - a.value)) {
+    const same = groups.find((g) => g.device === roof.device && Math.abs(Y(g.value) - Y(roof.value)) < COINCIDE_PX);
+    if (same) same.members.push(roof); else groups.push({value: roof.value, device: roof.device, members: [roof]});
+  }
+  const rank = (r) => { const i = NAME_ORDER.indexOf(r.prec || r.level); return i < 0 ? NAME_ORDER.length : i; };
+  return groups.map((g) => {
+    const members = g.members.slice().sort((a, b) => rank(a) - rank(b));
+    return {...members[0], value: g.value, members};
+  });
+}
+
+/** data-roof: the group's first key (what tests and the legend name it by); data-roofs: every key. */
+function groupData(g) {
+  return {"data-roof": g.key, "data-roofs": g.members.map((m) => m.key).join(" "), "data-source": g.source};
+}
+
+/** "FP32 = FP16 31.2 TFLOP/s" when the values read the same, else "FP32 20.9 TFLOP/s ≈ FP64 20.3 TFLOP/s". */
+function groupLabel(g, prefix, nameOf, valueText) {
+  const sameValue = g.members.every((m) => valueText(m.value) === valueText(g.value));
+  const sameSource = g.members.every((m) => m.source === g.source);
+  const tag = (m) => (sameSource ? "" : sourceTag(m));
+  const text = sameValue
+    ? `${g.members.map((m) => nameOf(m) + tag(m)).join(" = ")} ${valueText(g.value)}`
+    : g.members.map((m) => `${nameOf(m)} ${valueText(m.value)}${tag(m)}`).join(" ≈ ");
+  return `${prefix}${text}${sameSource ? sourceTag(g) : ""}`;
+}
+
+/** Where a memory roof meets a compute roof, on the compute roof's drawn line. */
+function ridgeMarks(devices, computeGroups, X, Y, BOX) {
+  const marks = [];
+  for (const dev of devices) {
+    for (const [prec, byLevel] of Object.entries(dev.ridge_points || {})) {
+      const group = computeGroups.find((g) => g.device === dev && g.members.some((m) => m.prec === prec));
+      if (!group) continue;
+      for (const [lvl, x] of Object.entries(byLevel || {})) {
+        if (!(x > 0)) continue;
+        const px = X(x), py = Y(group.value);
+        marks.push(s("line", {class: "ridge-guide", x1: px, x2: px, y1: py, y2: BOX.bottom}),
+          s("path", {class: "ridge", "data-ridge": `${prec}/${lvl}`, "data-value": x,
+            d: `M ${px} ${py - 5} L ${px + 5} ${py} L ${px} ${py + 5} L ${px - 5} ${py} Z`},
+          s("title", null, `ridge ${PREC_LABEL[prec] || prec} / ${LEVEL_LABEL[lvl] || lvl}: ${fmt.num(x)} FLOP/byte`)));
+      }
+    }
+  }
+  return marks;
 }
 
 // -- roof labels: each on its roof, clear of the others and of the points where it can be --------
 // A label carries `candidates`: places along its roof ({x, y, transform, anchor}), the first where it
-// was drawn.  Once the plot is on the page (text needs layout to be measured) each label takes its
-// first place inside the plot that overlaps no label placed before it and no point, else the first
-// that overlaps no label; a label with no such place is hidden (the legend still lists its roof).
+// was drawn.  A place's (x, y) lies on the roof's line and the label's dy lifts the text just above
+// it: a label is never drawn below its roof, where it would read as the label of the roof beneath.
+// Once the plot is on the page (text needs layout to be measured) each label takes, among its places
+// inside the plot that overlap no label placed before it, the first that covers the fewest points,
+// ridge marks and other flat roofs (and stays over its own line); a label with no such place is
+// hidden (the legend still lists its roof).
 function computeLabelPlaces(xStart, xEnd, y) {
   const places = [];
-  for (let right = xEnd; right > xStart + 40; right -= 36) {
-    places.push({x: right, y: y - 5, anchor: "end"}, {x: right, y: y + 14, anchor: "end"});
-  }
+  for (let right = xEnd; right > xStart + 40; right -= 18) places.push({x: right, y, anchor: "end", from: xStart});
   return places;
 }
 
 function memoryLabelPlaces(m, [xMin, xMax], [yMin, yMax], xEnd, X, Y, angle) {
   const places = [];
-  for (let f = 0.03; f < 0.9; f += 0.04) {
+  for (let f = 0.03; f < 0.9; f += 0.02) {
     const lx = 10 ** (xMin + f * (xMax - xMin)), ly = lx * m.value;
     if (!(ly > 10 ** yMin && ly < 10 ** yMax && lx < xEnd)) continue;
-    for (const dy of [-5, 13]) {
-      places.push({x: X(lx), y: Y(ly) + dy, transform: `rotate(${angle} ${X(lx)} ${Y(ly)})`});
-    }
+    places.push({x: X(lx), y: Y(ly), transform: `rotate(${angle} ${X(lx)} ${Y(ly)})`});
   }
   return places;
 }
@@ -299,23 +334,30 @@ const overlaps = (a, b) => a.left < b.right + GAP && b.left < a.right + GAP && a
 
 function placeLabels(svg) {
   const frame = svg.querySelector("rect.frame").getBoundingClientRect();
-  const points = [...svg.querySelectorAll("circle.point")].map((c) => c.getBoundingClientRect());
+  const ctm = svg.getScreenCTM();
+  const box = (e) => e.getBoundingClientRect();
+  // What a label would rather not cover: points, ridge marks, and the flat roofs other than its own.
+  const marks = [...svg.querySelectorAll("[data-role=point], path.ridge")].map(box);
+  const flatRoofs = [...svg.querySelectorAll("line.compute-roof")].map((l) => ({roof: l.dataset.roof, r: box(l)}));
   const placed = [];
   for (const label of svg.querySelectorAll("g.roof-labels text.roof-label")) {
-    let clear = null, free = null;
+    const avoid = marks.concat(flatRoofs.filter((f) => f.roof !== label.dataset.roof).map((f) => f.r));
+    let best = null, bestCost = Infinity;
     for (const place of label.candidates || []) {
       putLabel(label, place);
       const r = label.getBoundingClientRect();
       const inside = r.left >= frame.left && r.right <= frame.right && r.top >= frame.top && r.bottom <= frame.bottom;
       if (!inside || placed.some((q) => overlaps(r, q))) continue;
-      if (!free) free = place;
-      if (!points.some((q) => overlaps(r, q))) { clear = place; break; }
+      // A flat roof's label reads best over its own line: text reaching left of its start costs two.
+      const pastStart = place.from !== undefined && ctm && r.left < ctm.a * place.from + ctm.e ? 2 : 0;
+      const cost = avoid.filter((q) => overlaps(r, q)).length + pastStart;
+      if (cost < bestCost) { best = place; bestCost = cost; }
+      if (cost === 0) break;
     }
-    const place = clear || free;
-    label.hidden = !place;
-    label.style.display = place ? "" : "none";
-    if (place) {
-      putLabel(label, place);
+    label.hidden = !best;
+    label.style.display = best ? "" : "none";
+    if (best) {
+      putLabel(label, best);
       placed.push(label.getBoundingClientRect());
     }
   }
@@ -352,27 +394,150 @@ function sourceTag(roof) {
   return roof.source === "datasheet" ? " (datasheet)" : "";
 }
 
-/** One circle per operator shape: area by GPU time, colour by category; a click opens the operator. */
-function opPointsGroup(opPoints, X, Y, {tooltip, wrap, ctx}) {
-  const maxNs = Math.max(...opPoints.map((p) => p.gpu_ns || 0), 0);
-  const radius = (ns) => (maxNs > 0 && ns > 0 ? R_MIN + (R_MAX - R_MIN) * Math.sqrt(ns / maxNs) : R_MIN);
-  const g = s("g", {class: "op-points"});
-  const open = (p) => ctx.navigate({view: "operators", op: p.op, sort: null, q: null, page: null});
-  for (const p of opPoints.slice().sort((a, b) => (b.gpu_ns || 0) - (a.gpu_ns || 0))) {
+// -- points ----------------------------------------------------------------------------------
+/** Radius by GPU time: area ∝ time, R_MIN..R_MAX. */
+function radiusBy(times) {
+  const max = Math.max(...times.map((t) => t || 0), 0);
+  return (t) => (max > 0 && t > 0 ? R_MIN + (R_MAX - R_MIN) * Math.sqrt(t / max) : R_MIN);
+}
+
+/** What every point mark shares: its role, centre, radius, bound colour, tooltip and keyboard opening;
+ * `mark` goes into `marks`, which clicks are hit-tested against (clickPlot). */
+function pointAttrs(mark, lines, {tooltip, wrap, marks}) {
+  marks.push(mark);
+  return {
+    "data-role": "point", "data-cx": mark.x, "data-cy": mark.y, "data-r": mark.r, fill: mark.colour, tabindex: 0,
+    onmouseenter: (e) => showLines(tooltip, wrap, e, lines),
+    onmousemove: (e) => placeTip(tooltip, wrap, e),
+    onmouseleave: () => { tooltip.hidden = true; },
+    onfocus: (e) => showLines(tooltip, wrap, e, lines),
+    onblur: () => { tooltip.hidden = true; },
+    onkeydown: (e) => { if (e.key === "Enter") mark.open(); },
+  };
+}
+
+/** One circle per kernel launch, the longest drawn first (short ones stay on top). */
+function kernelPointsGroup(points, level, X, Y, {tooltip, wrap, ctx, marks}) {
+  const radius = radiusBy(points.map((p) => p.duration_ns));
+  const g = s("g", {class: "points"});
+  for (const p of points.slice().sort((a, b) => (b.duration_ns || 0) - (a.duration_ns || 0))) {
+    const ai = p[`ai_${level}`];
+    const mark = {x: X(ai), y: Y(p.flop_per_s), r: radius(p.duration_ns), colour: fmt.boundColour(p.bound), shape: "circle",
+      launch: String(p.launch_id), name: p.name || "(unnamed)",
+      detail: `launch ${p.launch_id} · ${fmt.duration(p.duration_ns)} · ${p.bound || "no bound label"}`,
+      open: () => ctx.openLaunch(p.launch_id)};
     g.appendChild(s("circle", {
-      cx: X(p.intensity), cy: Y(p.flop_per_s), r: radius(p.gpu_ns), fill: categoryColour(p.category),
-      class: "point op-point", "data-op": p.op, "data-category": p.category || null, "data-ai": p.intensity,
-      "data-flops": p.flop_per_s, "data-duration": p.gpu_ns ?? null, "data-bound": p.bound || null, tabindex: 0,
-      onmouseenter: (e) => showLines(tooltip, wrap, e, opTipLines(p)),
-      onmousemove: (e) => placeTip(tooltip, wrap, e),
-      onmouseleave: () => { tooltip.hidden = true; },
-      onfocus: (e) => showLines(tooltip, wrap, e, opTipLines(p)),
-      onblur: () => { tooltip.hidden = true; },
-      onclick: () => open(p),
-      onkeydown: (e) => { if (e.key === "Enter") open(p); },
+      cx: mark.x, cy: mark.y, r: mark.r, ...pointAttrs(mark, tipLines(p, ai), {tooltip, wrap, marks}),
+      class: ["point", String(p.launch_id) === String(ctx.state.launch) ? "selected" : ""], "data-shape": "circle",
+      "data-launch-id": p.launch_id, "data-ai": ai, "data-flops": p.flop_per_s,
+      "data-duration": p.duration_ns ?? null, "data-bound": p.bound || null,
     }));
   }
   return g;
+}
+
+/** One mark per operator shape: its category's shape, its bound colour, area by GPU time; it opens
+ * the operator. */
+function opPointsGroup(opPoints, X, Y, {tooltip, wrap, ctx, marks}) {
+  const radius = radiusBy(opPoints.map((p) => p.gpu_ns));
+  const g = s("g", {class: "op-points"});
+  for (const p of opPoints.slice().sort((a, b) => (b.gpu_ns || 0) - (a.gpu_ns || 0))) {
+    const shape = categoryShape(p.category);
+    const mark = {x: X(p.intensity), y: Y(p.flop_per_s), r: radius(p.gpu_ns), colour: fmt.boundColour(p.bound), shape,
+      op: p.op || "", name: p.op || "(unnamed)",
+      detail: `${p.input_dims || fmt.MISSING} · ${fmt.duration(p.gpu_ns)} · ${p.bound || "no bound label"}`,
+      open: () => ctx.navigate({view: "operators", op: p.op, sort: null, q: null, page: null})};
+    g.appendChild(s("path", {
+      d: markerPath(shape, mark.x, mark.y, mark.r), ...pointAttrs(mark, opTipLines(p), {tooltip, wrap, marks}),
+      class: "point op-point", "data-shape": shape, "data-op": p.op, "data-category": p.category || null,
+      "data-ai": p.intensity, "data-flops": p.flop_per_s, "data-duration": p.gpu_ns ?? null, "data-bound": p.bound || null,
+    }));
+  }
+  return g;
+}
+
+/** The SVG path of a marker of `shape` centred on (x, y), of about the area of a circle of radius r
+ * (so size still reads as time whatever the shape). */
+function markerPath(shape, x, y, r) {
+  const polygon = (n, R, degrees, inner = null) => {
+    const corners = [];
+    const step = inner === null ? 1 : 2;
+    for (let i = 0; i < n * step; i++) {
+      const a = (degrees + i * 360 / (n * step)) * Math.PI / 180;
+      const radius = inner !== null && i % 2 ? inner : R;
+      corners.push(`${(x + radius * Math.cos(a)).toFixed(2)} ${(y + radius * Math.sin(a)).toFixed(2)}`);
+    }
+    return `M ${corners.join(" L ")} Z`;
+  };
+  const area = (n) => r * Math.sqrt(2 * Math.PI / (n * Math.sin(2 * Math.PI / n)));  // circumradius of a regular n-gon of area πr²
+  switch (shape) {
+    case "square": return polygon(4, area(4), 45);
+    case "diamond": return polygon(4, area(4) * 1.1, 0);
+    case "triangle": return polygon(3, area(3), -90);
+    case "triangle-down": return polygon(3, area(3), 90);
+    case "pentagon": return polygon(5, area(5), -90);
+    case "hexagon": return polygon(6, area(6), 0);
+    case "star": return polygon(5, 1.55 * r, -90, 0.7 * r);
+    case "plus": {
+      const a = 0.45 * r, l = 1.15 * r;
+      return `M ${x - a} ${y - l} H ${x + a} V ${y - a} H ${x + l} V ${y + a} H ${x + a} V ${y + l} H ${x - a} V ${y + a} H ${x - l} V ${y - a} H ${x - a} Z`;
+    }
+    default: return `M ${x - r} ${y} A ${r} ${r} 0 1 0 ${x + r} ${y} A ${r} ${r} 0 1 0 ${x - r} ${y} Z`;
+  }
+}
+
+// -- clicks: the point under the cursor, or a list when there are several -------------------------
+/** The marks whose drawn area (plus HIT_SLACK) holds the client point (clientX, clientY), nearest
+ * first (on a tie, the one drawn on top first).  Hit-tested by centre and radius in the svg's own
+ * units, so a point under a later-drawn one is found too. */
+function marksAt(svg, marks, clientX, clientY) {
+  const ctm = svg.getScreenCTM();
+  if (!ctm) return [];
+  const at = new DOMPoint(clientX, clientY).matrixTransform(ctm.inverse());
+  return marks.map((mark, order) => ({mark, order, d: Math.hypot(mark.x - at.x, mark.y - at.y)}))
+    .filter(({mark, d}) => d <= mark.r + HIT_SLACK)
+    .sort((a, b) => a.d - b.d || b.order - a.order)
+    .map(({mark}) => mark);
+}
+
+/** A click anywhere on the plot: one point under it opens, several are listed to pick from. */
+function clickPlot(e, svg, marks, {pointList, tooltip, wrap}) {
+  const under = marksAt(svg, marks, e.clientX, e.clientY);
+  hidePointList(pointList);
+  if (under.length === 1) under[0].open();
+  else if (under.length > 1) showPointList(pointList, {tooltip, wrap}, e, under);
+}
+
+function hidePointList(list) {
+  list.hidden = true;
+  replace(list);
+}
+
+/** A small list of the points under the cursor (names as text); picking one opens it. */
+function showPointList(list, {tooltip, wrap}, e, under) {
+  const pick = (mark) => { hidePointList(list); mark.open(); };
+  replace(list,
+    h("div", {class: "point-list-head"}, h("span", null, `${under.length} points here: pick one`),
+      h("button", {type: "button", class: "point-list-close", title: "close", "aria-label": "close",
+        onclick: () => hidePointList(list)}, "×")),
+    h("ul", null, under.map((mark) => h("li", null, h("button", {
+      type: "button", "data-launch-id": mark.launch ?? null, "data-op": mark.op ?? null, onclick: () => pick(mark)},
+    legendMark(mark.shape, mark.colour), h("span", {class: "point-name mono", title: mark.name}, mark.name),
+    h("span", {class: "point-detail muted"}, mark.detail))))));
+  list.onkeydown = (k) => { if (k.key === "Escape") hidePointList(list); };
+  tooltip.hidden = true;
+  list.hidden = false;
+  const box = wrap.getBoundingClientRect();
+  list.style.left = `${Math.max(0, Math.min(e.clientX - box.left + 8, box.width - 420))}px`;
+  list.style.top = `${e.clientY - box.top + 8}px`;
+  list.querySelector("li button").focus({preventScroll: true});
+}
+
+/** A small SVG of one marker (legend rows, the point list). */
+function legendMark(shape, colour) {
+  const attrs = {class: "legend-mark", fill: colour};
+  return s("svg", {width: 16, height: 16, viewBox: "0 0 16 16", class: "legend-marker", "aria-hidden": "true"},
+    shape === "circle" ? s("circle", {cx: 8, cy: 8, r: 5.5, ...attrs}) : s("path", {d: markerPath(shape, 8, 8, 5), ...attrs}));
 }
 
 function opTipLines(p) {
@@ -384,7 +549,7 @@ function opTipLines(p) {
     ["GPU time", fmt.duration(p.gpu_ns)],
     ["intensity", `${fmt.num(p.intensity)} FLOP/byte`],
     ["performance", fmt.flops(p.flop_per_s)],
-    ["bound", p.bound ? `${p.bound}${p.bound_reason ? `: ${p.bound_reason}` : ""}` : fmt.MISSING],
+    ["bound (roofline)", p.bound ? `${p.bound}${p.bound_reason ? `: ${p.bound_reason}` : ""}` : fmt.MISSING],
   ];
 }
 
@@ -394,7 +559,9 @@ function tipLines(p, ai) {
     ["intensity", `${fmt.num(ai)} FLOP/byte`],
     ["performance", fmt.flops(p.flop_per_s)],
     ["duration", fmt.duration(p.duration_ns)],
-    ["bound", p.bound ? `${p.bound}${p.binding_roof ? ` (roof: ${p.binding_roof})` : ""}` : fmt.MISSING],
+    ["bound (counters)", p.bound ? `${p.bound}${p.bound_reason ? `: ${p.bound_reason}` : ""}` : fmt.MISSING],
+    ["bound (roofline)", p.roofline_bound ? `${p.roofline_bound}: ${p.roofline_reason || ""}` : fmt.MISSING],
+    ...(p.bound_note ? [["methods", "they disagree: open the launch for why"]] : []),
   ];
 }
 
@@ -420,21 +587,30 @@ function placeTip(tooltip, wrap, e) {
   tooltip.style.top = `${y - box.top + 12}px`;
 }
 
-function legend(compute, memory, points, multiDevice, opPoints) {
+// -- the legend: roofs; colour = bound label; shape = operator category -----------------------------
+const NEUTRAL = "#fff";  // the category swatches' fill: a shape there says nothing about the bound
+
+function legend(computeGroups, memoryGroups, points, multiDevice, opPoints) {
   const swatch = (dash) => s("svg", {width: 28, height: 10, class: "swatch"},
     s("line", {x1: 0, x2: 28, y1: 5, y2: 5, "stroke-dasharray": dash || null}));
-  const roofItem = (r, label, value, dash) => h("li", {"data-roof": r.key, "data-source": r.source},
-    swatch(dash), ` ${multiDevice ? `GPU ${r.device.id} ` : ""}${label} ${value} `,
-    h("span", {class: `source source-${r.source || "unknown"}`, title: r.how || null}, r.source || "source unknown"));
-  const bounds = [...new Set(points.map((p) => p.bound || "unknown"))];
+  // One row per roof; a roof drawn on another's line (they coincide) says so.
+  const roofItems = (groups, label, value, dash) => groups.flatMap((g) => g.members.map((r) => h("li", {"data-roof": r.key, "data-source": r.source},
+    swatch(dash(g)), ` ${multiDevice ? `GPU ${r.device.id} ` : ""}${label(r)} ${value(r.value)} `,
+    h("span", {class: `source source-${r.source || "unknown"}`, title: r.how || null}, r.source || "source unknown"),
+    r === g.members[0] ? null : h("span", {class: "muted small"}, ` (one line with ${label(g)})`))));
+  const bounds = [...new Set(points.map((p) => p.bound || "unknown").concat(opPoints.map((p) => p.bound || "unknown")))];
+  const categories = [...new Set(opPoints.map((p) => p.category || "other"))];
   return h("div", {class: "legend-grid"},
     h("div", null, h("h4", null, "Roofs"), h("ul", {class: "legend-list", "data-role": "roof-legend"},
-      compute.map((c) => roofItem(c, `${PREC_LABEL[c.prec] || c.prec} peak`, fmt.flops(c.value), PREC_DASH[c.prec])),
-      memory.map((m) => roofItem(m, `${LEVEL_LABEL[m.level] || m.level} bandwidth`, fmt.human(m.value, "byte/s"), LEVEL_DASH[m.level]))),
+      roofItems(computeGroups, (r) => `${PREC_LABEL[r.prec] || r.prec} peak`, fmt.flops, (g) => PREC_DASH[g.prec]),
+      roofItems(memoryGroups, (r) => `${LEVEL_LABEL[r.level] || r.level} bandwidth`, (v) => fmt.human(v, "byte/s"), (g) => LEVEL_DASH[g.level])),
       h("p", {class: "muted small"}, "measured: from the tool's own peak metrics and clocks; datasheet: vendor figures. Hover a tag for the formula.")),
-    points.length || !opPoints.length ? h("div", null, h("h4", null, "Bound label"), h("ul", {class: "legend-list"},
-      bounds.map((b) => h("li", null, h("span", {class: "dot", style: {"--bound": fmt.boundColour(b)}}), ` ${b}`)))) : null,
-    opPoints.length ? h("div", null, h("h4", null, "Operator category"), h("ul", {class: "legend-list", "data-role": "category-legend"},
-      [...new Set(opPoints.map((p) => p.category || "other"))].map((c) =>
-        h("li", {"data-category": c}, h("span", {class: "dot", style: {"--bound": categoryColour(c)}}), ` ${c}`)))) : null);
+    bounds.length && (points.length || opPoints.length) ? h("div", {"data-role": "bound-legend"},
+      h("h4", {title: "kernels by their counters (Nsight Compute's speed-of-light rule), operator shapes by the side of the ridge point they fall on"},
+        "Colour: bound (kernels: counters; operators: roofline)"), h("ul", {class: "legend-list"},
+        bounds.map((b) => h("li", {"data-bound": b}, legendMark("circle", fmt.boundColour(b)), ` ${b}`)))) : null,
+    opPoints.length ? h("div", {"data-role": "category-legend"}, h("h4", null, "Shape: operator category"),
+      h("ul", {class: "legend-list"},
+        points.length ? h("li", {"data-kernel": ""}, legendMark("circle", NEUTRAL), " kernel launch") : null,
+        categories.map((c) => h("li", {"data-category": c}, legendMark(categoryShape(c), NEUTRAL), ` ${c}`)))) : null);
 }
