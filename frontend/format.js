@@ -62,6 +62,14 @@ export function human(v, unit) {
   return `${num(v / factor)} ${label}`.trim();
 }
 
+/** A value of a column scaled as a whole ([factor, label] from columnScale): in the column's unit,
+ * except a value a hundred times smaller than it, which reads in its own unit ("5.95 MB/s" in a
+ * TB/s column, not "5.95e-6"). */
+export function inColumnScale(v, unit, [factor]) {
+  const scaled = v / factor;
+  return scaled !== 0 && Math.abs(scaled) < 1e-2 ? human(v, unit) : num(scaled);
+}
+
 export const duration = (ns) => human(ns, "ns");
 export const bytes = (b) => human(b, "bytes");
 export const flops = (f) => human(f, "FLOP/s");

@@ -6,37 +6,39 @@ import {DataTable} from "./table.js";
 import {runView, ownDocument, runTerms} from "./common.js";
 import * as fmt from "../format.js";
 
-/** Columns of the launch table; `unit` names a column of the response's units map. */
+/** Columns of the launch table; `unitCol` names a column of the response's units map.  The name first
+ * (it stays in sight when the table scrolls sideways), then what decides where the time went: duration,
+ * bound, throughputs, occupancy; the launch configuration last. */
 export const LAUNCH_COLUMNS = [
-  {key: "launch_id", label: "#", kind: "int", title: "launch index in the report"},
   {key: "name", label: "Kernel", kind: "name"},
   {key: "duration_ns", label: "Duration", unitCol: "duration_ns", kind: "num", title: "GPU time of the launch"},
+  {key: "bound", label: "Bound (counters)", kind: "bound", title: "Nsight Compute's speed-of-light rule on SM and memory throughput (% of peak); hover a label for the reason, open the launch for the roofline's answer"},
+  {key: "sm_throughput_pct", label: "SM", kind: "pct", grade: "throughput", title: "compute (SM) throughput, % of peak"},
+  {key: "memory_throughput_pct", label: "Memory", kind: "pct", grade: "throughput", title: "memory throughput, % of peak (busiest unit)"},
+  {key: "dram_throughput_pct", label: "DRAM", kind: "pct", grade: "throughput", title: "DRAM throughput, % of peak"},
+  {key: "achieved_occupancy_pct", label: "Occ. achieved", kind: "pct", grade: "occupancy", title: "achieved occupancy (≥ 50% good)"},
+  {key: "theoretical_occupancy_pct", label: "Occ. theoretical", kind: "pct", grade: "occupancy"},
+  {key: "occupancy_limiter", label: "Occ. limiter", kind: "text"},
+  {key: "flop_per_s", label: "FLOP/s", unitCol: "flop_per_s", kind: "num", title: "achieved FLOP/s"},
+  {key: "dram_bytes", label: "DRAM bytes", unitCol: "dram_bytes", kind: "num"},
+  {key: "l1_hit_rate_pct", label: "L1 hit", kind: "pct"},
+  {key: "l2_hit_rate_pct", label: "L2 hit", kind: "pct"},
+  {key: "launch_id", label: "#", kind: "int", title: "launch index in the report"},
   {key: "grid", label: "Grid", kind: "text", sortKey: "grid_size", title: "grid dimensions (sorted by blocks in the grid)"},
   {key: "block", label: "Block", kind: "text", sortKey: "block_size", title: "block dimensions (sorted by threads per block)"},
   {key: "registers_per_thread", label: "Regs/thread", kind: "int"},
   {key: "shared_mem_bytes", label: "Shared mem/block", unitCol: "shared_mem_bytes", kind: "num"},
-  {key: "achieved_occupancy_pct", label: "Occ. achieved", kind: "pct", grade: "occupancy", title: "achieved occupancy (≥ 50% good)"},
-  {key: "theoretical_occupancy_pct", label: "Occ. theoretical", kind: "pct", grade: "occupancy"},
-  {key: "occupancy_limiter", label: "Occ. limiter", kind: "text"},
-  {key: "sm_throughput_pct", label: "SM", kind: "pct", grade: "throughput", title: "compute (SM) throughput, % of peak"},
-  {key: "memory_throughput_pct", label: "Memory", kind: "pct", grade: "throughput", title: "memory throughput, % of peak (busiest unit)"},
-  {key: "dram_throughput_pct", label: "DRAM", kind: "pct", grade: "throughput", title: "DRAM throughput, % of peak"},
-  {key: "l1_hit_rate_pct", label: "L1 hit", kind: "pct"},
-  {key: "l2_hit_rate_pct", label: "L2 hit", kind: "pct"},
-  {key: "dram_bytes", label: "DRAM bytes", unitCol: "dram_bytes", kind: "num"},
-  {key: "flop_per_s", label: "FLOP/s", unitCol: "flop_per_s", kind: "num", title: "achieved FLOP/s"},
-  {key: "bound", label: "Bound", kind: "bound", title: "classifier label (hover a label for the reason)"},
 ];
 
 const GROUP_COLUMNS = [
   {key: "name", label: "Kernel", kind: "name"},
-  {key: "calls", label: "Calls", kind: "int"},
   {key: "total_ns", label: "Total", unit: "ns", kind: "num"},
   {key: "pct_time", label: "Time", kind: "pct", title: "% of the run's kernel time"},
+  {key: "bound", label: "Bound (counters)", kind: "bound", title: "the counters' label covering most of the group's time (Nsight Compute's speed-of-light rule on SM and memory throughput (% of peak))"},
+  {key: "calls", label: "Calls", kind: "int"},
   {key: "mean_ns", label: "Mean", unit: "ns", kind: "num"},
   {key: "min_ns", label: "Min", unit: "ns", kind: "num"},
   {key: "max_ns", label: "Max", unit: "ns", kind: "num"},
-  {key: "bound", label: "Bound", kind: "bound", title: "label covering most of the group's time"},
 ];
 
 function legend() {

@@ -10,62 +10,66 @@ import * as fmt from "../format.js";
 import {DataTable} from "./table.js";
 import {runView, stat} from "./common.js";
 
+// What decides first (the name stays in sight when the table scrolls sideways): GPU time, the bound and,
+// in a joined run, the counters behind it; then FLOPs and bytes, then calls and CPU time.
 const OP_COLUMNS = [
   {key: "op", label: "Operator", kind: "name"},
-  {key: "category", label: "Category", kind: "text", shapes: true, title: "category of its longest-running shape"},
-  {key: "instances", label: "Calls", kind: "int", title: "times the operator ran"},
-  {key: "calls", label: "GPU calls", kind: "int", title: "calls that launched GPU work themselves"},
   {key: "direct_gpu_ns", label: "GPU self", unit: "ns", kind: "num",
     title: "GPU time of the kernels, copies and sets the operator launched itself"},
   {key: "pct_gpu", label: "GPU", kind: "pct", title: "share of all operators' GPU self time"},
+  {key: "bound", label: "Bound (roofline)", kind: "bound", shapes: true, title: "the side of the ridge point its longest-running shape's FLOPs per byte fall on (hover for the figures)"},
+  {key: "sm_throughput_pct", label: "SM", kind: "pct", counters: true, title: "SM throughput, % of peak, time-weighted"},
+  {key: "memory_throughput_pct", label: "Memory", kind: "pct", counters: true, title: "memory throughput, % of peak, time-weighted"},
+  {key: "achieved_occupancy_pct", label: "Occupancy", kind: "pct", counters: true,
+    title: "achieved occupancy of its kernels, weighted by their time (joined counter report)"},
+  {key: "l1_hit_rate_pct", label: "L1 hit", kind: "pct", counters: true, title: "L1/TEX hit rate, time-weighted"},
+  {key: "l2_hit_rate_pct", label: "L2 hit", kind: "pct", counters: true, title: "L2 hit rate, time-weighted"},
+  {key: "bound_mix", label: "Bound mix (counters)", kind: "text", counters: true, title: "the counters' labels of its counted kernels, by share of their time (Nsight Compute's speed-of-light rule on SM and memory throughput (% of peak))"},
+  {key: "bound_note", label: "Methods", kind: "text", counters: true, shapes: true, title: "where the roofline and the counters name opposite sides (hover for the figures)",
+    display: disagreement},
   {key: "subtree_gpu_ns", label: "GPU total", unit: "ns", kind: "num", title: "GPU time launched by the operator and the operators it called"},
-  {key: "kernels", label: "Launches", kind: "int", title: "kernels, copies and sets launched by the operator itself"},
-  {key: "cpu_self_ns", label: "CPU self", unit: "ns", kind: "num", title: "CPU time less that of the operators it called"},
-  {key: "cpu_total_ns", label: "CPU total", unit: "ns", kind: "num"},
   {key: "flops", label: "FLOPs", unit: "FLOP", kind: "num", shapes: true, title: "FLOPs of all its calls (from its input shapes)"},
   {key: "flop_per_s", label: "FLOP/s", unit: "FLOP/s", kind: "num", shapes: true, title: "FLOPs over the GPU time of the shapes that have them"},
   {key: "bytes_per_s", label: "Bytes/s", unit: "byte/s", kind: "num", shapes: true, title: "bytes its inputs and outputs move, over GPU time"},
   {key: "intensity", label: "FLOP/byte", kind: "num", shapes: true, display: (v) => fmt.num(v)},
-  {key: "bound", label: "Bound", kind: "bound", shapes: true, title: "bound of its longest-running shape (hover for the reason)"},
-  {key: "achieved_occupancy_pct", label: "Occupancy", kind: "pct", counters: true,
-    title: "achieved occupancy of its kernels, weighted by their time (joined counter report)"},
-  {key: "sm_throughput_pct", label: "SM", kind: "pct", counters: true, title: "SM throughput, % of peak, time-weighted"},
-  {key: "memory_throughput_pct", label: "Memory", kind: "pct", counters: true, title: "memory throughput, % of peak, time-weighted"},
-  {key: "l1_hit_rate_pct", label: "L1 hit", kind: "pct", counters: true, title: "L1/TEX hit rate, time-weighted"},
-  {key: "l2_hit_rate_pct", label: "L2 hit", kind: "pct", counters: true, title: "L2 hit rate, time-weighted"},
-  {key: "bound_mix", label: "Bound mix", kind: "text", counters: true, title: "bound labels of its counted kernels, by share of their time"},
+  {key: "instances", label: "Calls", kind: "int", title: "times the operator ran"},
+  {key: "calls", label: "GPU calls", kind: "int", title: "calls that launched GPU work themselves"},
+  {key: "kernels", label: "Launches", kind: "int", title: "kernels, copies and sets launched by the operator itself"},
+  {key: "cpu_self_ns", label: "CPU self", unit: "ns", kind: "num", title: "CPU time less that of the operators it called"},
+  {key: "cpu_total_ns", label: "CPU total", unit: "ns", kind: "num"},
+  {key: "category", label: "Category", kind: "text", shapes: true, title: "category of its longest-running shape"},
   {key: "counted_kernels", label: "Counted", kind: "int", counters: true, title: "its kernel launches that have counters (matched in the report)"},
 ];
 
 const SHAPE_COLUMNS = [
   {key: "input_dims", label: "Input dims", kind: "text"},
-  {key: "input_types", label: "Input types", kind: "text"},
-  {key: "concrete_inputs", label: "Concrete inputs", kind: "text"},
-  {key: "category", label: "Category", kind: "text"},
-  {key: "calls", label: "Calls", kind: "int"},
   {key: "gpu_ns", label: "GPU time", unit: "ns", kind: "num", title: "GPU time of its calls, with the operators they called"},
   {key: "flops_per_call", label: "FLOPs/call", unit: "FLOP", kind: "num"},
-  {key: "bytes_per_call", label: "Bytes/call", unit: "bytes", kind: "num"},
+  {key: "bound", label: "Bound (roofline)", kind: "bound", title: "the side of the ridge point the shape's FLOPs per byte fall on (hover for the figures)"},
   {key: "flop_per_s", label: "FLOP/s", unit: "FLOP/s", kind: "num"},
   {key: "bytes_per_s", label: "Bytes/s", unit: "byte/s", kind: "num"},
   {key: "intensity", label: "FLOP/byte", kind: "num", display: (v) => fmt.num(v)},
-  {key: "bound", label: "Bound", kind: "bound", title: "hover for the reason"},
+  {key: "calls", label: "Calls", kind: "int"},
+  {key: "bytes_per_call", label: "Bytes/call", unit: "bytes", kind: "num"},
+  {key: "input_types", label: "Input types", kind: "text"},
+  {key: "concrete_inputs", label: "Concrete inputs", kind: "text"},
+  {key: "category", label: "Category", kind: "text"},
   {key: "peak_source", label: "Peaks", kind: "text", title: "where the roofs it is judged against come from"},
 ];
 
 const KERNEL_COLUMNS = [
   {key: "name", label: "Kernel", kind: "name"},
-  {key: "count", label: "Launches", kind: "int"},
   {key: "total_ns", label: "Total", unit: "ns", kind: "num"},
   {key: "share", label: "Of op", kind: "pct", title: "share of the operator's GPU self time"},
+  {key: "sm_throughput_pct", label: "SM", kind: "pct", counters: true},
+  {key: "memory_throughput_pct", label: "Memory", kind: "pct", counters: true},
+  {key: "achieved_occupancy_pct", label: "Occupancy", kind: "pct", counters: true, title: "time-weighted over its counted launches"},
+  {key: "l1_hit_rate_pct", label: "L1 hit", kind: "pct", counters: true},
+  {key: "l2_hit_rate_pct", label: "L2 hit", kind: "pct", counters: true},
+  {key: "count", label: "Launches", kind: "int"},
   {key: "mean_ns", label: "Mean", unit: "ns", kind: "num"},
   {key: "min_ns", label: "Min", unit: "ns", kind: "num"},
   {key: "max_ns", label: "Max", unit: "ns", kind: "num"},
-  {key: "achieved_occupancy_pct", label: "Occupancy", kind: "pct", counters: true, title: "time-weighted over its counted launches"},
-  {key: "sm_throughput_pct", label: "SM", kind: "pct", counters: true},
-  {key: "memory_throughput_pct", label: "Memory", kind: "pct", counters: true},
-  {key: "l1_hit_rate_pct", label: "L1 hit", kind: "pct", counters: true},
-  {key: "l2_hit_rate_pct", label: "L2 hit", kind: "pct", counters: true},
   {key: "counted", label: "Counted", kind: "int", counters: true, title: "launches with counters (matched in the report)"},
 ];
 
@@ -183,4 +187,10 @@ function drawDetail(slot, op, shapes, kernels, hasShapes, ctx) {
         "The operator launched no kernel itself (its GPU time, if any, is in the operators it called)."),
       copies > 0 ? h("p", {class: "muted small"}, `${fmt.plural(copies, "copy or set", "copies / sets")} it launched ${copies === 1 ? "counts" : "count"} in its GPU time, not listed here.`) : null));
   return kernelTable;
+}
+
+/** The Methods cell: "disagree" with the sentence as its tooltip, where the roofline side of the
+ * operator's shapes and its kernels' counters name opposite sides (/operators bound_note). */
+function disagreement(note) {
+  return fmt.isMissing(note) ? "" : h("span", {class: "disagree-chip", title: note, "data-role": "bound-disagree"}, "disagree");
 }

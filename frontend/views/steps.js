@@ -105,15 +105,16 @@ function legend(cats, avg) {
 function table(cats, steps, avg) {
   const [factor, unit] = fmt.scaleFor("ns", avg.total_ns || 0);
   const cell = (v, cat) => h("td", {class: "numeric", "data-col": cat, "data-value": v ?? null}, fmt.num((v ?? NaN) / factor));
-  const head = ["Step", ...cats.map(label), "Total"].map((t, i) => h("th", {class: i ? "numeric" : null}, i ? `${t} (${unit})` : t));
+  // The step names stay in sight when the many categories scroll sideways (class "pinned", style.css).
+  const head = ["Step", ...cats.map(label), "Total"].map((t, i) => h("th", {class: i ? "numeric" : "pinned"}, i ? `${t} (${unit})` : t));
   return h("section", null, h("h3", null, "Time per step"), h("div", {class: "scroll"},
     h("table", {class: "data compact", "data-role": "step-breakdown"},
       h("thead", null, h("tr", null, head)),
-      h("tbody", null, steps.map((row) => h("tr", {"data-step": row.step}, h("td", null, stepName(row.step)),
+      h("tbody", null, steps.map((row) => h("tr", {"data-step": row.step}, h("td", {class: "pinned"}, stepName(row.step)),
         cats.map((c) => cell(row[`${c}_ns`], `${c}_ns`)), cell(row.total_ns, "total_ns")))),
       h("tfoot", null,
-        h("tr", {"data-role": "average-row"}, h("th", null, "Average"), cats.map((c) => cell(avg[`${c}_ns`], `${c}_ns`)), cell(avg.total_ns, "total_ns")),
-        h("tr", {"data-role": "share-row"}, h("th", null, "Share of the average step"), cats.map((c) =>
+        h("tr", {"data-role": "average-row"}, h("th", {class: "pinned"}, "Average"), cats.map((c) => cell(avg[`${c}_ns`], `${c}_ns`)), cell(avg.total_ns, "total_ns")),
+        h("tr", {"data-role": "share-row"}, h("th", {class: "pinned"}, "Share of the average step"), cats.map((c) =>
           h("td", {class: "numeric"}, avg.total_ns > 0 ? `${fmt.pct(100 * (avg[`${c}_ns`] || 0) / avg.total_ns)} %` : fmt.MISSING)),
           h("td", {class: "numeric"}, "100 %"))))));
 }

@@ -5,11 +5,40 @@
 //          grade?: "occupancy"|"throughput", sortKey?, title?, value?(i), display?(i, scale)}
 // Cells carry data-col (the column key) and data-value (the raw number or string);
 // missing values carry data-missing and show as "—".
+// The first column (the row's name) stays in sight when the table scrolls sideways, and cannot be
+// hidden; the "Columns" chooser hides the others, remembered per table role (data-role).
 
 import {h, replace, kernelName, debounce} from "../dom.js";
 import * as fmt from "../format.js";
 
 export const PAGE_SIZE = 200;
+const HIDDEN_KEY = "tb_hwprof.hidden-columns.v1";  // {role: [column keys hidden]}
+let choosers = 0;  // ids that tie each chooser button to its panel
+
+function storedHidden() {
+  try {
+    const all = JSON.parse(localStorage.getItem(HIDDEN_KEY) || "{}");
+    return all && typeof all === "object" && !Array.isArray(all) ? all : {};
+  } catch (e) {
+    return {};  // storage may be disabled or hold something else: nothing hidden
+  }
+}
+
+/** The columns the user hid in tables of this role. */
+function loadHidden(role) {
+  const keys = storedHidden()[role];
+  return new Set(Array.isArray(keys) ? keys.map(String) : []);
+}
+
+function saveHidden(role, hidden) {
+  const all = storedHidden();
+  if (hidden.size) all[role] = [...hidden]; else delete all[role];
+  try {
+    localStorage.setItem(HIDDEN_KEY, JSON.stringify(all));
+  } catch (e) {
+    // storage may be disabled: the choice lasts as long as the page
+  }
+}
 
 /** The columns with a value in at least one of the n rows, and those in `keep` whatever they hold. */
 export function withValues(columns, get, n, keep = new Set()) {
@@ -35,6 +64,8 @@ export class DataTable {
     this.query = st.q || "";
     this.page = Math.max(0, parseInt(st.page || "0", 10) || 0);
     this.selected = opts.selected ?? null;
+    this.role = opts.role || "table";
+    this.hidden = loadHidden(this.role);
     this.scales = {};
     for (const col of this.columns) {
       if (col.unit) {
@@ -45,6 +76,57 @@ export class DataTable {
     }
     this.build();
     this.refresh();
+  }
+
+  /** The columns shown: the first (the row's name) always, the others unless hidden. */
+  shown() {
+    return this.columns.filter((c, index) => index === 0 || !this.hidden.has(c.key));
+  }
+
+  /** Hide (or show again) the columns `keys`, and remember it for tables of this role. */
+  setHidden(keys, hide) {
+    for (const key of keys) if (hide) this.hidden.add(key); else this.hidden.delete(key);
+    saveHidden(this.role, this.hidden);
+    this.chooserButton.textContent = this.chooserLabel();
+    for (const box of this.chooserPanel.querySelectorAll("input[data-col]")) {
+      box.checked = box.disabled || !this.hidden.has(box.dataset.col);
+    }
+    this.refresh();
+  }
+
+  chooserLabel() {
+    const n = this.columns.slice(1).filter((c) => this.hidden.has(c.key)).length;
+    return n ? `Columns (${n} hidden)` : "Columns";
+  }
+
+  /** "Columns": a button opening the list of columns with checkboxes; Escape or a click elsewhere closes it. */
+  buildChooser() {
+    const id = `table-columns-${++choosers}`;
+    const options = this.columns.map((col, index) => h("label", {class: "column-option", title: index ? null : "always shown"},
+      h("input", {type: "checkbox", "data-col": col.key, checked: index === 0 || !this.hidden.has(col.key), disabled: index === 0,
+        onchange: (e) => this.setHidden([col.key], !e.target.checked)}), ` ${col.label}`));
+    this.chooserPanel = h("div", {class: "column-panel", id, role: "group", "aria-label": "columns shown", hidden: true,
+      "data-role": "columns-panel"}, h("div", {class: "column-options"}, options),
+    h("button", {type: "button", class: "show-all", "data-role": "columns-show-all",
+      onclick: () => this.setHidden([...this.hidden], false)}, "Show all"));
+    this.chooserButton = h("button", {type: "button", class: "column-button", "data-role": "columns-button",
+      "aria-expanded": "false", "aria-controls": id, onclick: () => this.openChooser(this.chooserPanel.hidden)},
+    this.chooserLabel());
+    this.closeOutside = (e) => { if (!this.chooser.contains(e.target)) this.openChooser(false); };
+    this.chooser = h("div", {class: "column-chooser", onkeydown: (e) => {
+      if (e.key === "Escape" && !this.chooserPanel.hidden) {
+        this.openChooser(false);
+        this.chooserButton.focus();
+      }
+    }}, this.chooserButton, this.chooserPanel);
+    return this.chooser;
+  }
+
+  openChooser(open) {
+    this.chooserPanel.hidden = !open;
+    this.chooserButton.setAttribute("aria-expanded", String(open));
+    if (open) document.addEventListener("click", this.closeOutside, true);
+    else document.removeEventListener("click", this.closeOutside, true);
   }
 
   raw(col, i) {
@@ -78,7 +160,7 @@ export class DataTable {
     this.tbody = h("tbody");
     this.table = h("table", {class: "data", "data-role": this.opts.role || "table"}, this.thead, this.tbody);
     this.element = h("div", {class: "table-wrap"},
-      h("div", {class: "toolbar"}, this.filterInput, this.opts.toolbarExtra || null, this.info, this.pager),
+      h("div", {class: "toolbar"}, this.filterInput, this.opts.toolbarExtra || null, this.buildChooser(), this.info, this.pager),
       h("div", {class: "scroll"}, this.table));
   }
 
@@ -128,18 +210,20 @@ export class DataTable {
     const start = this.page * this.pageSize;
     const shown = idx.slice(start, start + this.pageSize);
 
-    replace(this.thead, h("tr", null, this.columns.map((col) => {
+    const columns = this.shown();
+    replace(this.thead, h("tr", null, columns.map((col, index) => {
       const active = this.sortKey === col.key;
       return h("th", {
-        class: ["sortable", col.kind === "text" || col.kind === "name" || col.kind === "bound" ? "" : "numeric", active ? "sorted" : ""],
+        class: ["sortable", col.kind === "text" || col.kind === "name" || col.kind === "bound" ? "" : "numeric", active ? "sorted" : "",
+          index === 0 ? "pinned" : ""],
         "data-col": col.key, "data-sort": active ? this.sortDir : null, title: col.title || null,
         "aria-sort": active ? (this.sortDir === "asc" ? "ascending" : "descending") : "none",
         onclick: () => this.setSort(col.key),
       }, this.headerLabel(col), h("span", {class: "arrow"}, active ? (this.sortDir === "asc" ? " ▲" : " ▼") : ""));
     })));
 
-    const rows = shown.map((i) => this.renderRow(i));
-    replace(this.tbody, rows.length ? rows : h("tr", null, h("td", {class: "empty", colspan: this.columns.length},
+    const rows = shown.map((i) => this.renderRow(i, columns));
+    replace(this.tbody, rows.length ? rows : h("tr", null, h("td", {class: "empty", colspan: columns.length},
       this.n ? `No ${this.noun} match “${this.query}”.` : `No ${this.noun}.`)));
 
     const from = idx.length ? start + 1 : 0;
@@ -162,7 +246,7 @@ export class DataTable {
     }
   }
 
-  renderRow(i) {
+  renderRow(i, columns) {
     const attrs = this.opts.rowAttrs ? this.opts.rowAttrs(i) : {};
     const rowId = this.opts.rowId ? this.opts.rowId(i) : i;
     const tr = h("tr", {
@@ -170,11 +254,11 @@ export class DataTable {
       class: [attrs.class, this.opts.onRowClick ? "clickable" : "", this.selected !== null && String(rowId) === String(this.selected) ? "selected" : ""],
       onclick: this.opts.onRowClick ? () => this.opts.onRowClick(i) : null,
     });
-    for (const col of this.columns) tr.appendChild(this.renderCell(col, i));
+    columns.forEach((col, index) => tr.appendChild(this.renderCell(col, i, index === 0)));
     return tr;
   }
 
-  renderCell(col, i) {
+  renderCell(col, i, pinned = false) {
     const v = this.raw(col, i);
     const missing = fmt.isMissing(v);
     const attrs = {"data-col": col.key, "data-value": missing ? null : v, "data-missing": missing ? "1" : null};
@@ -189,20 +273,22 @@ export class DataTable {
     } else if (col.kind === "bound") {
       content = boundChip(v, this.get("bound_level", i), this.get("bound_reason", i));
     } else if (col.unit) {
-      const [factor] = this.scales[col.key];
-      content = fmt.num(v / factor);
+      content = fmt.inColumnScale(v, col.unit, this.scales[col.key]);
     } else if (col.kind === "pct") {
       content = fmt.pct(v);
     } else if (col.kind === "int") {
       content = fmt.int(v);
     } else if (col.kind === "ratio") {
       content = fmt.ratio(v);
+    } else if (pinned) {
+      content = h("span", {class: "pinned-text", title: String(v)}, String(v));  // a long name clipped, not the table
     } else {
       content = String(v);
     }
     if (missing) cls.push("missing");
     if (col.grade) cls.push(fmt.grade(col.grade, v));
     if (!["text", "name", "bound"].includes(col.kind)) cls.push("numeric");
+    if (pinned) cls.push("pinned");
     return h("td", {...attrs, class: cls}, content);
   }
 }
