@@ -322,11 +322,11 @@ def test_roofline_places_op_shapes_against_datasheet_roofs(session, logdir, cons
     frame = open_view(session, "roofline", "bert")
     svg = frame.locator("svg[data-role=roofline]")
     svg.wait_for()
-    points = frame.locator("svg[data-role=roofline] circle.op-point")
+    points = frame.locator("svg[data-role=roofline] [data-role=point].op-point")
     points.first.wait_for()
     box = {k: float(svg.get_attribute(f"data-{k}")) for k in
            ("x-min", "x-max", "y-min", "y-max", "plot-left", "plot-right", "plot-top", "plot-bottom")}
-    for p in points.evaluate_all("cs => cs.map(c => [c.dataset.ai, c.dataset.flops, c.getAttribute('cx'), c.getAttribute('cy')])"):
+    for p in points.evaluate_all("cs => cs.map(c => [c.dataset.ai, c.dataset.flops, c.dataset.cx, c.dataset.cy])"):
         ai, flops, cx, cy = map(float, p)
         assert cx == pytest.approx(log_pos(ai, box["x-min"], box["x-max"], box["plot-left"], box["plot-right"]), abs=0.01)
         assert cy == pytest.approx(log_pos(flops, box["y-min"], box["y-max"], box["plot-bottom"], box["plot-top"]), abs=0.01)
@@ -334,7 +334,7 @@ def test_roofline_places_op_shapes_against_datasheet_roofs(session, logdir, cons
     roofs = frame.locator("svg[data-role=roofline] line.roof").evaluate_all("ls => ls.map(l => [l.dataset.roof, l.dataset.source])")
     assert roofs and all(source == peaks[key]["source"] == "datasheet" for key, source in roofs)
     assert "(datasheet)" in frame.locator("svg[data-role=roofline] .roof-labels").text_content()
-    gemm = frame.locator("svg[data-role=roofline] circle.op-point[data-category=GEMM]")
+    gemm = frame.locator("svg[data-role=roofline] [data-role=point].op-point[data-category=GEMM]")
     assert gemm.count() >= 1
     session.shot("torch-roofline-bert")
     op = gemm.first.get_attribute("data-op")
@@ -363,12 +363,18 @@ def test_overview_timeline_and_compare_of_torch_runs(session, traces, console_er
     assert {"cpu_op", "python", "kernel", "memcpy", "cuda_api"} <= set(shown)
     assert "PyTorch operator" in legend.inner_text() and "Python function" in legend.inner_text()
     session.shot("torch-timeline-bert")
-    # Compare: each run's total kernel time is its kernels' summed durations.
+    # Compare: both runs have profiler steps, so each total is its kernels' summed durations per step
+    # (the steps counted here from the traces' ProfilerStep#N ranges).
     frame = session.go("#view=compare&base=bert&run=resnet")
     frame.locator("[data-role=totals]").wait_for()
+    steps = {run: len({e["name"] for e in complete_events(t) if str(e.get("name", "")).startswith("ProfilerStep#")})
+             for run, t in traces.items()}
+    assert steps["bert"] > 0 and steps["resnet"] > 0
+    basis = get_json(f"{session.base}/data/plugin/tb_hwprof/compare?base=bert&run=resnet")["basis"]
+    assert basis["per_step"] and basis["steps"] == [steps["bert"], steps["resnet"]]
     for role, run in (("base_ns", "bert"), ("run_ns", "resnet")):
         total = float(frame.locator(f"[data-role=totals] [data-role={role}]").get_attribute("data-value"))
-        assert total == pytest.approx(sum(e["dur"] for e in kernels[run]) * 1e3, rel=1e-6)
+        assert total == pytest.approx(sum(e["dur"] for e in kernels[run]) * 1e3 / steps[run], rel=1e-6)
 
 
 def test_nav_of_a_torch_run(session, logdir, traces, console_errors):

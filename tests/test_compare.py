@@ -57,6 +57,13 @@ def trace_kernels(path):
     return dict(totals), {names[d] for d in devices if d in names}
 
 
+def profiler_steps(path):
+    """The ProfilerStep#N ranges of a PyTorch trace."""
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    return len({e["name"] for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")})
+
+
 @pytest.fixture(scope="module")
 def profiles(samples_dir):
     cache = {}
@@ -92,6 +99,7 @@ def test_renamed_kernel_of_a_series_pairs_as_only_one_left(profiles, samples_dir
     assert m["speedup"] == pytest.approx(b_ns / r_ns)
     assert doc["only_in_base"] == doc["only_in_run"] == []
     assert doc["totals"] == {"base_ns": b_ns, "run_ns": r_ns, "speedup": pytest.approx(b_ns / r_ns)}
+    assert doc["basis"]["per_step"] is False  # no profiler steps: whole runs
     # Inferred, not named: said, but the speed-up is still a result (same program, GPU and tool).
     assert [w["id"] for w in doc["warnings"]] == ["inferred-pairs-only"] and doc["comparable"] is True
 
@@ -320,7 +328,11 @@ def test_cli_json_of_reports_read_on_the_fly(capsys, samples_dir):
     assert main(["compare", str(sample(samples_dir, RN50)), str(sample(samples_dir, RN50_WORKERS4)), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     b_totals, _ = trace_kernels(samples_dir / RN50)
-    assert doc["totals"]["base_ns"] == pytest.approx(sum(b_totals.values()))
+    steps = profiler_steps(samples_dir / RN50)  # both traces: ProfilerStep#5..10, compared per step
+    assert {k: doc["basis"][k] for k in ("per_step", "steps", "text")} == {
+        "per_step": True, "steps": [steps, steps], "text": "per step: baseline 6 steps, run 6 steps"}
+    assert doc["basis"]["whole_ns"][0] == pytest.approx(sum(b_totals.values()))
+    assert doc["totals"]["base_ns"] == pytest.approx(sum(b_totals.values()) / steps)
     assert doc["gate"] is None and doc["matched"] and all(m["paired_by"] == "demangled" for m in doc["matched"])
 
 

@@ -101,7 +101,8 @@ def test_cli_compare_from_the_tables_equals_the_launches(logdir, base, run, caps
     printed = json.loads(capsys.readouterr().out)
     sides = [compare_cli.load_side(str(logdir / r)) for r in (base, run)]
     assert all(side.kernels is None for side in sides)  # the tables stood in for the launches
-    expected = compare.compare_sets(_full_set(logdir / base), _full_set(logdir / run), (), sides[0].info, sides[1].info)
+    expected = compare.compare_sets(_full_set(logdir / base), _full_set(logdir / run), (), sides[0].info, sides[1].info,
+                                    (sides[0].operators, sides[1].operators))
     assert {k: printed[k] for k in expected} == _plain(expected)
 
 

@@ -1,7 +1,8 @@
-// Compare two runs: the warnings that qualify the totals, totals and speedup, paired kernels
-// (how each was paired) with metric deltas, one pair in detail (every column and raw metric
-// the two launches share), NVTX phases, and the kernels found in only one run, which the user
-// can pair by hand.
+// Compare two runs: the warnings that qualify the totals, the basis (per step where both runs have
+// profiler steps, else whole runs), totals and speedup, paired kernels (how each was paired) with
+// metric deltas, the leftovers of one launch configuration (suggested, not paired), one pair in
+// detail (every column and raw metric the two launches share), NVTX phases, and the kernels found
+// in only one run, which the user can pair by hand.
 
 import {getJSON} from "../api.js";
 import {h, s, replace, kernelName, debounce} from "../dom.js";
@@ -95,9 +96,10 @@ async function load(slot, ctx, base, other, held) {
   const detail = h("div", {"data-role": "pair-detail-slot"});
   const labels = doc.labels || {};
   replace(slot, warningsBox(doc), totalsBox(doc, base, other),
-    matchedSection(doc, (m) => showPair(detail, ctx, base, other, m)), detail,
+    matchedSection(doc, (m) => showPair(detail, ctx, base, other, m)),
+    suggestedSection(doc.suggested_pairs, (b, r) => setPairs([...pairs, [b, r]])), detail,
     doc.phases ? phasesSection(doc.phases) : null,
-    doc.operators ? operatorsSection(doc.operators) : null,
+    doc.operators ? operatorsSection(doc.operators, perStep(doc)) : null,
     h("div", {class: "two-col"},
       onlyList("Only in baseline", doc.only_in_base, "only-in-base", labels.base || {}),
       onlyList("Only in run", doc.only_in_run, "only-in-run", labels.run || {})),
@@ -113,17 +115,45 @@ function warningsBox(doc) {
     h("p", {class: ["warning", w.decisive ? "error" : "rule-warning"], "data-id": w.id}, w.text)));
 }
 
+function perStep(doc) {
+  return !!(doc.basis && doc.basis.per_step);
+}
+
+// What the figures are: per step (each run's kernel time and calls divided by its steps) or whole runs.
+function basisLine(basis) {
+  if (!basis || typeof basis.text !== "string") return null;
+  const text = basis.per_step ? `Compared ${basis.text} (each run's kernel time and calls divided by its steps)`
+    : `Compared as ${basis.text}`;
+  return h("p", {class: ["basis", basis.per_step ? "per-step" : null], "data-role": "basis"}, text);
+}
+
+function stepsText(n) {
+  return `${n} step${n === 1 ? "" : "s"}`;
+}
+
 function totalsBox(doc, base, other) {
   const t = doc.totals || {};
-  // A speed-up between different programs, GPUs or tools is no result: not coloured as one.
+  const steps = perStep(doc) ? doc.basis.steps : null;
+  const whole = Array.isArray(doc.basis && doc.basis.whole_ns) ? doc.basis.whole_ns : [];
+  const side = (title, run, key, n, whole) => stat(steps ? `${title} per step` : title, fmt.duration(t[key]), key, t[key],
+    {note: steps ? `${run} · ${stepsText(n)}, ${fmt.duration(whole)} in all` : run});
+  return h("div", {class: "totals", "data-role": "totals"}, basisLine(doc.basis),
+    side("Baseline", base, "base_ns", steps && steps[0], whole[0]),
+    side("Run", other, "run_ns", steps && steps[1], whole[1]),
+    speedupStat(doc, t.speedup, steps ? "Speedup per step" : "Speedup"));
+}
+
+// A speed-up between different programs, GPUs or tools is no result: not coloured as one; one any
+// warning qualifies (different step counts, unpaired time...) is not coloured as a success either.
+function speedupStat(doc, speedup, label) {
   const comparable = doc.comparable !== false;
-  return h("div", {class: "totals", "data-role": "totals"},
-    stat("Baseline", fmt.duration(t.base_ns), "base_ns", t.base_ns, {note: base}),
-    stat("Run", fmt.duration(t.run_ns), "run_ns", t.run_ns, {note: other}),
-    h("div", {class: ["stat", "speedup", comparable ? speedupClass(t.speedup) : "not-comparable"],
-      title: comparable ? null : "not a result: see the warnings above"},
-      h("div", {class: "stat-label"}, comparable ? "Speedup (baseline / run)" : "Speedup (baseline / run), not a result"),
-      h("div", {class: "stat-value", "data-role": "speedup", "data-value": t.speedup ?? null}, fmt.ratio(t.speedup))));
+  const qualified = Array.isArray(doc.warnings) && doc.warnings.length > 0;
+  const state = !comparable ? "not-comparable" : qualified ? "qualified" : speedupClass(speedup);
+  const suffix = !comparable ? ", not a result" : qualified ? ", see the warnings" : "";
+  return h("div", {class: ["stat", "speedup", state],
+    title: !comparable ? "not a result: see the warnings above" : qualified ? "qualified by the warnings above" : null},
+    h("div", {class: "stat-label"}, `${label} (baseline / run)${suffix}`),
+    h("div", {class: "stat-value", "data-role": "speedup", "data-value": speedup ?? null}, fmt.ratio(speedup)));
 }
 
 function pairName(m) {
@@ -131,19 +161,27 @@ function pairName(m) {
   return b === r ? kernelName(b, m.key) : h("span", null, kernelName(b, m.key), " → ", kernelName(r, m.run_key));
 }
 
+// Calls per step are fractions (53 launches over 3 steps); whole runs' are counts.
+function calls(v) {
+  return fmt.isMissing(v) ? fmt.num(v) : Number.isInteger(v) ? fmt.int(v) : fmt.num(v);
+}
+
 function matchedSection(doc, onPick) {
   const matched = Array.isArray(doc.matched) ? doc.matched : [];
   const cross = doc.cross_tool;
+  const per = perStep(doc) ? " per step" : "";
   const rows = matched.map((m) => {
     const changed = (m.base_bound || "") !== (m.run_bound || "");
     const c = m.cross_tool || {};
     return h("tr", {"data-key": m.key, "data-run-key": m.run_key, class: ["clickable", changed ? "label-changed" : null],
       title: "show this pair in detail", onclick: () => onPick(m)},
       h("td", null, pairName(m)),
-      h("td", {"data-col": "paired_by", title: PAIRED_BY[m.paired_by] || ""}, m.paired_by || ""),
+      h("td", {class: ["numeric", doc.comparable === false ? null : speedupClass(m.speedup)], "data-col": "speedup", "data-value": m.speedup ?? null}, fmt.ratio(m.speedup)),
       h("td", {class: "numeric", "data-col": "base_ns", "data-value": m.base_ns ?? null}, fmt.duration(m.base_ns)),
       h("td", {class: "numeric", "data-col": "run_ns", "data-value": m.run_ns ?? null}, fmt.duration(m.run_ns)),
-      h("td", {class: ["numeric", doc.comparable === false ? null : speedupClass(m.speedup)], "data-col": "speedup", "data-value": m.speedup ?? null}, fmt.ratio(m.speedup)),
+      h("td", {class: "numeric", "data-col": "launches", "data-base": m.base_launches ?? null, "data-run": m.run_launches ?? null},
+        `${calls(m.base_launches)} / ${calls(m.run_launches)}`),
+      h("td", {"data-col": "paired_by", title: PAIRED_BY[m.paired_by] || ""}, m.paired_by || ""),
       cross ? h("td", {class: ["numeric", c.flagged ? "mid" : null], "data-col": "cross_ratio", "data-value": c.ratio ?? null,
         title: `ncu ${fmt.duration(c.ncu_ns_per_launch)} / trace ${fmt.duration(c.trace_ns_per_launch)} per launch`}, fmt.ratio(c.ratio)) : null,
       h("td", {"data-col": "bound"}, boundChip(m.base_bound, null, null), changed ? [" → ", boundChip(m.run_bound, null, null)] : null),
@@ -157,11 +195,13 @@ function matchedSection(doc, onPick) {
     `Cross-tool: ncu on the ${cross.ncu_side} side, ${cross.trace_tool} on the other; ${cross.flagged} pair(s) differ more than ${cross.threshold}× per launch (marked). ${cross.causes}.`) : null;
   return h("section", null, h("h3", null, `Paired kernels (${matched.length})`),
     matched.length ? [h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "matched"},
-      h("thead", null, h("tr", null, h("th", null, "Kernel"), h("th", {title: "how the two kernels were paired"}, "Paired by"),
-        h("th", null, "Baseline"), h("th", null, "Run"),
-        h("th", {title: "baseline duration / run duration"}, "Speedup"),
+      h("thead", null, h("tr", null, h("th", null, "Kernel"),
+        h("th", {title: `baseline duration / run duration${per}`}, "Speedup"),
+        h("th", null, `Baseline${per}`), h("th", null, `Run${per}`),
+        h("th", {title: `launches${per}, baseline / run`}, `Calls${per}`),
+        h("th", {title: "how the two kernels were paired"}, "Paired by"),
         cross ? h("th", {title: "ncu time per launch / traced time per launch"}, "ncu / trace") : null,
-        h("th", null, "Bound"),
+        h("th", {title: "Nsight Compute's speed-of-light rule on SM and memory throughput (% of peak)"}, "Bound (counters)"),
         DELTAS.map(([key, label]) => h("th", {title: `${key}: run minus baseline, percentage points`}, `Δ ${label} (pp)`)))),
       h("tbody", null, rows))), crossNote, h("p", {class: "muted small"}, "Click a pair for every metric the two launches share.")]
       : h("p", {class: "muted"}, (doc.warnings || []).some((w) => w.id === "different-vendors")
@@ -169,21 +209,41 @@ function matchedSection(doc, onPick) {
         : "No kernel was paired (pair a renamed kernel below); the totals compare different work."));
 }
 
+// Kernels left on each side with one launch configuration: not paired (a configuration is no
+// evidence of the same work), offered to the user with the CLI's equivalent.
+function suggestedSection(suggested, onPair) {
+  const items = Array.isArray(suggested) ? suggested : [];
+  if (!items.length) return null;
+  const rows = items.map((p) => h("tr", {"data-key": p.base_key, "data-run-key": p.run_key},
+    h("td", null, kernelName(p.base_name, p.base_key), " → ", kernelName(p.run_name, p.run_key)),
+    h("td", {class: "mono small launch-config"}, p.launch_config || ""),
+    h("td", null, h("code", {class: "pair-command", "data-role": "pair-command"}, `--pair '${p.base_key}:${p.run_key}'`)),
+    h("td", null, h("button", {type: "button", "data-role": "suggested-pair-add", title: "compare these two kernels as one pair",
+      onclick: () => onPair(p.base_key, p.run_key)}, "Pair"))));
+  return h("section", {"data-role": "suggested-pairs"},
+    h("h3", null, `Same launch configuration, different names: not paired (${items.length})`),
+    h("p", {class: "muted small"}, "Kernels left on each side with one grid, block, registers and shared memory. " +
+      "A configuration alone does not make two kernels the same work: pair them here, or with tb-hwprof compare's --pair, if they are."),
+    h("div", {class: "scroll"}, h("table", {class: "data suggested-pairs"},
+      h("thead", null, h("tr", null, ["Kernels (baseline → run)", "Launch configuration", "tb-hwprof compare", ""].map((t) => h("th", null, t)))),
+      h("tbody", null, rows))));
+}
+
 // PyTorch runs: operators paired by name, input dims and input types (across vendors, where kernels are not).
-function operatorsSection(ops) {
+function operatorsSection(ops, per) {
   const matched = Array.isArray(ops.matched) ? ops.matched : [];
   const t = ops.totals || {};
   const onlyB = Array.isArray(ops.only_in_base) ? ops.only_in_base.length : 0;
   const onlyR = Array.isArray(ops.only_in_run) ? ops.only_in_run.length : 0;
   return h("section", {"data-role": "operators-section"},
     h("h3", null, `Operators paired by name and input shapes (${matched.length})`),
-    h("p", {class: "muted small"}, `GPU time of each operator shape on each side (PyTorch traces); ${onlyB} only in the baseline, ${onlyR} only in the run. ` +
+    h("p", {class: "muted small"}, `GPU time of each operator shape on each side (PyTorch traces${per ? "; calls and time per step" : ""}); ${onlyB} only in the baseline, ${onlyR} only in the run. ` +
       `Paired operators: baseline ${fmt.duration(t.base_ns)}, run ${fmt.duration(t.run_ns)}, speed-up ${fmt.ratio(t.speedup)}.`),
     matched.length ? h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "operators"},
       h("thead", null, h("tr", null, ["Operator", "Input dims", "Input types", "Calls", "Baseline GPU", "Run GPU", "Speedup"].map((x) => h("th", null, x)))),
       h("tbody", null, matched.map((o) => h("tr", {"data-op": o.op},
         h("td", {class: "mono"}, o.op), h("td", {class: "mono small"}, o.input_dims), h("td", {class: "mono small"}, o.input_types),
-        h("td", {class: "numeric"}, `${fmt.int(o.base_calls)} / ${fmt.int(o.run_calls)}`),
+        h("td", {class: "numeric"}, `${calls(o.base_calls)} / ${calls(o.run_calls)}`),
         h("td", {class: "numeric", "data-col": "base_ns", "data-value": o.base_ns ?? null}, fmt.duration(o.base_ns)),
         h("td", {class: "numeric", "data-col": "run_ns", "data-value": o.run_ns ?? null}, fmt.duration(o.run_ns)),
         h("td", {class: ["numeric", speedupClass(o.speedup)], "data-col": "speedup", "data-value": o.speedup ?? null}, fmt.ratio(o.speedup)))))))
@@ -259,8 +319,15 @@ async function showPair(slot, ctx, base, other, m) {
       h("tbody", null, trs)))));
 }
 
+// ncu's group:... metrics and bound reasons run to thousands of characters: cut, whole in the tooltip.
+const LONG_TEXT = 120;
+
 function cell(v) {
-  return typeof v === "number" ? h("td", {class: "numeric", "data-value": v}, fmt.num(v)) : h("td", {class: "str"}, v ?? "");
+  if (typeof v === "number") return h("td", {class: "numeric", "data-value": v}, fmt.num(v));
+  const text = v ?? "";
+  const cut = text.length > LONG_TEXT;
+  return h("td", {class: ["str", cut ? "cut" : null], title: cut ? text : null},
+    h("div", {class: "text"}, cut ? `${text.slice(0, LONG_TEXT)}…` : text));
 }
 
 function sideFacts(title, side) {

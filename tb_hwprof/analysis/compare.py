@@ -14,6 +14,10 @@ different names are never paired by their launch configuration alone (a workspac
 "sped up 43.90x" into an unrelated one of the same grid): a configuration (grid, block, registers,
 shared memory) found once on each side among the leftovers is a suggested pair, for the user to
 confirm with --pair.
+
+Where both runs have profiler steps (PyTorch's ProfilerStep#N), times and launch counts are compared
+per step (each run's divided by its steps): a 3-step capture against a 1-step one is no 3x slow-down.
+The document says its basis, and warns where the step counts or the programs differ.
 """
 from __future__ import annotations
 
@@ -49,6 +53,9 @@ CROSS_TOOL_CAUSES = ("Nsight Compute locks clocks to base by default (--clock-co
                      "measure at application clocks with warm caches")
 # Paired kernels covering less than this share of either run's GPU time: the totals mostly compare unpaired work.
 PAIRED_SHARE_WARNING = 0.5
+# Operators of one name and input shapes on both sides covering less than this share of either PyTorch
+# run's operator GPU time: the runs are different programs (_program_warnings).
+OPERATOR_SHARE_WARNING = 0.5
 
 # " [clone .kd]", " [clone .constprop.0]", ...: one or more trailing clone markers.
 _CLONE_SUFFIX = re.compile(r"(?:\s*\[clone [^\[\]]*\])+\s*$")
@@ -491,9 +498,48 @@ def _labels_of(groups: Dict[str, dict], keys) -> Dict[str, str]:
 
 @dataclasses.dataclass
 class RunInfo:
-    """What the warnings need to know about a run besides its kernels: its tool and the GPUs it ran on."""
+    """What the warnings need to know about a run besides its kernels: its tool, the GPUs it ran on
+    and its profiler steps (step_count; None for a run without any)."""
     tool: str = ""
     devices: Tuple[str, ...] = ()
+    steps: Optional[int] = None
+
+
+# -- the basis: per step where both runs have profiler steps ------------------------------------------
+def step_count(breakdown: Optional[pd.DataFrame]) -> Optional[int]:
+    """A PyTorch run's profiler steps: the rows of its step_time_breakdown with a ProfilerStep number
+    (the steps the Steps view lists; -1 is the whole capture of a trace without ProfilerStep#N).
+    None where the run has none."""
+    if breakdown is None or "step" not in breakdown.columns:
+        return None
+    count = int((pd.to_numeric(breakdown["step"], errors="coerce") >= 0).sum())
+    return count or None
+
+
+def _steps_text(n: int) -> str:
+    return f"{n} step{'' if n == 1 else 's'}"
+
+
+def comparison_basis(base: RunInfo, run: RunInfo) -> dict:
+    """{per_step, steps: [baseline, run], text}: per step where both runs have profiler steps (a 3-step
+    capture against a 1-step one would otherwise read as a 3x slow-down), else whole runs."""
+    steps = [base.steps, run.steps]
+    if base.steps and run.steps:
+        text = f"per step: baseline {_steps_text(base.steps)}, run {_steps_text(run.steps)}"
+    elif base.steps or run.steps:
+        side, n = ("baseline", base.steps) if base.steps else ("run", run.steps)
+        text = f"whole runs: only the {side} has profiler steps ({_steps_text(n)})"
+    else:
+        text = "whole runs: neither has profiler steps"
+    return {"per_step": bool(base.steps and run.steps), "steps": steps, "text": text}
+
+
+def _per_step_groups(groups: Dict[str, dict], steps: Optional[int]) -> Dict[str, dict]:
+    """The kernel groups with their time and launches divided by `steps` (unchanged where None)."""
+    if not steps:
+        return groups
+    return {k: {**g, "total_ns": None if g["total_ns"] is None else g["total_ns"] / steps,
+                "launches": g["launches"] / steps} for k, g in groups.items()}
 
 
 def _share(paired: List[dict], field: str, total: Optional[float]) -> Optional[float]:
@@ -522,9 +568,10 @@ def _gpu_models(names) -> set:
 
 
 def comparison_warnings(paired: List[dict], totals: dict, base: RunInfo, run: RunInfo,
-                        kernel_counts: Tuple[int, int] = (1, 1)) -> List[dict]:
+                        kernel_counts: Tuple[int, int] = (1, 1), operators: Optional[dict] = None) -> List[dict]:
     """Why the totals may not compare like with like: {id, text, decisive}; a decisive one means the
-    speed-up is not a result (different programs, GPUs or tools).  kernel_counts: each side's kernels."""
+    speed-up is not a result (different programs, GPUs or tools).  kernel_counts: each side's kernels;
+    operators: pair_operators of two PyTorch runs (None for others)."""
     out = []
     by_name = [p for p in paired if p["paired_by"] in NAME_STAGES + ("user",)]
     empty = [side for side, count in zip(("baseline", "run"), kernel_counts) if not count]
@@ -559,7 +606,39 @@ def comparison_warnings(paired: List[dict], totals: dict, base: RunInfo, run: Ru
         text = " and ".join(f"{s:.0%} of the {side}'s" for s, side in zip(shares, ("baseline", "run")) if s is not None)
         out.append({"id": "paired-share", "decisive": False,
                     "text": f"the paired kernels are only {text} GPU time: the totals mostly compare unpaired kernels"})
-    return out
+    return out + _step_warnings(base, run) + _program_warnings(operators)
+
+
+def _step_warnings(base: RunInfo, run: RunInfo) -> List[dict]:
+    """Step counts that differ (compared per step, which assumes every step does the same work), or
+    steps on one side only (whole runs compared: the other capture may hold any number of iterations)."""
+    if base.steps and run.steps and base.steps != run.steps:
+        return [{"id": "different-steps", "decisive": False,
+                 "text": f"different step counts (baseline {_steps_text(base.steps)}, the run {run.steps}): every "
+                         f"figure is per step (each run's kernel time and calls divided by its steps), which "
+                         f"assumes each step does the same work"}]
+    if bool(base.steps) != bool(run.steps):
+        side, other, n = ("baseline", "run", base.steps) if base.steps else ("run", "baseline", run.steps)
+        return [{"id": "steps-one-side", "decisive": False,
+                 "text": f"only the {side} has profiler steps ({_steps_text(n)}): whole runs are compared, and the "
+                         f"{other}'s capture may hold more or fewer iterations"}]
+    return []
+
+
+def _program_warnings(operators: Optional[dict]) -> List[dict]:
+    """Different programs, told by what both runs hold: PyTorch runs' operators.  The rule: operators
+    of one name, input dims and input types on both sides (pair_operators) make up less than
+    OPERATOR_SHARE_WARNING of either run's operator GPU time; the speed-up then compares different
+    models (or batch / input sizes), not one program made faster.  Runs without operator shapes (ncu,
+    nsys, ...) have the kernel-based warnings above (no-common-kernel, paired-share) instead."""
+    t = (operators or {}).get("totals") or {}
+    shares = (t.get("base_share"), t.get("run_share"))
+    if any(s is None for s in shares) or min(shares) >= OPERATOR_SHARE_WARNING:
+        return []
+    return [{"id": "different-programs", "decisive": True,
+             "text": f"different programs: operators of the same name and input shapes make up only "
+                     f"{shares[0]:.0%} of the baseline's and {shares[1]:.0%} of the run's operator GPU time "
+                     f"(a different model, batch or input size): the speed-up compares different work"}]
 
 
 def cross_tool_check(paired: List[dict], base: RunInfo, run: RunInfo) -> Optional[dict]:
@@ -583,28 +662,43 @@ def cross_tool_check(paired: List[dict], base: RunInfo, run: RunInfo) -> Optiona
 
 
 def compare_sets(base: KernelSet, run: KernelSet, chosen: Iterable[Tuple[str, str]] = (),
-                 base_info: RunInfo = RunInfo(), run_info: RunInfo = RunInfo()) -> dict:
-    """compare_kernels over kernel sets already built (the plugin keeps them per run)."""
+                 base_info: RunInfo = RunInfo(), run_info: RunInfo = RunInfo(),
+                 shapes: Optional[Tuple[pd.DataFrame, pd.DataFrame]] = None) -> dict:
+    """compare_kernels over kernel sets already built (the plugin keeps them per run).  Per step where
+    both runs have steps (comparison_basis): times and launches divided by each run's steps.
+    shapes: both runs' op_shapes tables (PyTorch runs), paired as `operators` on the same basis."""
+    basis = comparison_basis(base_info, run_info)
+    b_steps, r_steps = (base_info.steps, run_info.steps) if basis["per_step"] else (None, None)
+    b_groups, r_groups = _per_step_groups(base.groups, b_steps), _per_step_groups(run.groups, r_steps)
     pairing = pair_kernels(base, run, chosen, automatic=not different_vendors(base_info, run_info))
-    paired = [_paired(b, r, how, base.groups[b], run.groups[r]) for b, r, how in pairing.pairs]
-    base_ns, run_ns = base.total_ns, run.total_ns
+    paired = [_paired(b, r, how, b_groups[b], r_groups[r]) for b, r, how in pairing.pairs]
+    base_ns, run_ns = _divided(base.total_ns, b_steps), _divided(run.total_ns, r_steps)
     totals = {"base_ns": base_ns, "run_ns": run_ns, "speedup": _ratio(base_ns, run_ns)}
-    warnings = comparison_warnings(paired, totals, base_info, run_info, (len(base.keys), len(run.keys)))
+    basis["whole_ns"] = [base.total_ns, run.total_ns]  # the whole runs' kernel time, per step or not
+    operators = pair_operators(*shapes, steps=(b_steps, r_steps)) if shapes and all(s is not None for s in shapes) else None
+    warnings = comparison_warnings(paired, totals, base_info, run_info, (len(base.keys), len(run.keys)), operators)
+    warnings.sort(key=lambda w: not w["decisive"])  # what makes the speed-up no result, first
     return {
+        "basis": basis,
         "totals": totals,
         "warnings": warnings,
         # False: a decisive warning says the speed-up is no result (different programs, GPUs or tools).
         "comparable": not any(w["decisive"] for w in warnings),
         "matched": sorted(paired, key=lambda m: _by_time(m, "base_ns", "run_ns")),
-        "only_in_base": _only(base.groups, pairing.only_in_base),
-        "only_in_run": _only(run.groups, pairing.only_in_run),
+        "only_in_base": _only(b_groups, pairing.only_in_base),
+        "only_in_run": _only(r_groups, pairing.only_in_run),
         "labels": {"base": _labels_of(base.groups, pairing.only_in_base), "run": _labels_of(run.groups, pairing.only_in_run)},
         # Not paired: different names, one launch configuration (docs/http_api.md /compare).
         "suggested_pairs": [{"base_key": b, "run_key": r, "base_name": base.groups[b]["label"],
                              "run_name": run.groups[r]["label"], "launch_config": pairing.configs["base"][b]}
                             for b, r in pairing.suggested],
         "cross_tool": cross_tool_check(paired, base_info, run_info),
+        "operators": operators,
     }
+
+
+def _divided(value: Optional[float], steps: Optional[int]) -> Optional[float]:
+    return value / steps if value is not None and steps else value
 
 
 def compare_kernels(base: pd.DataFrame, run: pd.DataFrame, chosen: Iterable[Tuple[str, str]] = (),
@@ -765,15 +859,23 @@ def _operator_rows(shapes: pd.DataFrame) -> Dict[Tuple[str, str, str], dict]:
     return rows
 
 
+def _per_step_operators(rows: Dict[Tuple[str, str, str], dict], steps: Optional[int]) -> Dict[Tuple[str, str, str], dict]:
+    if not steps:
+        return rows
+    return {k: {**v, "calls": v["calls"] / steps, "gpu_ns": v["gpu_ns"] / steps} for k, v in rows.items()}
+
+
 def _operator(key: Tuple[str, str, str], **fields) -> dict:
     return {"op": key[0], "input_dims": key[1], "input_types": key[2], **fields}
 
 
-def pair_operators(base_shapes: pd.DataFrame, run_shapes: pd.DataFrame) -> dict:
+def pair_operators(base_shapes: pd.DataFrame, run_shapes: pd.DataFrame,
+                   steps: Tuple[Optional[int], Optional[int]] = (None, None)) -> dict:
     """Two PyTorch runs' operators paired by (name, input dims, input types) from their op_shapes
     tables: where kernels cannot be paired (another vendor's libraries launch other kernels) the
-    operator that launched them still can.  Per pair both GPU times and their ratio (baseline / run)."""
-    b, r = _operator_rows(base_shapes), _operator_rows(run_shapes)
+    operator that launched them still can.  Per pair both GPU times and their ratio (baseline / run);
+    calls and times divided by each side's `steps` where given (compare_sets' basis)."""
+    b, r = _per_step_operators(_operator_rows(base_shapes), steps[0]), _per_step_operators(_operator_rows(run_shapes), steps[1])
     matched = [_operator(k, category=b[k]["category"] or r[k]["category"], base_calls=b[k]["calls"],
                          run_calls=r[k]["calls"], base_ns=b[k]["gpu_ns"], run_ns=r[k]["gpu_ns"],
                          speedup=_ratio(b[k]["gpu_ns"], r[k]["gpu_ns"])) for k in b if k in r]

@@ -103,7 +103,7 @@ def _phase_table(run_dir: Path, manifest: dict) -> Optional[pd.DataFrame]:
 def load_side(path: str, metric: str = "duration_ns") -> Side:
     """An exported run (its kernels table, manifest and NVTX table) or a report read on the fly."""
     from ..analysis.compare import (RunInfo, compared_columns, devices_of, devices_that_ran, kernel_set,
-                                    kernel_set_from_table)
+                                    kernel_set_from_table, step_count)
     from ..analysis.pipeline import label_tables
     from ..analysis.trace_views import phase_source
     from ..logdir import metadata, reader
@@ -120,16 +120,27 @@ def load_side(path: str, metric: str = "duration_ns") -> Side:
             kernels = read_kernel_columns(where, manifest, compared_columns(metric))
             kset = kernel_set(kernels)
         info = RunInfo((manifest.get("provenance") or {}).get("tool", ""),
-                       devices_of(manifest.get("devices") or [], kset.device_ids))
+                       devices_of(manifest.get("devices") or [], kset.device_ids),
+                       step_count(reader.read_summary(where, manifest, "step_time_breakdown")))
         return Side(path, kernels, info, _phase_table(where, manifest), reader.read_summary(where, manifest, "op_shapes"), kset)
     if not where.exists():
         raise InputError(where, "no such file or folder",
                          "give an exported run folder (<logdir>/<run>) or a profiler report")
     profile = label_tables(read(where))
-    info = RunInfo(profile.provenance.tool, devices_that_ran([d.to_dict() for d in profile.devices], profile.kernels))
+    info = RunInfo(profile.provenance.tool, devices_that_ran([d.to_dict() for d in profile.devices], profile.kernels),
+                   _steps_of(profile))
     source = phase_source(profile.summaries)
     return Side(path, profile.kernels, info, profile.summaries[source] if source else None, _op_shapes(profile),
                 kernel_set(profile.kernels))
+
+
+def _steps_of(profile) -> Optional[int]:
+    """A PyTorch trace's profiler steps, as its export's step time breakdown would list them."""
+    if getattr(profile, "torch", None) is None:
+        return None
+    from ..analysis.compare import step_count
+    from ..analysis.torch_steps import step_spans
+    return step_count(step_spans(profile.torch))
 
 
 def _op_shapes(profile) -> Optional[pd.DataFrame]:
@@ -185,17 +196,19 @@ def gate(doc: dict, base_set, run_set, base: Side, run: Side, args) -> dict:
     _check_metric(column, (base, run))
     direction = metric_direction(column, args.direction)
     regressions = []
-    b_total, r_total = ((base_set.total_ns, run_set.total_ns) if column == "duration_ns"
+    # Time is gated on the comparison's basis (per step where both runs have steps): the document's figures.
+    by_time = column == "duration_ns"
+    b_total, r_total = ((doc["totals"]["base_ns"], doc["totals"]["run_ns"]) if by_time
                         else (_overall(base.kernels, column), _overall(run.kernels, column)))
     worse = _worse_by(b_total, r_total, direction)
     if worse is not None and worse > pct:
         regressions.append({"what": "total", "base": b_total, "run": r_total, "worse_pct": worse})
-    b_values, r_values = base_set.aggregate(column), run_set.aggregate(column)
+    b_values, r_values = (None, None) if by_time else (base_set.aggregate(column), run_set.aggregate(column))
     min_ns = args.min_time_us * 1e3
     for m in doc["matched"]:
         if max(m["base_ns"] or 0, m["run_ns"] or 0) < min_ns:
             continue
-        b, r = b_values.get(m["key"]), r_values.get(m["run_key"])
+        b, r = (m["base_ns"], m["run_ns"]) if by_time else (b_values.get(m["key"]), r_values.get(m["run_key"]))
         worse = _worse_by(b, r, direction)
         if worse is not None and worse > pct:
             regressions.append({"what": _pair_name(m), "base": b, "run": r, "worse_pct": worse})
@@ -211,6 +224,11 @@ def _duration(ns: Optional[float]) -> str:
 
 def _times(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.2f}x"
+
+
+def _calls(value) -> str:
+    """A call count: whole for a whole run, to 3 significant digits per step (e.g. 53 / 3 = 17.7)."""
+    return "-" if value is None else f"{value:.3g}" if value != int(value) else f"{int(value)}"
 
 
 def _value(value: Optional[float], column: str) -> str:
@@ -257,21 +275,25 @@ def render_text(doc: dict, base: Side, run: Side, gate_result: Optional[dict], l
            f"run:      {run.path} ({run.info.tool}, {', '.join(run.info.devices) or '?'})"]
     if markdown:
         out = [f"- {line}" for line in out]
+    basis = doc.get("basis") or {}
+    if basis:
+        out.append(f"{'- ' if markdown else ''}basis: {basis['text']}")
     for w in doc["warnings"]:
         out.append(f"{'- **WARNING**' if markdown else 'WARNING:'} {w['text']}")
     t = doc["totals"]
     qualifier = "" if doc["comparable"] else " (not a result: see the warnings)"
-    out.append(f"\n{'**Totals**' if markdown else 'totals'}: baseline {_duration(t['base_ns'])}, run {_duration(t['run_ns'])}, "
-               f"speed-up {_times(t['speedup'])}{qualifier}")
+    per_step = " per step" if basis.get("per_step") else ""
+    out.append(f"\n{'**Totals' + per_step + '**' if markdown else 'totals' + per_step}: baseline {_duration(t['base_ns'])}, "
+               f"run {_duration(t['run_ns'])}, speed-up {_times(t['speedup'])}{qualifier}")
     matched, more = _limited(doc["matched"], limit)
-    out.append(_section(f"paired kernels ({len(doc['matched'])})", markdown))
-    rows = [[_pair_name(m), _duration(m["base_ns"]), _duration(m["run_ns"]), _times(m["speedup"]), m["paired_by"]]
-            for m in matched]
-    out += _table(["kernel", "baseline", "run", "speed-up", "paired by"], rows, markdown) if rows else ["none"]
+    out.append(_section(f"paired kernels ({len(doc['matched'])}{'; time and calls per step' if per_step else ''})", markdown))
+    rows = [[_pair_name(m), _duration(m["base_ns"]), _duration(m["run_ns"]), _times(m["speedup"]),
+             f"{_calls(m['base_launches'])} / {_calls(m['run_launches'])}", m["paired_by"]] for m in matched]
+    out += _table(["kernel", "baseline", "run", "speed-up", "calls", "paired by"], rows, markdown) if rows else ["none"]
     if more:
         out.append(f"... {more} more (--limit 0 shows all)")
     out += _phases_text(doc.get("phases"), limit, markdown)
-    out += _operators_text(doc.get("operators"), limit, markdown)
+    out += _operators_text(doc.get("operators"), limit, markdown, bool(per_step))
     out += _cross_tool_text(doc.get("cross_tool"), doc["matched"], markdown)
     labels = doc.get("labels") or {}
     for title, key, side in (("vanished: only in the baseline", "only_in_base", "base"),
@@ -310,14 +332,15 @@ def _phases_text(phases: Optional[dict], limit: int, markdown: bool) -> List[str
     return out + ([f"... {more} more"] if more else [])
 
 
-def _operators_text(ops: Optional[dict], limit: int, markdown: bool) -> List[str]:
+def _operators_text(ops: Optional[dict], limit: int, markdown: bool, per_step: bool = False) -> List[str]:
     """Operators paired by name and input shapes (PyTorch runs: across vendors where kernels are not)."""
     if not ops:
         return []
     items, more = _limited(ops["matched"], limit)
     t = ops["totals"]
     out = [_section(f"operators paired by name and input shapes ({len(ops['matched'])}; "
-                    f"{len(ops['only_in_base'])} only in the baseline, {len(ops['only_in_run'])} only in the run)", markdown)]
+                    f"{len(ops['only_in_base'])} only in the baseline, {len(ops['only_in_run'])} only in the run"
+                    f"{'; GPU time per step' if per_step else ''})", markdown)]
     rows = [[o["op"], o["input_dims"], _duration(o["base_ns"]), _duration(o["run_ns"]), _times(o["speedup"])] for o in items]
     out += _table(["operator", "input dims", "baseline GPU", "run GPU", "speed-up"], rows, markdown) if rows else ["none"]
     if more:
@@ -365,10 +388,8 @@ def compare_sides(base: Side, run: Side, pairs: List[str]):
         chosen = [compare.resolve_choice(b_set, r_set, p) for p in pairs]
     except ValueError as e:
         raise HwprofError(f"--pair: {e}") from None
-    doc = compare.compare_sets(b_set, r_set, chosen, base.info, run.info)
+    doc = compare.compare_sets(b_set, r_set, chosen, base.info, run.info, (base.operators, run.operators))
     doc["phases"] = compare_phases(base.phases, run.phases) if base.phases is not None and run.phases is not None else None
-    doc["operators"] = (compare.pair_operators(base.operators, run.operators)
-                        if base.operators is not None and run.operators is not None else None)
     return doc, b_set, r_set
 
 
