@@ -14,7 +14,7 @@ function draw(doc, ctx) {
   const run = ctx.state.run;
   const devices = Array.isArray(doc.devices) ? doc.devices : [];
   return [
-    headline(doc.headline || {}, devices),
+    headline(doc.headline || {}, devices, Boolean(doc.has_trace), runTerms(ctx)),
     adviceSection(doc.advice, "No finding: no rule's evidence is in this run."),
     doc.has_trace ? utilisationSection(doc.utilisation || {}, devices) : h("p", {class: "muted", "data-role": "no-trace"},
       noTraceText(runTerms(ctx))),
@@ -30,23 +30,51 @@ function noTraceText(t) {
   return `No GPU timeline in this ${t.toolName} run: busy / idle time and idle gaps come from ${traces}.`;
 }
 
-function headline(hl, devices) {
+// The counters' time-weighted figures (the headline of a counter profiler's run: Nsight Compute,
+// rocprof-compute), shown where the run has them.
+const COUNTER_CARDS = [
+  ["SM throughput", "sm_throughput_pct_time_weighted", "sm-throughput"],
+  ["Memory throughput", "memory_throughput_pct_time_weighted", "memory-throughput"],
+  ["Achieved occupancy", "achieved_occupancy_pct_time_weighted", "achieved-occupancy"],
+];
+
+/** The headline cards the run's kind can fill: GPU busy / idle and copies need a GPU timeline (a
+ * trace), kernel time launches; a figure the run could have but lacks says what to capture. */
+function headline(hl, devices, hasTrace, t) {
   const busy = hl.gpu_busy_pct;
+  const launches = hl.kernel_launches;
+  const timed = !fmt.isMissing(hl.total_kernel_time_ms);
   const items = [
-    stat("GPU busy", fmt.isMissing(busy) ? fmt.MISSING : `${busy < 1 ? fmt.num(busy, 2) : fmt.pct(busy)} %`, "gpu-busy", busy,
-      {title: "GPU busy time (kernels, copies, sets) over the capture span"}),
-    stat("GPU idle", fmt.isMissing(hl.gpu_idle_ms) ? fmt.MISSING : fmt.duration(hl.gpu_idle_ms * 1e6), "gpu-idle", hl.gpu_idle_ms),
-    stat("Kernel launches", fmt.int(hl.kernel_launches), "kernel-launches", hl.kernel_launches),
-    stat("Kernel time", fmt.isMissing(hl.total_kernel_time_ms) ? fmt.MISSING : fmt.duration(hl.total_kernel_time_ms * 1e6),
-      "kernel-time", hl.total_kernel_time_ms),
-    stat("Copies / busy", fmt.isMissing(hl.memcpy_share_of_busy_pct) ? fmt.MISSING : `${fmt.pct(hl.memcpy_share_of_busy_pct)} %`,
-      "memcpy-share", hl.memcpy_share_of_busy_pct, {title: "time a memcpy ran / GPU busy time"}),
+    hasTrace ? stat("GPU busy", fmt.isMissing(busy) ? fmt.MISSING : `${busy < 1 ? fmt.num(busy, 2) : fmt.pct(busy)} %`, "gpu-busy", busy,
+      {title: "GPU busy time (kernels, copies, sets) over the capture span"}) : null,
+    hasTrace ? stat("GPU idle", fmt.isMissing(hl.gpu_idle_ms) ? fmt.MISSING : fmt.duration(hl.gpu_idle_ms * 1e6), "gpu-idle", hl.gpu_idle_ms) : null,
+    stat("Kernel launches", fmt.int(launches), "kernel-launches", launches),
+    timed ? stat("Kernel time", fmt.duration(hl.total_kernel_time_ms * 1e6), "kernel-time", hl.total_kernel_time_ms)
+      : launches > 0 ? notCaptured("Kernel time", "kernel-time", durationHint(t)) : null,
+    hasTrace ? stat("Copies / busy", fmt.isMissing(hl.memcpy_share_of_busy_pct) ? fmt.MISSING : `${fmt.pct(hl.memcpy_share_of_busy_pct)} %`,
+      "memcpy-share", hl.memcpy_share_of_busy_pct, {title: "time a memcpy ran / GPU busy time"}) : null,
+    ...COUNTER_CARDS.filter(([, key]) => !fmt.isMissing(hl[key])).map(([label, key, role]) =>
+      stat(label, `${fmt.pct(hl[key])} %`, role, hl[key], {title: `${label}, averaged over the launches weighted by their duration`})),
   ];
   for (const d of devices) {
     items.push(stat(`GPU ${d.device} busy, first→last op`, fmt.isMissing(d.active_busy_pct) ? fmt.MISSING : `${fmt.pct(d.active_busy_pct)} %`,
       `active-busy-${d.device}`, d.active_busy_pct, {title: `${d.name || ""}: busy time between the first and last GPU operation`}));
   }
   return h("div", {class: "totals", "data-role": "headline"}, items);
+}
+
+/** A card for a figure the run's kind can have but its report lacks: what to capture instead of a value. */
+function notCaptured(label, role, hint) {
+  return h("div", {class: "stat not-captured"}, h("div", {class: "stat-label"}, label),
+    h("div", {class: "stat-value muted", "data-role": role}, "not captured"),
+    h("div", {class: "stat-note small muted"}, hint));
+}
+
+/** Where launch durations come from, in the run's own tool's terms. */
+function durationHint(t) {
+  if (t.amd) return "no dispatch has a duration: rocprof's kernel trace times each one (rocprofv3 --kernel-trace)";
+  if (t.vendor === "NVIDIA") return "no launch has a duration: collect gpu__time_duration.sum (ncu --section SpeedOfLight, in every set)";
+  return "no launch has a duration in this report";
 }
 
 const SPARK_W = 900, SPARK_H = 70;

@@ -4,6 +4,7 @@
 // kernel with one point per step, and the kernel's bound label at each step.
 // Each chart is an <svg data-metric=...>; its lines are <polyline data-chain=i>, its points
 // <circle data-chain=i data-step=s data-value=v> (s: the step's position, 0-based).
+// The nav offers it on a series' steps only; a link to it on another run says what a series is.
 
 import {getJSON} from "../api.js";
 import {h, s, replace} from "../dom.js";
@@ -24,38 +25,61 @@ const COLOURS = ["#1971c2", "#e8590c", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599
 const W = 420, H = 200;
 const BOX = {left: 64, right: W - 12, top: 14, bottom: H - 34};
 
-/** The folders holding two runs or more: the candidates for a series, each with its runs. */
-function groupsOf(runs) {
+/** {group: its steps} of the series in the logdir: the runs the server offers Series for (GET /runs
+ * decides, with the test /series answers by: a job's ranks are no steps), by folder. */
+function seriesOf(runs) {
   const groups = new Map();
   for (const r of runs) {
-    const i = r.run.lastIndexOf("/");
-    if (i <= 0) continue;
-    const g = r.run.slice(0, i);
+    if (r.error || !Array.isArray(r.views) || !r.views.includes("series")) continue;
+    const g = r.run.slice(0, r.run.lastIndexOf("/"));
     if (!groups.has(g)) groups.set(g, []);
     groups.get(g).push(r.run);
   }
-  return [...groups].filter(([, members]) => members.length > 1);
+  return groups;
 }
 
 export function render(container, ctx) {
-  const groups = groupsOf(ctx.runs.filter((r) => !r.error));
-  const parent = (ctx.state.run || "").slice(0, Math.max(0, (ctx.state.run || "").lastIndexOf("/")));
-  const current = groups.find(([g]) => g === parent) || groups[0];
-  container.append(h("div", {class: "view-head"}, h("h2", null, "Series")));
-  if (!current) {
-    container.append(h("p", {class: "muted", "data-role": "series-none"},
-      "No series in this logdir: export the versions together, in order, under one run name: ",
-      h("code", null, "tb-hwprof export v1.ncu-rep v2.ncu-rep … --logdir LOGDIR --run NAME"), "."));
+  const groups = seriesOf(ctx.runs);
+  const run = ctx.state.run || "";
+  const group = run.slice(0, Math.max(0, run.lastIndexOf("/")));
+  container.append(h("div", {class: "view-head"}, h("h2", null, "Series"), h("span", {class: "mono run-name"}, run)));
+  if (!groups.has(group) || !groups.get(group).includes(run)) {
+    container.append(notAStep(run, groups, ctx));
     return null;
   }
-  const run = current[1].includes(ctx.state.run) ? ctx.state.run : current[1][0];
   container.append(h("div", {class: "toolbar"}, h("label", null, "Series ",
-    h("select", {"data-role": "series-picker", onchange: (e) => ctx.navigate({run: groups.find(([g]) => g === e.target.value)[1][0]})},
-      groups.map(([g]) => h("option", {value: g, selected: g === current[0]}, g))))));
+    h("select", {"data-role": "series-picker", onchange: (e) => ctx.navigate({run: groups.get(e.target.value)[0]})},
+      [...groups.keys()].map((g) => h("option", {value: g, selected: g === group}, g))))));
   const slot = h("div");
   container.append(slot);
   load(slot, ctx, run).catch((e) => console.error(e));
   return null;
+}
+
+/** What a series is and how to export one, for a run that is no step of one; the logdir's series
+ * as links (the view never moves to another run by itself). */
+function notAStep(run, groups, ctx) {
+  const links = [...groups].map(([g, steps]) => h("li", null, h("a", {href: "#", "data-group": g,
+    onclick: (e) => { e.preventDefault(); ctx.navigate({run: steps[0]}); }}, g),
+    h("span", {class: "muted"}, ` · ${fmt.plural(steps.length, "step", "steps")}`)));
+  return h("div", {class: "empty-state", "data-role": "not-a-step"},
+    h("p", null, h("span", {class: "mono"}, run), " is not a step of an optimisation series."),
+    h("p", null, "A series is the versions of a program, profiled one after another and exported together, in order, " +
+      "under one run name; this view then follows each kernel from step to step (a renamed kernel stays one line):"),
+    h("pre", null, "tb-hwprof export v1.ncu-rep v2.ncu-rep v3.ncu-rep --logdir LOGDIR --run NAME"),
+    jobNote(run, ctx),
+    links.length ? [h("p", null, "Series in this logdir:"), h("ul", {"data-role": "series-links"}, links)]
+      : h("p", {class: "muted", "data-role": "series-none"}, "This logdir holds no series yet."));
+}
+
+/** For a rank of a distributed job (its folder is the job's run): the job's view that compares its ranks. */
+function jobNote(run, ctx) {
+  const job = ctx.runInfo(run.slice(0, Math.max(0, run.lastIndexOf("/"))));
+  if (!job || !Array.isArray(job.views) || !job.views.includes("distributed")) return null;
+  return h("p", {"data-role": "job-rank"}, "Its folder is the distributed job ", h("span", {class: "mono"}, job.run),
+    ": its runs are the job's ranks, not steps. ",
+    h("a", {href: "#", onclick: (e) => { e.preventDefault(); ctx.navigate({view: "distributed", run: job.run}); }},
+      "Compare the ranks in Distributed →"));
 }
 
 async function load(slot, ctx, run) {

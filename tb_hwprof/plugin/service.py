@@ -91,7 +91,7 @@ class Service:
             raise HttpError(404, f"unknown run {run!r}: not a tb_hwprof run of this TensorBoard (see /runs)")
         return self.store.entry(run, self.store.run_dir(run))
 
-    def _run_row(self, run: str) -> dict:
+    def _run_row(self, run: str, series_step: bool = False) -> dict:
         try:
             run_dir = self.store.run_dir(run)
             sig, manifest = self.store.manifest(run, run_dir)
@@ -100,12 +100,39 @@ class Service:
         missing = missing_files(sig, manifest)
         error = (f"{self.store.where(run, run_dir)}: missing {', '.join(missing)} -- re-export the run with --overwrite" if missing
                  else self.store.known_error(run, sig))
-        return views.run_info(run, manifest, error)
+        return views.run_info(run, manifest, error, series_step)
+
+    # -- series: which folders hold one (the nav's Series and /series ask the same) -------------
+    def series_groups(self, listed) -> Set[str]:
+        """The folders of the `listed` runs that hold an optimisation series (is_series_group)."""
+        groups = {run.rpartition("/")[0] for run in listed} - {""}
+        return {group for group in groups if self.is_series_group(group, listed)}
+
+    def is_series_group(self, group: str, listed) -> bool:
+        """Whether folder `group` holds a series, its listed runs the steps: the series' own event file
+        is there (logdir/writer.write_series_events) and the folder is no job's run.  A job's folder
+        holds its ranks' runs beside its own (app/jobs.py: <job>/rank_N); a series file there is
+        left from an earlier export under the same name, and the ranks are no steps."""
+        try:
+            holds = bool(group) and self.store.holds_series_events(group)
+        except HttpError:  # a folder outside the logdir (a symlink) holds no series of it
+            return False
+        return holds and not self._is_job(group, listed)
+
+    def _is_job(self, group: str, listed) -> bool:
+        if group not in listed:
+            return False
+        try:
+            return routes.is_job(self.store.manifest(group, self.store.run_dir(group))[1])
+        except HttpError:  # an unreadable run: its own row says so; its folder is no job we know of
+            return False
 
     # -- routes ---------------------------------------------------------------------------
     def runs(self, request):
         """The runs, each with the views it has data for, and the views' titles and routes (the nav)."""
-        rows = [self._run_row(r) for r in sorted(self._listed(request))]
+        listed = self._listed(request)
+        series = self.series_groups(listed)
+        rows = [self._run_row(r, r.rpartition("/")[0] in series) for r in sorted(listed)]
         return json_response(request, encode.response({"views": routes.nav(), "runs": rows}))
 
     def kernels(self, request):
@@ -139,13 +166,13 @@ class Service:
 
     def series(self, request):
         """The optimisation series the run is a step of: the runs TensorBoard lists in its folder,
-        each at the step its tb_hwprof events were written at, when the folder holds a series' event
-        file (local and object-storage logdirs alike).  Kept until any of those runs changes."""
+        each at the step its tb_hwprof events were written at, when the folder holds a series
+        (is_series_group; local and object-storage logdirs alike).  Kept until any of those runs changes."""
         listed = self._listed_steps(request)
         entry = self._entry(request, listed=listed)
         group = entry.run.rpartition("/")[0]
         steps = {run: step for run, step in listed.items() if group and run.rpartition("/")[0] == group}
-        if entry.run not in steps or not self.store.holds_series_events(group):
+        if not self.is_series_group(group, listed):
             raise HttpError(404, f"run {entry.run!r} is not a step of a series (export several files under one --run: "
                                  f"tb-hwprof export v1.ncu-rep v2.ncu-rep --run NAME)")
         members = [(step, entry if run == entry.run else self.store.entry(run, self.store.run_dir(run)))
