@@ -58,6 +58,6 @@ function draw(doc, ctx) {
     top.length ? h("section", null, h("h3", null, `Top ${fmt.plural(top.length, "kernel", "kernels")} by total time`),
       h("p", {class: "muted small"}, "One row per kernel; a row opens its longest launch."),
       h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "top-kernels"},
-        h("thead", null, h("tr", null, ["Kernel", "Launches", "Total", "% time", "Longest", "Bound", "Why / occupancy"].map((x) => h("th", null, x)))),
+        h("thead", null, h("tr", null, ["Kernel", "Launches", "Total", "% time", "Longest", "Bound (counters)", "Why / occupancy"].map((x) => h("th", null, x)))),
         h("tbody", null, rows)))) : null];
 }

@@ -69,8 +69,7 @@ export async function renderDetail(drawer, ctx) {
     h("dl", {class: "facts"},
       fact("Duration", fmt.duration(row.duration_ns)),
       fact("Grid × block", `${row.grid || fmt.MISSING} × ${row.block || fmt.MISSING}`),
-      fact("Bound", boundChip(row.bound, row.bound_level, row.bound_reason)),
-      fact("Why", row.bound_reason || fmt.MISSING, "bound_reason"),
+      ...boundFacts(row, doc.bound),
       fact("Occupancy", row.occupancy_note || fmt.MISSING, "occupancy_note"),
       // A joined trace launch: which report launch its counters are from (another launch of its
       // configuration, with a per-configuration join).
@@ -89,10 +88,14 @@ export async function renderDetail(drawer, ctx) {
       h("td", {class: "numeric", "data-col": "estimated_speedup_pct", "data-value": r.estimated_speedup_pct ?? null},
         fmt.isMissing(r.estimated_speedup_pct) ? fmt.MISSING : `${fmt.num(r.estimated_speedup_pct)} %`,
         r.speedup_type ? h("div", {class: "muted small"}, String(r.speedup_type)) : null)));
-  const rulesSection = h("section", null, h("h4", null, `Rules of ${terms(ctx.info).toolName} (${rules.length})`),
+  // Rule results are Nsight Compute's (only its reports carry them), whichever run the launch is
+  // in; a launch without counters (a trace's) has no report, so no section at all.
+  const fromReport = rules.length > 0 || /^ncu/i.test(terms(ctx.info).tool) || row.counter_launch_id >= 0;
+  const rulesSection = fromReport ? h("section", {"data-role": "rules-section"},
+    h("h4", null, `Nsight Compute rules (${rules.length})`),
     rules.length ? h("table", {class: "data rules", "data-role": "rules"},
       h("thead", null, h("tr", null, ["Type", "Finding (section)", "Est. speedup"].map((t) => h("th", null, t)))),
-      h("tbody", null, ruleRows)) : h("p", {class: "muted"}, "The report holds no rule results for this launch."));
+      h("tbody", null, ruleRows)) : h("p", {class: "muted"}, "The report holds no rule results for this launch.")) : null;
 
   const colRows = Object.keys(row).map((key) =>
     h("tr", {"data-col": key}, h("td", {class: "mono"}, key), h("td", {"data-value": fmt.isMissing(row[key]) ? null : row[key]}, showValue(key, row[key]))));
@@ -133,6 +136,22 @@ export async function renderDetail(drawer, ctx) {
   const occupancyPart = sections.length ? null : occupancySection(doc.occupancy);
   replace(body, nav, summary, sectionsPart(sections, rules, shown, body, {occupancy: doc.occupancy}), occupancyPart,
     rulesSection, colsSection, metricsSection);
+}
+
+/** The bound by each method that has one (analysis/bound_terms.py): the counters' label and why,
+ * the roofline's side and why, each headed by its method with the rule as its tooltip, and one note
+ * where they name opposite sides. */
+function boundFacts(row, bound) {
+  const counters = bound?.counters || {label: row.bound, reason: row.bound_reason, rule: ""};
+  const roofline = bound?.roofline || {};
+  const head = (text, rule) => h("abbr", {title: rule || null}, text);
+  return [
+    fact(head("Bound (counters)", counters.rule), boundChip(counters.label, row.bound_level, counters.reason), "bound_counters"),
+    fact("Why", counters.reason || fmt.MISSING, "bound_reason"),
+    roofline.label ? fact(head("Bound (roofline)", roofline.rule),
+      [boundChip(roofline.label, null, roofline.reason), " ", h("span", {class: "muted"}, roofline.reason || "")], "bound_roofline") : null,
+    bound?.note ? [h("dt", null, ""), h("dd", null, h("p", {class: "note", "data-role": "bound-disagree"}, bound.note))] : null,
+  ];
 }
 
 function fact(label, value, role) {

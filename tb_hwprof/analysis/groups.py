@@ -16,7 +16,8 @@ TOP_LAUNCHES = 20
 TOP_FIELDS = ("launch_id", "name", "duration_ns", "pct_time", "bound", "bound_level",
               "bound_reason", "occupancy_note")
 POINT_FIELDS = ("launch_id", "name", "device", "ai_dram", "ai_l2", "ai_l1", "flop_per_s",
-                "duration_ns", "bound", "bound_reason", "roofline_precision", "binding_roof")
+                "duration_ns", "bound", "bound_reason", "roofline_precision", "binding_roof", "peak_flop_per_s",
+                "attainable_flop_per_s")
 AI_COLUMNS = ("ai_dram", "ai_l2", "ai_l1")
 
 
@@ -113,7 +114,11 @@ def roofline_points(kernels: pd.DataFrame, above_roofs: bool = False) -> List[di
     has_ai = kernels[list(AI_COLUMNS)].notna().any(axis=1)
     above = kernels["binding_roof"].to_numpy(dtype=object) == ABOVE_ROOFS
     placed = kernels[kernels["flop_per_s"].notna() & has_ai & (above if above_roofs else ~above)]
-    points = records(placed[list(POINT_FIELDS)])
+    from .bound_terms import kernel_bound
+    points = records(placed[[c for c in POINT_FIELDS if c in placed.columns]])
     for p in points:  # the device id is a float column (NaN when unknown); JSON wants an int
         p["device"] = None if p["device"] is None else int(p["device"])
+        judged = kernel_bound(p)  # both methods' labels, and the note where they disagree
+        p["roofline_bound"], p["roofline_reason"] = judged["roofline"]["label"], judged["roofline"]["reason"]
+        p["bound_note"] = judged["note"]
     return points

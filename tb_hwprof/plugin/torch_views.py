@@ -12,6 +12,7 @@ from typing import List, Optional, Tuple
 
 import pandas as pd
 
+from ..analysis.bound_terms import operator_note
 from ..core.plain import records
 
 from .store import HttpError, RunEntry
@@ -56,6 +57,9 @@ def operators(entry: RunEntry) -> dict:
     counters = _table(entry, COUNTERS_TABLE)
     if counters is not None and len(counters):
         rows = rows.merge(counters, on="op", how="left")
+    if "bound" in rows.columns and "bound_mix" in rows.columns:  # both methods: say where they disagree
+        rows["bound_note"] = [operator_note(*(v if isinstance(v, str) else "" for v in values)) for values in
+                              zip(rows["bound"], rows["bound_reason"], rows["bound_mix"])]
     rows = rows.sort_values(["direct_gpu_ns", "subtree_gpu_ns", "cpu_total_ns"], ascending=False, kind="stable")
     return {"run": entry.run, "has_shapes": shapes is not None, "has_counters": counters is not None,
             "total_gpu_ns": total, "ops": records(rows), "shapes": shapes_by_op(shapes),
