@@ -48,7 +48,8 @@ function tableSection(t, tool, ctx) {
     if (loaded || !section.open) return;
     loaded = true;
     fetchInto(body, getJSON("summary", {run: ctx.state.run, name: t.name}), `table ${t.name}`, ctx).then((table) => {
-      if (table) replace(body, summaryTable(table, t.name).element);
+      // The listing's units add those tb-hwprof's own tables give by their names' suffixes (trace_ns).
+      if (table) replace(body, summaryTable({...table, units: {...(t.units || {}), ...(table.units || {})}}, t.name).element);
     });
   };
   section.addEventListener("toggle", load);
@@ -64,8 +65,18 @@ export function summaryColumns(doc, get) {
     const numeric = isNumeric(get, key, doc.rows);
     const whole = numeric && isWhole(get, key, doc.rows);
     const kind = !numeric ? (key === "name" ? "name" : "text") : unit === "%" ? "pct" : whole && !unit ? "int" : "num";
-    return {key, label: key, kind, unit: numeric && unit && unit !== "%" ? unit : null};
+    const scaled = numeric && unit && unit !== "%" ? unit : null;
+    // The header shows the scaled unit ("total (µs)"): a name's own unit suffix would contradict it.
+    return {key, label: scaled ? withoutUnitSuffix(key, unit) : key, kind, unit: scaled, title: key};
   });
+}
+
+const UNIT_SUFFIXES = {ns: ["_ns"], us: ["_us"], ms: ["_ms"], s: ["_s"], bytes: ["_bytes", "_b"]};
+
+/** 'total_ns' -> 'total' when its unit is ns; other names as they are. */
+export function withoutUnitSuffix(key, unit) {
+  const suffix = (UNIT_SUFFIXES[unit] || []).find((x) => key.endsWith(x) && key.length > x.length);
+  return suffix ? key.slice(0, -suffix.length) : key;
 }
 
 function isNumeric(get, key, rows) {

@@ -13,7 +13,21 @@ DERIVED = {
     "gpu_activity": "overview", "gpu_utilisation": "overview", "gpu_idle_gaps": "overview",
     "gpu_idle_attribution": "overview", "nvtx_phases": "phases", "op_gpu_time": "operators",
     "op_shapes": "roofline", "step_time_breakdown": "steps", "torch_gpu_summary": None, "ranks": "distributed",
+    "op_counters": "operators", "counter_join": None,  # a trace joined with a counter report (analysis/join.py)
 }
+# tb-hwprof names its own columns by unit (trace_ns, counted_ns, sm_throughput_pct): a derived table's
+# column without a declared unit takes its suffix's.
+SUFFIX_UNITS = (("_ns", "ns"), ("_pct", "%"), ("_bytes", "bytes"))
+
+
+def derived_units(frame) -> dict:
+    """Units of a tb-hwprof table's columns: those it declares, else those its names' suffixes give."""
+    units = {str(c): u for c, u in (frame.attrs.get("units") or {}).items() if u}
+    for column in map(str, frame.columns):
+        unit = next((u for suffix, u in SUFFIX_UNITS if column.endswith(suffix)), None)
+        if unit and column not in units and frame[column].dtype.kind in "iuf":
+            units[column] = unit
+    return units
 # A profiler's own tables that another view also draws.
 TOOL_TABLES_SHOWN = {"nvtx_sum": "phases", "cpu_hotspots": "cpu"}
 
@@ -32,6 +46,7 @@ TITLES = {
     "gpu_idle_attribution": "What the CPU did while the GPU idled", "nvtx_phases": "NVTX phases",
     "op_gpu_time": "Operators", "op_shapes": "Operator shapes", "step_time_breakdown": "Step time breakdown",
     "torch_gpu_summary": "GPU summary (torch-tb-profiler)", "ranks": "Ranks",
+    "op_counters": "Counters per operator", "counter_join": "Trace launches joined with report launches",
 }
 
 
@@ -46,7 +61,8 @@ def table_entry(entry: RunEntry, name: str, tool: str) -> dict:
     return {"name": name, "title": table_title(name), "origin": "tb-hwprof" if derived else tool,
             "derived": derived, "shown_in": DERIVED.get(name) if derived else TOOL_TABLES_SHOWN.get(name),
             "rows": int(len(frame)), "columns": [str(c) for c in frame.columns],
-            "units": {str(c): u for c, u in (frame.attrs.get("units") or {}).items() if u}}
+            "units": derived_units(frame) if derived else
+            {str(c): u for c, u in (frame.attrs.get("units") or {}).items() if u}}
 
 
 def summaries(entry: RunEntry) -> dict:
