@@ -492,19 +492,40 @@ SAMPLE_LOGS = REPO / "sample_logs"
 KERNEL_VIEWS = {"kernels", "roofline", "bottlenecks"}
 
 
+def placeable(kernels: dict) -> int:
+    """Launches of a kernels file the Roofline can place: FLOP/s, an intensity, not above every roof."""
+    data, n = kernels["data"], kernels["rows"]
+    col = lambda name: data.get(name) or [None] * n  # noqa: E731
+    return sum(1 for f, d, l2, l1, roof in zip(col("flop_per_s"), col("ai_dram"), col("ai_l2"), col("ai_l1"),
+                                                col("binding_roof"))
+               if f is not None and (d, l2, l1) != (None, None, None) and roof != "above every roof")
+
+
 def views_from_files(run_dir: Path) -> set:
-    """The per-run views a run has data for, judged from its files."""
+    """The per-run views a run has data for, judged from its files: Roofline where launches can be
+    placed (FLOP/s and an intensity) or operator shapes under a roof, Bottlenecks where launches
+    have durations, Plan where the run has a plan table, Series where the run's folder holds a
+    series' event file and is no job's run."""
     assets = run_dir / "plugins/tb_hwprof"
     manifest = json.loads((assets / metadata.MANIFEST).read_text())
-    launches = json.loads(gzip.decompress((assets / metadata.KERNELS).read_bytes()))["rows"]
+    kernels = columns.data_only(tables.read_json_gz(assets / metadata.KERNELS))
+    launches = kernels["rows"]
+    counted = lambda col: any(v is not None for v in kernels["data"].get(col, []))  # noqa: E731
     table = lambda name: (assets / f"summary_{name}.json.gz").is_file()  # noqa: E731
+    roofs = any(d.get("roofs") for d in (manifest.get("roofline") or {}).values())
+    group = run_dir.parent
+    job = json.loads((group / "plugins/tb_hwprof" / metadata.MANIFEST).read_text()) if (
+        group / "plugins/tb_hwprof" / metadata.MANIFEST).is_file() else {}
     has = {"cpu": table("cpu_hotspots"), "timeline": (assets / metadata.TIMELINE_INDEX).is_file(),
            "phases": table("nvtx_phases") or table("nvtx_sum"),
            "operators": table("op_gpu_time"), "steps": table("step_time_breakdown"),
            "summaries": any(p.name[len("summary_"):-len(".json.gz")] not in routes.DRAWER_TABLES + metadata.UNLISTED_SUMMARIES
                             for p in assets.glob("summary_*.json.gz")), "distributed": table("ranks"),
            "overview": bool(manifest.get("summary")) or "advice" in manifest or table("gpu_activity"),
-           **{name: launches > 0 for name in KERNEL_VIEWS}}
+           "kernels": launches > 0, "bottlenecks": counted("duration_ns"),
+           "roofline": placeable(kernels) > 0 or (roofs and table("op_shapes")), "plan": table("plan"),
+           "series": group != SAMPLE_LOGS and any(group.glob("*" + metadata.SERIES_EVENTS_SUFFIX))
+                     and "summary_ranks" not in job.get("files", {})}
     return {name for name, yes in has.items() if yes}
 
 
@@ -520,7 +541,7 @@ def test_runs_list_exactly_the_views_each_sample_run_has_data_for(sample_logs_ap
     doc = app.json("/runs")
     nav = {v["name"]: v for v in doc["views"]}
     per_run = {name for name, v in nav.items() if v["per_run"]}
-    assert set(nav) - per_run == {"runs", "compare", "series"} and per_run >= KERNEL_VIEWS | {"cpu", "overview", "timeline", "phases"}
+    assert set(nav) - per_run == {"runs", "compare"} and per_run >= KERNEL_VIEWS | {"cpu", "overview", "timeline", "phases", "series"}
     on_disk = {str(p.parents[2].relative_to(SAMPLE_LOGS)) for p in SAMPLE_LOGS.rglob(metadata.MANIFEST)}
     runs = {r["run"]: r for r in doc["runs"]}
     assert set(runs) == on_disk
@@ -531,16 +552,32 @@ def test_runs_list_exactly_the_views_each_sample_run_has_data_for(sample_logs_ap
         for name in row["views"]:  # each view listed is filled by its route
             app.json(nav[name]["route"], run=run)
         for name in per_run - set(row["views"]):  # the others have nothing to show
-            if name in KERNEL_VIEWS:
-                assert app.json("/kernels", run=run)["rows"] == 0
-            else:
-                assert app.get(P + nav[name]["route"], run=run).status_code == 404, (run, name)
+            assert nothing_to_show(app, nav[name]["route"], run), (run, name)
     by_tool = {}
     for row in runs.values():
         by_tool.setdefault(row["tool"], []).append(set(row["views"]))
-    assert all(views - {"summaries"} == KERNEL_VIEWS | {"overview"} for views in by_tool["ncu"])
+    assert all({"kernels", "overview"} <= views - {"summaries"} <= KERNEL_VIEWS | {"overview", "series", "plan"}
+               for views in by_tool["ncu"])
     assert all(views - {"summaries"} == {"cpu", "overview"} for views in by_tool["vtune"])
-    assert all(views >= KERNEL_VIEWS | {"overview", "timeline"} for views in by_tool["nsys"])
+    # Nsight Systems: no FLOP counts, so no roofline to draw.
+    assert all(views >= {"kernels", "bottlenecks", "overview", "timeline"} and "roofline" not in views
+               for views in by_tool["nsys"])
+    assert {run for run, row in runs.items() if "series" in row["views"]} == {
+        run for run in runs if run.startswith("armleth_t4_series/")}
+
+
+def nothing_to_show(app, route: str, run: str) -> bool:
+    """Whether a view the run does not list would show nothing: no launch (kernel views), no launch
+    duration (Bottlenecks), no point to place under a roof (Roofline), else its route's 404."""
+    if app.json("/kernels", run=run)["rows"] == 0:
+        return True
+    if route == "/bottlenecks":
+        return app.json(route, run=run)["total_ns"] is None
+    if route == "/roofline":
+        doc = app.json(route, run=run)
+        placed = [p for p in doc["points"] if (p.get("flop_per_s") or 0) > 0] + doc["op_points"]
+        return not placed or not any(d["roofs"] for d in doc["devices"])
+    return app.get(P + route, run=run).status_code == 404
 
 
 def test_a_logdir_that_is_one_run(tmp_path, samples_dir, ncu_report_module):

@@ -21,6 +21,7 @@ from .compare import COMPARE_TABLE, compare_table
 from ..core.findings import Analysis
 from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables, label_phases
 from .occupancy import theoretical_occupancy
+from .plan import PLAN_TABLE, plan
 from .join import OP_COUNTERS_TABLE, operator_counters
 from .roofline import apply_roofline, device_roofs, ridge_points
 from .summary import headline_scalars
@@ -102,8 +103,29 @@ def kernel_labels(profile, analysis: Analysis) -> None:
 
 
 def device_roofline(profile, analysis: Analysis) -> None:
-    analysis.roofline = {d.id: {"roofs": device_roofs(d), "ridge_points": ridge_points(device_roofs(d))}
+    """Each device's roofs, ridge points and how many launches the Roofline view can place on it
+    (the plugin offers the view by that count: a run can have roofs and nothing to draw)."""
+    points = roofline_point_counts(profile)
+    analysis.roofline = {d.id: {"roofs": device_roofs(d), "ridge_points": ridge_points(device_roofs(d)),
+                                "points": points.get(float(d.id), 0) if d.id is not None else 0}
                          for d in profile.devices}
+
+
+def roofline_point_counts(profile) -> dict:
+    """{device id (float): launches with FLOP/s, an intensity and no error} as groups.roofline_points
+    selects them; launches of no known device count for the first device, as the roofline places them."""
+    from .groups import AI_COLUMNS
+    from .roofline import ABOVE_ROOFS
+    kernels = profile.kernels
+    if kernels.empty or "flop_per_s" not in kernels:
+        return {}
+    placed = kernels["flop_per_s"].notna() & kernels[list(AI_COLUMNS)].notna().any(axis=1) \
+        & (kernels["binding_roof"].to_numpy(dtype=object) != ABOVE_ROOFS)
+    known = [float(d.id) for d in profile.devices if d.id is not None]
+    devices = kernels["device"].to_numpy(dtype=float)
+    devices = np.where(np.isin(devices, known), devices, known[0] if known else np.nan)
+    counts = pd.Series(devices[placed.to_numpy()]).value_counts()
+    return {float(k): int(v) for k, v in counts.items()}
 
 
 def topdown_labels(profile, analysis: Analysis) -> None:
@@ -147,6 +169,7 @@ STEPS = (
     Step(torch_tables, makes=TORCH_TABLES),
     Step(operator_counters, makes=(OP_COUNTERS_TABLE,)),  # joined traces (analysis/join.py)
     Step(compare_kernels, makes=(COMPARE_TABLE,)),
+    Step(plan, makes=(PLAN_TABLE,)),  # reads the tables above (op shapes, idle attribution, steps)
     Step(headline_figures),
     Step(findings),
 )

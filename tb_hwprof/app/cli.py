@@ -11,6 +11,7 @@ from typing import List, Optional
 
 from ..core import __version__
 from .compare_cli import add_compare_command
+from .plan_cli import add_plan_command
 from ..core.errors import HwprofError
 from .profile_cli import add_join_arguments, add_profile_command, cmd_export_joined
 from ..logdir.metadata import TIMELINE as TIMELINE_NAME
@@ -261,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(func=cmd_export)
     add_trace_command(sub)
     add_compare_command(sub)
+    add_plan_command(sub)
     add_profile_command(sub)
     return parser
 

@@ -91,8 +91,9 @@ def summary_names(files: dict):
 
 
 # Summary tables that index a run for a view rather than show it: the Summaries view lists the others.
-# compare_kernels (analysis/compare.COMPARE_TABLE): the kernels per instantiation that compare reads.
-UNLISTED_SUMMARIES = ("compare_kernels",)
+# compare_kernels (analysis/compare.COMPARE_TABLE): the kernels per instantiation that compare reads;
+# plan (analysis/plan.PLAN_TABLE): the Plan view's rows, shown there whole.
+UNLISTED_SUMMARIES = ("compare_kernels", "plan")
 
 
 def listed_summary_names(files: dict):

@@ -84,9 +84,10 @@ def _is_finding(finding: Any) -> bool:
 
 
 def _is_roofs(roofs: Any) -> bool:
-    """One device's {"roofs": {name: value}, "ridge_points": {precision: {level: value}}}."""
+    """One device's {"roofs": {name: value}, "ridge_points": {precision: {level: value}}, "points": n}."""
     return isinstance(roofs, dict) and _is_map_of(roofs.get("roofs", {}), is_number) \
-        and _is_map_of(roofs.get("ridge_points", {}), lambda per_level: _is_map_of(per_level, is_number))
+        and _is_map_of(roofs.get("ridge_points", {}), lambda per_level: _is_map_of(per_level, is_number)) \
+        and is_count(roofs.get("points", 0))
 
 
 def _check_timeline(path: Path, timeline: dict) -> None:

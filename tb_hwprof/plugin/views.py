@@ -5,9 +5,9 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from ..analysis import compare, groups, ncu_sections, occupancy
+from ..analysis import bound_terms, compare, groups, ncu_sections, occupancy
 from ..core.findings import Finding
-from ..core.plain import plain
+from ..core.plain import plain, records
 from ..logdir import metadata
 from . import distributed_views, routes, summary_views, torch_views
 from .store import HttpError, RunEntry, read_asset
@@ -15,8 +15,9 @@ from .store import HttpError, RunEntry, read_asset
 RUN_FIELDS = ("tool", "tool_version", "source_path", "source_format", "export_time")
 
 
-def run_info(run: str, manifest: Optional[dict], error: Optional[str]) -> dict:
-    """One /runs row: provenance, devices and size from the manifest, or the run's error."""
+def run_info(run: str, manifest: Optional[dict], error: Optional[str], series_step: bool = False) -> dict:
+    """One /runs row: provenance, devices and size from the manifest, or the run's error; its views
+    (series_step: the run is a step of an optimisation series, which the service finds)."""
     info = {"run": run, "error": error}
     if manifest is not None:
         prov = manifest.get("provenance") or {}
@@ -25,7 +26,7 @@ def run_info(run: str, manifest: Optional[dict], error: Optional[str]) -> dict:
                            for d in manifest.get("devices") or []]
         info["kernel_count"] = manifest.get("kernel_count")
         info["summaries"] = [name for name, _ in metadata.summary_names(manifest.get("files"))]
-        info["views"] = routes.run_views(manifest)
+        info["views"] = routes.run_views(manifest, series_step)
     return info
 
 
@@ -114,6 +115,17 @@ def steps(entry: RunEntry) -> dict:
     return torch_views.steps(entry)
 
 
+def plan(entry: RunEntry) -> dict:
+    """/plan: the run's plan table (analysis/plan.py), ranked rows first, and what its shares are of."""
+    from ..analysis.plan import PLAN_TABLE, step_time
+    tables = {name: entry.summary(name) for name in ("step_time_breakdown", "gpu_activity") if name in entry.summary_names()}
+    kernel_ns = 1e6 * float((entry.manifest.get("summary") or {}).get("total_kernel_time_ms") or 0)
+    if PLAN_TABLE not in entry.summary_names():
+        raise HttpError(404, f"run {entry.run!r} has no plan: nothing to rank (export a PyTorch trace, a trace joined "
+                             "with an Nsight Compute report, or a report with rule results: ncu --set full)")
+    return {"run": entry.run, "of": step_time(None, tables, kernel_ns)[1], "rows": records(entry.summary(PLAN_TABLE))}
+
+
 def summaries(entry: RunEntry) -> dict:
     return summary_views.summaries(entry)
 
@@ -141,7 +153,9 @@ def kernel(entry: RunEntry, launch_param: Optional[str]) -> dict:
     # parsed for its links (the rules themselves as the details file holds them)
     # occupancy: the occupancy calculator's document for the launch (analysis/occupancy.py; None
     # where the device's limits or the launch configuration are unknown)
-    return {"run": entry.run, "launch": launch, "row": row, "raw_metrics": raw, "rules": rules,
+    # bound: the counters' and the roofline's labels with their rules (analysis/bound_terms.py)
+    return {"run": entry.run, "launch": launch, "row": row, "bound": bound_terms.kernel_bound(row),
+            "raw_metrics": raw, "rules": rules,
             "rule_messages": ncu_sections.message_parts(rules),
             "sections": ncu_sections.sections(raw, rules, launch_hotspots(entry, row.get("launch_id")),
                                               _summary_records(entry, "ncu_report_sections")),
@@ -187,10 +201,13 @@ def kernel_set(entry: RunEntry) -> "compare.KernelSet":
 
 
 def compare_info(entry: RunEntry) -> "compare.RunInfo":
-    """The run's tool and the GPUs its kernels ran on, for the comparison's warnings."""
+    """The run's tool, the GPUs its kernels ran on and its profiler steps (its step time breakdown),
+    for the comparison's basis and warnings."""
     tool = (entry.manifest.get("provenance") or {}).get("tool", "")
+    breakdown = entry.summary("step_time_breakdown") if "step_time_breakdown" in entry.summary_names() else None
     return compare.RunInfo(tool=tool, devices=compare.devices_of(entry.manifest.get("devices") or [],
-                                                                 kernel_set(entry).device_ids))
+                                                                 kernel_set(entry).device_ids),
+                           steps=compare.step_count(breakdown))
 
 
 def pair_choices(base: RunEntry, run: RunEntry, values) -> list:
@@ -203,18 +220,19 @@ def pair_choices(base: RunEntry, run: RunEntry, values) -> list:
 
 
 def compare_runs(base: RunEntry, run: RunEntry, choices=()) -> dict:
-    """/compare: totals and their warnings, paired kernels (how each was paired), the rest, NVTX phases."""
-    doc = compare.compare_sets(kernel_set(base), kernel_set(run), choices, compare_info(base), compare_info(run))
-    return {"base": base.run, "run": run.run, **doc, "phases": _compare_phases(base, run),
-            "operators": _compare_operators(base, run)}
+    """/compare: its basis (per step or whole runs), totals and their warnings, paired kernels (how
+    each was paired), the rest, NVTX phases, operators of PyTorch runs."""
+    doc = compare.compare_sets(kernel_set(base), kernel_set(run), choices, compare_info(base), compare_info(run),
+                               _compare_shapes(base, run))
+    return {"base": base.run, "run": run.run, **doc, "phases": _compare_phases(base, run)}
 
 
-def _compare_operators(base: RunEntry, run: RunEntry) -> Optional[dict]:
-    """Operators paired by name and input shapes (compare.pair_operators) when both runs are PyTorch
-    traces with an op_shapes table; None otherwise."""
+def _compare_shapes(base: RunEntry, run: RunEntry):
+    """Both runs' op_shapes tables (compare pairs their operators) when both are PyTorch traces with
+    one; None otherwise."""
     if not all("op_shapes" in entry.summary_names() for entry in (base, run)):
         return None
-    return compare.pair_operators(base.summary("op_shapes"), run.summary("op_shapes"))
+    return base.summary("op_shapes"), run.summary("op_shapes")
 
 
 def _known_key(entry: RunEntry, key: Optional[str], role: str) -> str:

@@ -1,0 +1,254 @@
+"""One ranked optimisation plan for the whole capture (issue 34): which changes could save the most
+of the step, where, and how sure that is.
+
+Three kinds of candidate, each from its own evidence, each saving bounded by the time it applies to:
+
+- ncu rule: Nsight Compute's estimated speedup of a rule result, per (operator, rule): the sum over
+  the operator's launches that carry the rule of duration x speedup% (the largest of the rule's
+  messages on a launch).  A global speedup is ncu's estimate of the launch's whole duration; a local
+  one of the part the rule looks at, whose share of the launch ncu does not give, so duration x
+  speedup is its upper bound (said in `confidence`).  Launches without counters add nothing: the
+  per-configuration join has already given counters (and rules) to every launch of a profiled
+  configuration, and to no other.
+- headroom: per operator from its input shapes (analysis/torch_shapes.py), its GPU time minus the
+  time at the roof (each call's FLOPs over the compute peak or its bytes over the DRAM peak, the
+  larger): what even a perfect kernel could not beat.
+- idle: GPU idle time attributed to what the CPU did meanwhile (gpu_idle_attribution), and the step
+  breakdown's exclusive data-loading and communication time.
+
+Rows of different sources may cover the same time, so no total is given: each row's saving is
+what it alone could save.  Rules that fired without an estimate follow the ranked rows (rank 0).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+
+PLAN_TABLE = "plan"
+PLAN_COLUMNS = ["rank", "action", "ops", "saving_ns", "saving_pct", "source", "evidence", "confidence",
+                "applies_ns", "launches", "key"]
+# The step time a saving is a share of, and how it was found (the first the capture has).
+DENOMINATORS = ("step_time_breakdown", "gpu_activity", "kernels")
+
+# What a PyTorch user does about a rule, by Nsight Compute's rule id.
+RULE_ACTIONS = {
+    "AchievedOccupancy": "more warps in flight: a larger batch or a kernel tuned for this shape (torch.compile mode='max-autotune')",
+    "TheoreticalOccupancy": "fewer registers or less shared memory per block: a kernel tuned for this shape (torch.compile mode='max-autotune')",
+    "LaunchConfiguration": "more work per launch: a larger batch, or fuse small launches (torch.compile this region, CUDA graphs)",
+    "WorkloadImbalance": "even out the work across SMs: shapes that divide evenly (multiples of 8 / 64), a larger batch",
+    "MemoryCacheAccessPattern": "contiguous, aligned accesses: channels_last for convolutions, .contiguous() before the op",
+    "UncoalescedGlobalAccess": "coalesced global accesses: channels_last for convolutions, .contiguous() before the op",
+    "UncoalescedSharedAccess": "a kernel without shared-memory bank conflicts (a tuned or fused kernel: torch.compile)",
+    "SharedMemoryConflicts": "a kernel without shared-memory bank conflicts (a tuned or fused kernel: torch.compile)",
+    "IssueSlotUtilization": "keep the schedulers busy: more work per launch, fewer dependent instructions (fuse: torch.compile)",
+    "HighPipeUtilization": "move work off the busiest pipeline: tensor-core precisions (bf16 / tf32) or a fused kernel",
+    "FPInstructions": "fused multiply-adds and tensor cores: bf16 / tf32 (torch.backends.cuda.matmul.allow_tf32), a compiled kernel",
+    "CPIStall": "hide the stall the rule names: more warps (larger batch) or fewer dependent loads (a fused kernel)",
+    "ThreadDivergence": "a kernel without divergent branches for this shape (torch.compile, or a padded shape)",
+    "MemoryL2Compression": "L2 compression of writes: set by the allocator, not from PyTorch's caching allocator (low priority)",
+}
+RULE_ACTIONS["Occupancy"] = RULE_ACTIONS["AchievedOccupancy"]  # older reports' name of the occupancy rule
+# Rules about the measurement itself (sampling intervals), not about the program: not plan rows.
+MEASUREMENT_RULES = {"PMSamplingData", "PCSamplingData"}
+GENERIC_RULE_ACTION = "follow Nsight Compute's advice for this rule (its message, in the evidence)"
+IDLE_ACTIONS = {
+    "data loading": "feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True)",
+    "file/socket": "move reads off the training loop: prefetch in DataLoader workers",
+    "synchronisation": "remove host syncs in the step (.item(), .cpu(), print of a CUDA tensor, torch.cuda.synchronize)",
+}
+COMMUNICATION_ACTION = "overlap communication with compute: DDP bucket_cap_mb, gradient accumulation, no_sync"
+DATALOADER_ACTION = IDLE_ACTIONS["data loading"]
+
+
+def _speedup(rule: dict) -> Optional[float]:
+    try:
+        value = float(rule.get("estimated_speedup_pct"))
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def step_time(profile, tables: Dict[str, pd.DataFrame], kernel_ns: float = 0.0) -> tuple:
+    """(ns, words): the time a saving is a share of: the steps' total, else the trace's span, else
+    the profiled kernels' time (a report without a timeline; `kernel_ns` where no profile is given)."""
+    steps = tables.get("step_time_breakdown")
+    if steps is not None and len(steps) and "total_ns" in steps:
+        n = len(steps)
+        return float(steps["total_ns"].sum()), "the profiled step's time" if n == 1 else f"the {n} profiled steps' time"
+    activity = tables.get("gpu_activity")
+    if activity is not None and len(activity) and "span_ns" in activity:
+        return float(activity["span_ns"].max()), "the capture's span"
+    if profile is not None and len(profile.kernels):
+        kernel_ns = float(np.nansum(profile.kernels["duration_ns"].to_numpy(dtype=float)))
+    return kernel_ns, "the profiled kernels' time"
+
+
+def _group_of(kernels: pd.DataFrame) -> np.ndarray:
+    """Each launch's operator where the trace names one, else its kernel name."""
+    names = kernels["name"].astype(str).to_numpy(dtype=object)
+    if "op" not in kernels.columns:
+        return names
+    ops = kernels["op"].fillna("").astype(str).to_numpy(dtype=object)
+    return np.where(ops != "", ops, names)
+
+
+def rule_rows(profile) -> List[dict]:
+    """One row per (operator, rule) over the launches whose rule results carry an estimate, and one
+    unranked row per (operator, rule) that fired (a warning or optimisation) without one."""
+    kernels = profile.kernels
+    if not profile.rules or len(profile.rules) != len(kernels):
+        return []
+    groups = _group_of(kernels)
+    durations = kernels["duration_ns"].to_numpy(dtype=float)
+    acc: Dict[tuple, dict] = {}
+    for i, rules in enumerate(profile.rules):
+        if not rules or not math.isfinite(durations[i]):
+            continue
+        best: Dict[str, tuple] = {}  # rule id -> (speedup, type, message): its largest estimate here
+        for rule in rules:
+            rule_id, speedup = str(rule.get("rule") or ""), _speedup(rule)
+            if not rule_id or rule_id in MEASUREMENT_RULES:
+                continue
+            current = best.get(rule_id)
+            if current is None or (speedup or 0) > (current[0] or 0):
+                best[rule_id] = (speedup, str(rule.get("speedup_type") or ""), str(rule.get("title") or ""),
+                                 str(rule.get("message") or ""), str(rule.get("type") or ""))
+        for rule_id, (speedup, kind, title, message, msg_type) in best.items():
+            if speedup is None and msg_type not in ("2", "3"):  # an info or ok result: nothing to act on
+                continue
+            row = acc.setdefault((groups[i], rule_id), {"saving": 0.0, "applies": 0.0, "launches": 0, "local": 0,
+                                                       "estimated": 0, "title": title, "message": message,
+                                                       "top": -1.0})
+            row["applies"] += durations[i]
+            row["launches"] += 1
+            if speedup is not None:
+                row["saving"] += durations[i] * speedup / 100.0
+                row["estimated"] += 1
+                row["local"] += kind == "local"
+                if speedup > row["top"]:  # the evidence quotes the launch with the largest estimate
+                    row.update(top=speedup, title=title or row["title"], message=message)
+    out = []
+    for (group, rule_id), row in acc.items():
+        estimated = row["estimated"] > 0
+        what = f"{rule_id} ({row['title']})" if row["title"] else rule_id
+        evidence = (f"Nsight Compute {what} on {row['launches']} launch{'es' if row['launches'] != 1 else ''} "
+                    f"({_ms(row['applies'])})" + (f", up to {row['top']:.1f}% each" if estimated else ", no estimate")
+                    + f": {_first_sentence(row['message'])}")
+        confidence = ("no estimate from Nsight Compute" if not estimated else
+                      "ncu estimate, local: an upper bound (the part of each launch the rule looks at)"
+                      if row["local"] else "ncu estimate, global: of each launch's whole duration")
+        out.append({"action": RULE_ACTIONS.get(rule_id, GENERIC_RULE_ACTION), "ops": group,
+                    "saving_ns": row["saving"] if estimated else math.nan, "source": "ncu rule",
+                    "evidence": evidence, "confidence": confidence, "applies_ns": row["applies"],
+                    "launches": row["launches"], "key": f"ncu rule|{group}|{rule_id}"})
+    return out
+
+
+def headroom_rows(tables: Dict[str, pd.DataFrame]) -> List[dict]:
+    """Per operator: its shapes' GPU time minus their time at the roof (FLOPs at the compute peak or
+    bytes at the DRAM peak, whichever takes longer), where the shape model counts both."""
+    shapes = tables.get("op_shapes")
+    if shapes is None or shapes.empty:
+        return []
+    calls = shapes["calls"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        compute = shapes["flops_per_call"].to_numpy(dtype=float) / shapes["peak_flop_per_s"].to_numpy(dtype=float)
+        memory = shapes["bytes_per_call"].to_numpy(dtype=float) / shapes["peak_bytes_per_s"].to_numpy(dtype=float)
+    at_roof = np.fmax(compute, memory) * calls * 1e9
+    measured = shapes["gpu_ns"].to_numpy(dtype=float)
+    known = np.isfinite(at_roof) & np.isfinite(measured) & (measured > 0)
+    frame = pd.DataFrame({"op": shapes["op"][known].to_numpy(), "measured": measured[known], "roof": at_roof[known],
+                          "category": shapes["category"][known].to_numpy(), "bound": shapes["bound"][known].to_numpy()})
+    out = []
+    for op, group in frame.groupby("op", sort=False):
+        measured_ns, roof_ns = float(group["measured"].sum()), float(group["roof"].sum())
+        saving = max(0.0, measured_ns - roof_ns)
+        if saving <= 0:
+            continue
+        longest = group.loc[group["measured"].idxmax()]
+        out.append({"action": _headroom_action(str(longest["category"]), str(longest["bound"])), "ops": op,
+                    "saving_ns": saving, "source": "headroom",
+                    "evidence": (f"{_ms(measured_ns)} measured against {_ms(roof_ns)} at the roof from its shapes' FLOPs "
+                                 f"and bytes ({len(group)} shape{'s' if len(group) != 1 else ''}, "
+                                 f"{100 * roof_ns / measured_ns:.0f}% of the roof's speed)"),
+                    "confidence": "shape model: an upper bound (no kernel reaches its roof)",
+                    "applies_ns": measured_ns, "launches": math.nan, "key": f"headroom|{op}|"})
+    return out
+
+
+def _headroom_action(category: str, bound: str) -> str:
+    if category in ("GEMM", "CONV") or bound == "compute":
+        return ("tensor cores at full rate: bf16 / tf32, shapes in multiples of 8, channels_last for convolutions, "
+                "a larger batch")
+    return "fewer bytes: fuse it with its neighbours (torch.compile this region), keep activations in bf16"
+
+
+def idle_rows(tables: Dict[str, pd.DataFrame]) -> List[dict]:
+    """The GPU's idle time per cause the CPU side shows, and the step breakdown's exclusive
+    data-loading and communication time."""
+    out = []
+    attribution = tables.get("gpu_idle_attribution")
+    if attribution is not None and len(attribution):
+        for row in attribution.to_dict("records"):
+            activity, overlap = str(row.get("activity") or ""), float(row.get("idle_overlap_ns") or 0)
+            action = next((a for word, a in IDLE_ACTIONS.items() if word in activity), None)
+            if action is None or not overlap > 0:
+                continue
+            out.append({"action": action, "ops": "", "saving_ns": overlap, "source": "idle",
+                        "evidence": (f"the GPU idled {_ms(overlap)} during {activity} ({row.get('intervals', 0)} "
+                                     f"interval(s), {float(row.get('idle_share_pct') or 0):.1f}% of all idle time)"),
+                        "confidence": "measured idle time: an upper bound (the next work may not start earlier)",
+                        "applies_ns": overlap, "launches": math.nan, "key": f"idle|{activity}|"})
+    steps = tables.get("step_time_breakdown")
+    if steps is not None and len(steps):
+        for column, action, what in (("dataloader_ns", DATALOADER_ACTION, "the DataLoader"),
+                                     ("communication_ns", COMMUNICATION_ACTION, "communication not overlapped")):
+            total = float(steps[column].sum()) if column in steps else 0.0
+            if total > 0:
+                out.append({"action": action, "ops": "", "saving_ns": total, "source":
+                            "communication" if column.startswith("comm") else "idle",
+                            "evidence": f"{_ms(total)} of the steps in {what} (step breakdown, time no kernel overlaps)",
+                            "confidence": "measured: an upper bound", "applies_ns": total, "launches": math.nan,
+                            "key": f"steps|{column}|"})
+    return out
+
+
+def plan_table(profile, tables: Dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """PLAN_COLUMNS: the candidates ranked by saving (rank 1 first); rules without an estimate after
+    them with rank 0."""
+    rows = rule_rows(profile) + headroom_rows(tables) + idle_rows(tables)
+    frame = pd.DataFrame(rows, columns=[c for c in PLAN_COLUMNS if c not in ("rank", "saving_pct")])
+    total, _ = step_time(profile, tables)
+    frame["saving_pct"] = 100.0 * frame["saving_ns"] / total if total > 0 else math.nan
+    ranked = frame["saving_ns"].notna()
+    frame = pd.concat([frame[ranked].sort_values(["saving_ns", "key"], ascending=[False, True], kind="stable"),
+                       frame[~ranked].sort_values(["applies_ns", "key"], ascending=[False, True], kind="stable")])
+    frame.insert(0, "rank", np.concatenate([np.arange(1, int(ranked.sum()) + 1), np.zeros(int((~ranked).sum()), dtype=int)]))
+    return frame[PLAN_COLUMNS].reset_index(drop=True)
+
+
+def plan(profile, analysis) -> None:
+    """Pipeline step: summaries["plan"] where anything can be ranked (a capture with rule results,
+    op shapes or a timeline)."""
+    tables = analysis.tables(profile)
+    table = plan_table(profile, tables)
+    if len(table):
+        table.attrs["units"] = {"saving_ns": "ns", "applies_ns": "ns", "saving_pct": "%"}
+        table.attrs["of"] = step_time(profile, tables)[1]
+        analysis.summaries[PLAN_TABLE] = table
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms" if ns < 1e9 else f"{ns / 1e9:.3f} s"
+
+
+def _first_sentence(message: str) -> str:
+    """The message's first sentence, Nsight Compute's link markup as its words."""
+    text = re.sub(r"@url:([^:@]*):[^@]*@", r"\1", " ".join(message.split()))
+    text = re.sub(r"@section:[^:@]*:([^@]*)@", r"\1", text)
+    end = text.find(". ")
+    return text[:end + 1] if 0 < end < 300 else text[:300]

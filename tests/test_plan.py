@@ -1,0 +1,131 @@
+"""The ranked optimisation plan (issue 34) on the real H200 pair joined per configuration and on the
+pair's trace alone.  Every ranked row's arithmetic is redone here from the run's own rule results
+(the details files: Nsight Compute's estimated speedups per launch), its kernels' trace times, its
+op_shapes table and its step breakdown."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+import tb_hwprof
+from conftest import decompressed
+from tb_hwprof.analysis.pipeline import ANALYSIS_SUMMARIES
+
+PAIR = "pairs/h200_resnet18_bf16"
+TRACE = "resnet18_step3.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory, samples_dir):
+    root = tmp_path_factory.mktemp("plan") / "logs"
+    report = decompressed(samples_dir / PAIR / "resnet18_step3_first58.ncu-rep.xz", tmp_path_factory)
+    export = [sys.executable, "-m", "tb_hwprof", "export", "--logdir", str(root), "--quiet"]
+    subprocess.run([*export, str(samples_dir / PAIR / TRACE), str(report), "--join", "--per-config", "--run", "joined"],
+                   check=True)
+    subprocess.run([*export, str(samples_dir / PAIR / TRACE), "--run", "trace"], check=True)
+    return root
+
+
+def plan_of(logdir, run):
+    return tb_hwprof.load_analysis(logdir / run).summaries["plan"]
+
+
+def expected_rule_savings(logdir, run) -> dict:
+    """{(op, rule): (saving ns, time the rule fired on)}: per launch the rule's largest estimate, x its
+    trace duration, summed over the operator's launches."""
+    r = tb_hwprof.load_run(logdir / run, with_details=True)
+    out = defaultdict(lambda: [0.0, 0.0])
+    for i, rules in enumerate(r.rules):
+        best = {}
+        for rule in rules:
+            try:
+                pct = float(rule["estimated_speedup_pct"])
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(pct) and pct > 0:
+                best[rule["rule"]] = max(best.get(rule["rule"], 0.0), pct)
+        op = r.kernels["op"].iloc[i] or r.kernels["name"].iloc[i]
+        for rule_id, pct in best.items():
+            out[(op, rule_id)][0] += r.kernels["duration_ns"].iloc[i] * pct / 100
+            out[(op, rule_id)][1] += r.kernels["duration_ns"].iloc[i]
+    return out
+
+
+def test_each_rule_row_is_the_operators_launch_time_times_ncus_estimate(logdir):
+    plan = plan_of(logdir, "joined")
+    rows = plan[(plan["source"] == "ncu rule") & (plan["rank"] > 0)]
+    expected = expected_rule_savings(logdir, "joined")
+    assert len(rows) >= 20
+    for row in rows.to_dict("records"):
+        rule_id = row["key"].split("|")[2]
+        saving, applies = expected[(row["ops"], rule_id)]
+        assert row["saving_ns"] == pytest.approx(saving, rel=1e-9)
+        assert row["saving_ns"] <= row["applies_ns"] * (1 + 1e-12)  # never more than the time it applies to
+        assert row["applies_ns"] >= applies * (1 - 1e-12)
+    # Every (op, rule) with an estimate is a row, none is counted twice.
+    ranked_keys = {(r["ops"], r["key"].split("|")[2]) for r in rows.to_dict("records")}
+    assert ranked_keys == {k for k in expected if k[1] not in ("PMSamplingData", "PCSamplingData")}
+
+
+def test_rows_are_ranked_by_saving_as_a_share_of_the_step(logdir):
+    plan = plan_of(logdir, "joined")
+    steps = tb_hwprof.load_analysis(logdir / "joined").summaries["step_time_breakdown"]
+    ranked = plan[plan["rank"] > 0]
+    assert ranked["rank"].tolist() == list(range(1, len(ranked) + 1))
+    assert ranked["saving_ns"].is_monotonic_decreasing
+    for row in ranked.to_dict("records"):
+        assert row["saving_pct"] == pytest.approx(100 * row["saving_ns"] / steps["total_ns"].sum(), rel=1e-9)
+    # Rules that fired without an estimate come after, unranked, never with a saving.
+    unranked = plan[plan["rank"] == 0]
+    assert len(unranked) and unranked["saving_ns"].isna().all()
+    assert plan.index[plan["rank"] == 0].min() > plan.index[plan["rank"] > 0].max()
+
+
+def test_headroom_is_the_time_above_the_roof_of_the_shapes(logdir):
+    plan = plan_of(logdir, "joined")
+    shapes = tb_hwprof.load_analysis(logdir / "joined").summaries["op_shapes"]
+    rows = plan[plan["source"] == "headroom"]
+    assert len(rows) >= 3
+    for row in rows.to_dict("records"):
+        own = shapes[shapes["op"] == row["ops"]]
+        measured = roof = 0.0
+        for s in own.to_dict("records"):
+            # The longer of the times at the compute and DRAM roofs the shape model gives (one may be
+            # unknown: a copy has bytes, no FLOPs): a lower bound of its time either way.
+            times = [t for t in (s["flops_per_call"] / s["peak_flop_per_s"], s["bytes_per_call"] / s["peak_bytes_per_s"])
+                     if math.isfinite(t)]
+            at_roof = max(times) * s["calls"] * 1e9 if times else math.nan
+            if math.isfinite(at_roof) and s["gpu_ns"] > 0:
+                measured, roof = measured + s["gpu_ns"], roof + at_roof
+        assert row["saving_ns"] == pytest.approx(measured - roof, rel=1e-9)
+        assert row["applies_ns"] == pytest.approx(measured, rel=1e-12)
+
+
+def test_a_trace_without_counters_still_ranks_headroom_and_step_structure(logdir):
+    plan = plan_of(logdir, "trace")
+    assert set(plan["source"]) >= {"headroom", "idle"} and "ncu rule" not in set(plan["source"])
+    steps = tb_hwprof.load_analysis(logdir / "trace").summaries["step_time_breakdown"]
+    [loader] = plan[plan["key"] == "steps|dataloader_ns|"].to_dict("records")
+    assert loader["saving_ns"] == steps["dataloader_ns"].sum() > 0
+
+
+def test_the_terminal_and_json_plans_show_the_runs_rows(logdir):
+    plan = plan_of(logdir, "joined")
+    done = subprocess.run([sys.executable, "-m", "tb_hwprof", "plan", str(logdir / "joined"), "--format", "json"],
+                          capture_output=True, text=True, check=True)
+    doc = json.loads(done.stdout)
+    assert [r["key"] for r in doc["rows"]] == plan["key"].tolist()
+    text = subprocess.run([sys.executable, "-m", "tb_hwprof", "plan", str(logdir / "joined"), "--limit", "5"],
+                          capture_output=True, text=True, check=True).stdout
+    first = plan.iloc[0]
+    assert f"1  " in text and first["ops"] in text and "they are not added" in text
+    assert "tb-hwprof compare" in text
+
+
+def test_the_plan_is_an_analysis_table():
+    assert "plan" in ANALYSIS_SUMMARIES

@@ -1,0 +1,58 @@
+"""The Plan view (issue 34) in the browser, on the real H200 pair joined per configuration: the
+ranked rows in the run's plan table's order with their savings, a row's evidence on click, the rules
+without an estimate below, and the nav offering Plan only to runs with a plan table.  Expected
+values come from the run's plan table (its arithmetic is checked in tests/test_plan.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tb_hwprof
+from browser_support import nav_of_run, wait_rows
+from conftest import decompressed
+
+RUN, NSYS = "h200_plan", "nsys_plan"
+EXPECTED_RUNS = {RUN, NSYS}
+PAIR = "pairs/h200_resnet18_bf16"
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory, samples_dir):
+    report = samples_dir / PAIR / "resnet18_step3_first58.ncu-rep.xz"
+    root = tmp_path_factory.mktemp("plan-ui") / "logs"
+    export = [sys.executable, "-m", "tb_hwprof", "export", "--logdir", str(root), "--quiet"]
+    subprocess.run([*export, str(samples_dir / PAIR / "resnet18_step3.pt.trace.json.gz"),
+                    str(decompressed(report, tmp_path_factory)), "--join", "--per-config", "--run", RUN], check=True)
+    subprocess.run([*export, str(samples_dir / "nsys/gpu4_t4_2022.4.2.sqlite"), "--run", NSYS], check=True)
+    return root
+
+
+def test_the_plan_lists_the_ranked_rows_with_their_savings_and_evidence(session, logdir):
+    plan = tb_hwprof.load_analysis(logdir / RUN).summaries["plan"]
+    ranked = plan[plan["rank"] > 0]
+    session.open()
+    frame = session.go(f"#view=plan&run={RUN}")
+    rows = wait_rows(frame, "plan", len(ranked))
+    keys = frame.eval_on_selector_all("table[data-role=plan] tbody tr[data-row-id]", "rows => rows.map(r => r.dataset.key)")
+    assert keys == ranked["key"].tolist()
+    savings = frame.eval_on_selector_all("table[data-role=plan] td[data-col=saving_ns]",
+                                         "cells => cells.map(c => Number(c.dataset.value))")
+    assert savings == pytest.approx(ranked["saving_ns"].tolist(), rel=1e-12)
+    first = ranked.iloc[0]
+    rows.first.click()
+    evidence = frame.locator("tr.plan-evidence[data-evidence-of='1']")
+    assert evidence.is_visible() and first["evidence"] in evidence.inner_text()
+    unranked = frame.locator("[data-role=plan-unranked] li")
+    assert unranked.count() == int((plan["rank"] == 0).sum())
+    assert "not added" in frame.locator("body").inner_text()
+    session.shot("plan-h200-joined")
+
+
+def test_plan_is_offered_where_the_run_has_a_plan(session, logdir):
+    names = tb_hwprof.load_analysis(logdir / NSYS).summaries
+    session.open()
+    offered = [view for view, _ in nav_of_run(session, NSYS)]
+    assert ("plan" in offered) == ("plan" in names)
+    assert "plan" in [view for view, _ in nav_of_run(session, RUN)]
