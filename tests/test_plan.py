@@ -28,6 +28,9 @@ def logdir(tmp_path_factory, samples_dir):
     subprocess.run([*export, str(samples_dir / PAIR / TRACE), str(report), "--join", "--per-config", "--run", "joined"],
                    check=True)
     subprocess.run([*export, str(samples_dir / PAIR / TRACE), "--run", "trace"], check=True)
+    # Another program (ResNet-50, 3 steps) as the run "after a change": the arithmetic, not the verdicts.
+    subprocess.run([*export, str(samples_dir / "torch/h200_resnet50_bf16_handler_stack.pt.trace.json.gz"), "--run", "after"],
+                   check=True)
     return root
 
 
@@ -129,3 +132,43 @@ def test_the_terminal_and_json_plans_show_the_runs_rows(logdir):
 
 def test_the_plan_is_an_analysis_table():
     assert "plan" in ANALYSIS_SUMMARIES
+
+
+def test_compare_says_what_happened_to_each_plan_row(logdir):
+    """Each ranked row of the baseline's plan, measured per step on both sides from their own tables:
+    a rule's operator by its own GPU time, a headroom row by its subtree's, and the status by the
+    documented shares of the expected saving."""
+    done = subprocess.run([sys.executable, "-m", "tb_hwprof", "compare", str(logdir / "joined"), str(logdir / "after"),
+                           "--format", "json", "--limit", "0"], capture_output=True, text=True, check=True)
+    doc = json.loads(done.stdout)
+    rows = doc["plan_outcome"]
+    before, after = (tb_hwprof.load_analysis(logdir / r).summaries for r in ("joined", "after"))
+    steps = (len(before["step_time_breakdown"]), len(after["step_time_breakdown"]))
+    assert doc["basis"]["per_step"] and tuple(doc["basis"]["steps"]) == steps
+    plan = before["plan"].set_index("key")
+    assert len(rows) >= 20 and [r["rank"] for r in rows] == sorted(r["rank"] for r in rows)
+    statuses = set()
+    for r in rows:
+        source = r["key"].split("|")[0]
+        if source == "steps":
+            column = r["key"].split("|")[1]
+            b, a = before["step_time_breakdown"][column].sum(), after["step_time_breakdown"][column].sum()
+        elif source == "idle":
+            activity = r["key"].split("|")[1]
+            pick = lambda t: t.loc[t["activity"] == activity, "idle_overlap_ns"].sum()  # noqa: E731
+            b, a = pick(before["gpu_idle_attribution"]), pick(after["gpu_idle_attribution"])
+        else:
+            column = "subtree_gpu_ns" if source == "headroom" else "direct_gpu_ns"
+            pick = lambda t: t.loc[t["op"] == r["ops"], column].sum()  # noqa: E731
+            b, a = pick(before["op_gpu_time"]), pick(after["op_gpu_time"])
+        b, a = b / steps[0], a / steps[1]
+        expected = plan.loc[r["key"], "saving_ns"] / steps[0]
+        assert (r["before_ns"], r["after_ns"], r["expected_ns"]) == pytest.approx((b, a, expected), rel=1e-9)
+        saved = b - a
+        assert r["status"] == ("worse" if saved < 0 else "done" if saved >= 0.8 * expected else
+                               "partly" if saved >= 0.2 * expected else "not")
+        statuses.add(r["status"])
+    assert len(statuses) >= 2  # the arithmetic reaches more than one verdict on these runs
+    text = subprocess.run([sys.executable, "-m", "tb_hwprof", "compare", str(logdir / "joined"), str(logdir / "after")],
+                          capture_output=True, text=True, check=True).stdout
+    assert "the baseline's plan: what happened" in text

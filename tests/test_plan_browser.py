@@ -11,10 +11,10 @@ import pytest
 
 import tb_hwprof
 from browser_support import nav_of_run, wait_rows
-from conftest import decompressed
+from conftest import decompressed, get_json
 
-RUN, NSYS = "h200_plan", "nsys_plan"
-EXPECTED_RUNS = {RUN, NSYS}
+RUN, NSYS, AFTER = "h200_plan", "nsys_plan", "rn50_after"
+EXPECTED_RUNS = {RUN, NSYS, AFTER}
 PAIR = "pairs/h200_resnet18_bf16"
 
 
@@ -26,6 +26,8 @@ def logdir(tmp_path_factory, samples_dir):
     subprocess.run([*export, str(samples_dir / PAIR / "resnet18_step3.pt.trace.json.gz"),
                     str(decompressed(report, tmp_path_factory)), "--join", "--per-config", "--run", RUN], check=True)
     subprocess.run([*export, str(samples_dir / "nsys/gpu4_t4_2022.4.2.sqlite"), "--run", NSYS], check=True)
+    subprocess.run([*export, str(samples_dir / "torch/h200_resnet50_bf16_handler_stack.pt.trace.json.gz"), "--run", AFTER],
+                   check=True)
     return root
 
 
@@ -56,3 +58,19 @@ def test_plan_is_offered_where_the_run_has_a_plan(session, logdir):
     offered = [view for view, _ in nav_of_run(session, NSYS)]
     assert ("plan" in offered) == ("plan" in names)
     assert "plan" in [view for view, _ in nav_of_run(session, RUN)]
+
+
+def test_compare_shows_what_happened_to_the_baselines_plan(session, logdir):
+    doc = get_json(f"{session.base}/data/plugin/tb_hwprof/compare?base={RUN}&run={AFTER}")
+    rows = doc["plan_outcome"]
+    assert rows
+    session.open()
+    frame = session.go(f"#view=compare&base={RUN}&run={AFTER}")
+    table = frame.locator("[data-role=plan-outcome-table]")
+    table.wait_for(timeout=30000)
+    shown = table.locator("tbody tr").evaluate_all("trs => trs.map(t => [t.dataset.key, t.dataset.status])")
+    assert shown == [[r["key"], r["status"]] for r in rows]
+    saved = table.locator("td[data-col=saved_ns]").evaluate_all("tds => tds.map(t => Number(t.dataset.value))")
+    assert saved == pytest.approx([r["saved_ns"] for r in rows], rel=1e-12)
+    table.scroll_into_view_if_needed()
+    session.shot("plan-compare-outcome")

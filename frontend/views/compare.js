@@ -98,6 +98,7 @@ async function load(slot, ctx, base, other, held) {
   replace(slot, warningsBox(doc), totalsBox(doc, base, other),
     matchedSection(doc, (m) => showPair(detail, ctx, base, other, m)),
     suggestedSection(doc.suggested_pairs, (b, r) => setPairs([...pairs, [b, r]])), detail,
+    planSection(doc.plan_outcome, perStep(doc)),
     doc.phases ? phasesSection(doc.phases) : null,
     doc.operators ? operatorsSection(doc.operators, perStep(doc)) : null,
     h("div", {class: "two-col"},
@@ -211,6 +212,27 @@ function matchedSection(doc, onPick) {
 
 // Kernels left on each side with one launch configuration: not paired (a configuration is no
 // evidence of the same work), offered to the user with the CLI's equivalent.
+// The baseline's plan (its Plan view): for each ranked row, the time it concerns before and after,
+// the saving expected and the one measured, and what happened (done >= 80% of the expected saving,
+// partly >= 20%, not, worse).
+const OUTCOME_CLASS = {done: "faster", partly: "", not: "", worse: "slower"};
+
+function planSection(rows, per) {
+  rows = Array.isArray(rows) ? rows : [];
+  if (!rows.length) return null;
+  return h("section", {"data-role": "plan-outcome"},
+    h("h3", null, `The baseline's plan: what happened (${rows.length} ranked rows)`),
+    h("p", {class: "muted small"}, `Each row's time before and after${per ? ", per step" : ""}: an operator's GPU time, or the idle ` +
+      "time of its cause; done when the measured saving reaches 80% of the expected one, partly from 20%."),
+    h("div", {class: "scroll"}, h("table", {class: "data", "data-role": "plan-outcome-table"},
+      h("thead", null, h("tr", null, ["#", "Where", "What was proposed", "Expected", "Before", "After", "Saved", "Status"].map((t) => h("th", null, t)))),
+      h("tbody", null, rows.map((r) => h("tr", {"data-key": r.key, "data-status": r.status},
+        h("td", {class: "numeric"}, String(r.rank)), h("td", {class: "mono"}, r.ops || "(whole step)"), h("td", null, r.action),
+        ...["expected_ns", "before_ns", "after_ns", "saved_ns"].map((k) =>
+          h("td", {class: "numeric", "data-col": k, "data-value": r[k] ?? null}, fmt.duration(r[k]))),
+        h("td", {class: OUTCOME_CLASS[r.status] || "", "data-col": "status"}, r.status)))))));
+}
+
 function suggestedSection(suggested, onPair) {
   const items = Array.isArray(suggested) ? suggested : [];
   if (!items.length) return null;

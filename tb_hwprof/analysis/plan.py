@@ -252,3 +252,55 @@ def _first_sentence(message: str) -> str:
     text = re.sub(r"@section:[^:@]*:([^@]*)@", r"\1", text)
     end = text.find(". ")
     return text[:end + 1] if 0 < end < 300 else text[:300]
+
+
+# ------------------------------------------------------------------ after a change: what happened
+DONE, PARTLY = 0.8, 0.2  # shares of a row's expected saving that the measured saving reached
+
+
+def row_time(tables: Dict[str, pd.DataFrame], key: str, ops: str) -> Optional[float]:
+    """The time a plan row concerns, measured in one run's tables the same way on either side: an
+    operator's GPU time (op_gpu_time, its own for a rule, with its callees' for headroom; a kernel
+    name's time in the compare table where the trace names no operator), the idle time of an activity, a step breakdown column.  0 where the run has
+    the table and not the operator (it no longer runs); None where the run cannot tell."""
+    source, what = key.split("|")[:2]
+    if source in ("ncu rule", "headroom"):
+        ops_table, kernels = tables.get("op_gpu_time"), tables.get("compare_kernels")
+        if ops_table is not None and len(ops_table):
+            # A rule's launches are the operator's own (the innermost op of each kernel); a shape's GPU
+            # time includes the operators it called (op_shapes gpu_ns), so headroom is its subtree's.
+            column = "subtree_gpu_ns" if source == "headroom" else "direct_gpu_ns"
+            return float(ops_table.loc[ops_table["op"] == ops, column].sum())
+        if kernels is not None and len(kernels):
+            return float(kernels.loc[kernels["name"] == ops, "total_ns"].sum())
+        return None
+    if source == "idle":
+        attribution = tables.get("gpu_idle_attribution")
+        if attribution is None:
+            return None
+        return float(attribution.loc[attribution["activity"] == what, "idle_overlap_ns"].sum())
+    if source == "steps":
+        steps = tables.get("step_time_breakdown")
+        return float(steps[what].sum()) if steps is not None and what in steps else None
+    return None
+
+
+def plan_outcomes(plan: pd.DataFrame, before: Dict[str, pd.DataFrame], after: Dict[str, pd.DataFrame],
+                  steps=(1, 1), limit: int = 15) -> List[dict]:
+    """For each of the first `limit` ranked rows of the baseline's plan: its time before and after
+    (per step where `steps` gives each side's step count), the saving measured against the one
+    expected, and what happened: done (>= 80% of the expected saving), partly (>= 20%), not, or
+    worse (the time grew).  Rows neither side can measure are left out."""
+    out = []
+    ranked = plan[plan["rank"] > 0]
+    for row in (ranked if limit <= 0 else ranked.head(limit)).to_dict("records"):
+        b, a = row_time(before, row["key"], row["ops"]), row_time(after, row["key"], row["ops"])
+        if b is None or a is None:
+            continue
+        b, a = b / steps[0], a / steps[1]
+        expected, saved = row["saving_ns"] / steps[0], b - a
+        status = ("worse" if saved < 0 else "done" if saved >= DONE * expected else
+                  "partly" if saved >= PARTLY * expected else "not")
+        out.append({"rank": int(row["rank"]), "key": row["key"], "ops": row["ops"], "action": row["action"],
+                    "expected_ns": expected, "before_ns": b, "after_ns": a, "saved_ns": saved, "status": status})
+    return out

@@ -305,6 +305,8 @@ def render_text(doc: dict, base: Side, run: Side, gate_result: Optional[dict], l
         if more:
             out.append(f"... {more} more")
     out += _suggested_text(doc.get("suggested_pairs") or [], markdown)
+    from .plan_cli import outcome_text
+    out += outcome_text(doc.get("plan_outcome") or [], markdown)
     if gate_result is not None:
         out += _gate_text(gate_result, markdown)
     return "\n".join(out) + "\n"
@@ -396,6 +398,8 @@ def compare_sides(base: Side, run: Side, pairs: List[str]):
 def cmd_compare(args) -> int:
     base, run = load_side(args.baseline, args.metric), load_side(args.run, args.metric)
     doc, b_set, r_set = compare_sides(base, run, args.pair)
+    from .plan_cli import plan_outcome  # each plan row of the baseline: what happened to its time
+    doc["plan_outcome"] = plan_outcome(base.path, run.path, doc.get("basis") or {}, args.limit)
     result = gate(doc, b_set, r_set, base, run, args) if args.fail_if_slower is not None else None
     if args.format == "json":
         from ..logdir.tables import dumps

@@ -92,3 +92,42 @@ def cmd_plan(args) -> int:
     else:
         print(render_plan(table, of, args.run, args.limit, args.format == "markdown"))
     return 0
+
+
+# -- compare: what happened to the baseline's plan ------------------------------------------------
+OUTCOME_TABLES = ("plan", "op_gpu_time", "compare_kernels", "gpu_idle_attribution", "step_time_breakdown")
+
+
+def run_tables(path: str) -> dict:
+    """The tables a plan outcome reads, of an exported run folder ({} for a report file: it has no
+    plan until exported)."""
+    from ..logdir import metadata, reader
+    where = Path(path)
+    if not (where.is_dir() and (reader.asset_dir(where) / metadata.MANIFEST).is_file()):
+        return {}
+    manifest = reader.read_manifest(where)
+    tables = {name: reader.read_summary(where, manifest, name) for name in OUTCOME_TABLES}
+    return {name: table for name, table in tables.items() if table is not None}
+
+
+def plan_outcome(base_path: str, run_path: str, basis: dict, limit: int) -> list:
+    """plan_outcomes of the baseline's plan rows in the run, per step where the comparison is."""
+    from ..analysis.plan import plan_outcomes
+    before, after = run_tables(base_path), run_tables(run_path)
+    if "plan" not in before or not after:
+        return []
+    steps = tuple(basis.get("steps") or (1, 1)) if basis.get("per_step") else (1, 1)
+    return plan_outcomes(before["plan"], before, after, steps, limit)
+
+
+def outcome_text(rows: list, markdown: bool) -> list:
+    """The compare output's section: each plan row of the baseline, expected and measured saving."""
+    from ..core.plain import duration_text
+    from .compare_cli import _section, _table
+    if not rows:
+        return []
+    out = [_section(f"the baseline's plan: what happened ({len(rows)} ranked rows)", markdown)]
+    out += _table(["#", "where", "expected", "before", "after", "saved", "status"],
+                  [[str(r["rank"]), r["ops"] or "(whole step)", duration_text(r["expected_ns"]), duration_text(r["before_ns"]),
+                    duration_text(r["after_ns"]), duration_text(r["saved_ns"]), r["status"]] for r in rows], markdown)
+    return out

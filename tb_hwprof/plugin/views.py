@@ -224,7 +224,23 @@ def compare_runs(base: RunEntry, run: RunEntry, choices=()) -> dict:
     each was paired), the rest, NVTX phases, operators of PyTorch runs."""
     doc = compare.compare_sets(kernel_set(base), kernel_set(run), choices, compare_info(base), compare_info(run),
                                _compare_shapes(base, run))
-    return {"base": base.run, "run": run.run, **doc, "phases": _compare_phases(base, run)}
+    return {"base": base.run, "run": run.run, **doc, "phases": _compare_phases(base, run),
+            "plan_outcome": _plan_outcome(base, run, doc.get("basis") or {})}
+
+
+def _plan_outcome(base: RunEntry, run: RunEntry, basis: dict) -> list:
+    """Each ranked row of the baseline's plan: its time before and after, and what happened
+    (analysis/plan.py plan_outcomes); [] where the baseline has no plan."""
+    from ..analysis.plan import PLAN_TABLE, plan_outcomes
+
+    def tables(entry: RunEntry) -> dict:
+        names = (PLAN_TABLE, "op_gpu_time", compare.COMPARE_TABLE, "gpu_idle_attribution", "step_time_breakdown")
+        return {name: entry.summary(name) for name in names if name in entry.summary_names()}
+    before = tables(base)
+    if PLAN_TABLE not in before:
+        return []
+    steps = tuple(basis.get("steps") or (1, 1)) if basis.get("per_step") else (1, 1)
+    return plan_outcomes(before[PLAN_TABLE], before, tables(run), steps)
 
 
 def _compare_shapes(base: RunEntry, run: RunEntry):
