@@ -172,3 +172,24 @@ def test_compare_says_what_happened_to_each_plan_row(logdir):
     text = subprocess.run([sys.executable, "-m", "tb_hwprof", "compare", str(logdir / "joined"), str(logdir / "after")],
                           capture_output=True, text=True, check=True).stdout
     assert "the baseline's plan: what happened" in text
+
+
+@pytest.mark.parametrize("sample, finding_id", [
+    ("torch/kineto_rn50_v100_jun2021.json.gz", "torch.pageable_copies"),
+    ("torch/tracelens_h100_falconsai_vit.json.gz", "torch.launch_bound"),
+    ("nsys/annikola_gtx1050_2024.5.1.sqlite", "gpu.pageable_copies"),
+])
+def test_rows_from_advice_are_bounded_by_the_findings_own_figures(samples_dir, sample, finding_id):
+    profile = tb_hwprof.read(samples_dir / sample)
+    analysis = tb_hwprof.analyse(profile)
+    [finding] = [f for f in analysis.findings if f.id == finding_id]
+    figures = {name: f.value for name, f in finding.figures.items()}
+    [row] = analysis.summaries["plan"][analysis.summaries["plan"]["key"] == f"advice|{finding_id}|"].to_dict("records")
+    if finding_id.endswith("launch_bound"):  # the GPU's idle time in the steps
+        expected = figures["step_ns"] * figures["gpu_idle_pct"] / 100
+    else:  # the host time the copies held, else (Nsight Systems) their GPU time
+        expected = figures.get("host_ns", figures["copy_ns"])
+    assert row["saving_ns"] == pytest.approx(expected, rel=1e-12) and row["evidence"] == finding.text
+    assert finding.remedy.startswith(row["action"])  # the remedy the advice phrased for this capture
+    if sample.startswith("nsys/"):  # a CUDA program, not PyTorch: no PyTorch lever proposed
+        assert not any("DataLoader" in a or "torch" in a for a in analysis.summaries["plan"]["action"])

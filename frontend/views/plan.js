@@ -8,7 +8,7 @@ import * as fmt from "../format.js";
 import {runView} from "./common.js";
 
 const SOURCES = {"ncu rule": "Nsight Compute rule", headroom: "headroom to the roof", idle: "GPU idle",
-  communication: "communication"};
+  communication: "communication", copies: "pageable copies"};
 
 export const render = runView({draw});
 

@@ -169,9 +169,9 @@ STEPS = (
     Step(torch_tables, makes=TORCH_TABLES),
     Step(operator_counters, makes=(OP_COUNTERS_TABLE,)),  # joined traces (analysis/join.py)
     Step(compare_kernels, makes=(COMPARE_TABLE,)),
-    Step(plan, makes=(PLAN_TABLE,)),  # reads the tables above (op shapes, idle attribution, steps)
     Step(headline_figures),
     Step(findings),
+    Step(plan, makes=(PLAN_TABLE,)),  # reads the tables above (op shapes, idle attribution, steps) and the advice
 )
 # Summary tables the analysis makes: a written run's tables of these names are its Analysis'
 # (load_analysis), the others the reader's (load_run's Profile.summaries).

@@ -58,7 +58,13 @@ GENERIC_RULE_ACTION = "follow Nsight Compute's advice for this rule (its message
 IDLE_ACTIONS = {
     "data loading": "feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True)",
     "file/socket": "move reads off the training loop: prefetch in DataLoader workers",
-    "synchronisation": "remove host syncs in the step (.item(), .cpu(), print of a CUDA tensor, torch.cuda.synchronize)",
+    "CUDA synchronisation": "remove host syncs in the step (.item(), .cpu(), print of a CUDA tensor, torch.cuda.synchronize)",
+}
+# The same causes in a program that is not PyTorch's (an Nsight Systems or rocprof capture of C++ / CUDA).
+IDLE_ACTIONS_NATIVE = {
+    "data loading": "overlap data loading with GPU work: a loader thread, double-buffered pinned host buffers",
+    "file/socket": "overlap reads with GPU work: read ahead on another thread",
+    "CUDA synchronisation": "synchronise less: events and stream waits instead of device-wide synchronisation",
 }
 COMMUNICATION_ACTION = "overlap communication with compute: DDP bucket_cap_mb, gradient accumulation, no_sync"
 DATALOADER_ACTION = IDLE_ACTIONS["data loading"]
@@ -187,15 +193,17 @@ def _headroom_action(category: str, bound: str) -> str:
     return "fewer bytes: fuse it with its neighbours (torch.compile this region), keep activations in bf16"
 
 
-def idle_rows(tables: Dict[str, pd.DataFrame]) -> List[dict]:
+def idle_rows(tables: Dict[str, pd.DataFrame], pytorch: bool = True) -> List[dict]:
     """The GPU's idle time per cause the CPU side shows, and the step breakdown's exclusive
-    data-loading and communication time."""
+    data-loading and communication time; actions in PyTorch's words where the capture shows PyTorch."""
     out = []
+    actions = IDLE_ACTIONS if pytorch else IDLE_ACTIONS_NATIVE
     attribution = tables.get("gpu_idle_attribution")
     if attribution is not None and len(attribution):
         for row in attribution.to_dict("records"):
             activity, overlap = str(row.get("activity") or ""), float(row.get("idle_overlap_ns") or 0)
-            action = next((a for word, a in IDLE_ACTIONS.items() if word in activity), None)
+            # "gaps starting in a synchronisation call" measures the same stalls again: one row per cause.
+            action = next((a for word, a in actions.items() if activity.startswith(word)), None)
             if action is None or not overlap > 0:
                 continue
             out.append({"action": action, "ops": "", "saving_ns": overlap, "source": "idle",
@@ -217,10 +225,46 @@ def idle_rows(tables: Dict[str, pd.DataFrame]) -> List[dict]:
     return out
 
 
-def plan_table(profile, tables: Dict[str, pd.DataFrame]) -> pd.DataFrame:
+# Advice findings whose figures bound a saving: id -> (the figure that bounds it, what it is, action).
+FINDING_ROWS = {
+    "torch.pageable_copies": (("host_ns", "copy_ns"), "the time pageable copies held the host (or took on the GPU)",
+                        "pin the host side: DataLoader(pin_memory=True), tensor.pin_memory(), then .to(device, non_blocking=True)"),
+    "torch.launch_bound": (("idle_in_steps_ns",), "the GPU's idle time in the steps while it waited for launches",
+                     "launch fewer, larger kernels: torch.compile(mode='reduce-overhead') or CUDA graphs, fused optimizers"),
+}
+FINDING_ROWS["gpu.pageable_copies"] = FINDING_ROWS["torch.pageable_copies"]  # Nsight Systems' (its GPU time)
+
+
+def finding_rows(findings) -> List[dict]:
+    """Rows from the advice findings whose own figures bound a saving (pageable copies, a launch-bound
+    step): the finding's text is the evidence."""
+    out = []
+    ids = {finding.id for finding in findings or ()}
+    for finding in findings or ():
+        spec = FINDING_ROWS.get(finding.id)
+        if spec is None or (finding.id == "gpu.pageable_copies" and "torch.pageable_copies" in ids):
+            continue  # one row per cause: the PyTorch rule's figures where both rules saw the copies
+        names, what, action = spec
+        figures = {name: f.value for name, f in finding.figures.items() if isinstance(f.value, (int, float))}
+        if finding.id == "torch.launch_bound" and "step_ns" in figures and "gpu_idle_pct" in figures:
+            figures["idle_in_steps_ns"] = figures["step_ns"] * figures["gpu_idle_pct"] / 100.0
+        saving = next((float(figures[n]) for n in names if n in figures and figures[n] > 0), None)
+        if saving is None:
+            continue
+        # The advice phrased its remedy for this capture (PyTorch's levers or CUDA / HIP calls): its first sentence.
+        action = _first_sentence(finding.remedy).rstrip(".") or action
+        out.append({"action": action, "ops": "", "saving_ns": saving, "source": "idle" if finding.id == "torch.launch_bound"
+                    else "copies", "evidence": finding.text, "confidence": f"upper bound: {what}",
+                    "applies_ns": saving, "launches": math.nan, "key": f"advice|{finding.id}|"})
+    return out
+
+
+def plan_table(profile, tables: Dict[str, pd.DataFrame], findings=()) -> pd.DataFrame:
     """PLAN_COLUMNS: the candidates ranked by saving (rank 1 first); rules without an estimate after
     them with rank 0."""
-    rows = rule_rows(profile) + headroom_rows(tables) + idle_rows(tables)
+    from .context import capture_context
+    pytorch = profile.torch is not None or capture_context(profile).pytorch
+    rows = rule_rows(profile) + headroom_rows(tables) + idle_rows(tables, pytorch) + finding_rows(findings)
     frame = pd.DataFrame(rows, columns=[c for c in PLAN_COLUMNS if c not in ("rank", "saving_pct")])
     total, _ = step_time(profile, tables)
     frame["saving_pct"] = 100.0 * frame["saving_ns"] / total if total > 0 else math.nan
@@ -232,10 +276,10 @@ def plan_table(profile, tables: Dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def plan(profile, analysis) -> None:
-    """Pipeline step: summaries["plan"] where anything can be ranked (a capture with rule results,
-    op shapes or a timeline)."""
+    """Pipeline step, after the advice: summaries["plan"] where anything can be ranked (a capture
+    with rule results, op shapes, a timeline or advice with a bounded saving)."""
     tables = analysis.tables(profile)
-    table = plan_table(profile, tables)
+    table = plan_table(profile, tables, analysis.findings)
     if len(table):
         table.attrs["units"] = {"saving_ns": "ns", "applies_ns": "ns", "saving_pct": "%"}
         table.attrs["of"] = step_time(profile, tables)[1]

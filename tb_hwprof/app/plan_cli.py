@@ -37,7 +37,7 @@ def load_plan(path: str) -> tuple:
     """(plan table, what its percentages are of) of an exported run or a report read on the fly."""
     import pandas as pd
 
-    from ..analysis.plan import PLAN_TABLE, plan_table, step_time
+    from ..analysis.plan import PLAN_TABLE, step_time
     from ..logdir import metadata, reader
     where = Path(path)
     if where.is_dir() and (reader.asset_dir(where) / metadata.MANIFEST).is_file():
@@ -53,8 +53,8 @@ def load_plan(path: str) -> tuple:
     from ..readers.detect import read
     profile = read(where)
     analysis = analyse(profile)
-    tables = analysis.tables(profile)
-    return plan_table(profile, tables), step_time(profile, tables)[1]
+    table = analysis.summaries.get(PLAN_TABLE)
+    return (table if table is not None else pd.DataFrame()), step_time(profile, analysis.tables(profile))[1]
 
 
 def render_plan(table, of: str, path: str, limit: int, markdown: bool) -> str:
