@@ -614,7 +614,7 @@ def _step_warnings(base: RunInfo, run: RunInfo) -> List[dict]:
     steps on one side only (whole runs compared: the other capture may hold any number of iterations)."""
     if base.steps and run.steps and base.steps != run.steps:
         return [{"id": "different-steps", "decisive": False,
-                 "text": f"different step counts (baseline {_steps_text(base.steps)}, the run {run.steps}): every "
+                 "text": f"different step counts (baseline {_steps_text(base.steps)}, run {_steps_text(run.steps)}): every "
                          f"figure is per step (each run's kernel time and calls divided by its steps), which "
                          f"assumes each step does the same work"}]
     if bool(base.steps) != bool(run.steps):
