@@ -158,7 +158,8 @@ class _GzipText(tables.GzipStream):
 
 
 def _counts(timeline: Timeline, mask: np.ndarray) -> Dict[str, int]:
-    cats = np.bincount(timeline.slices["cat"][mask], minlength=len(TIMELINE_CATEGORIES))
+    cats = timeline.slices["cat"]
+    cats = np.bincount(cats if mask.all() else cats[mask], minlength=len(TIMELINE_CATEGORIES))
     return {name: int(n) for name, n in zip(TIMELINE_CATEGORIES, cats)}
 
 
@@ -214,7 +215,8 @@ def gzip_pieces(pieces: Iterable[str]) -> Iterator[bytes]:
 
 def timeline_counts(timeline: Timeline, keep: np.ndarray, flows: np.ndarray) -> dict:
     """What the window kept and dropped, per category (flows included), as the manifest records it."""
-    kept, total = _counts(timeline, keep), _counts(timeline, np.ones(keep.size, dtype=bool))
+    kept = _counts(timeline, keep)
+    total = dict(kept) if keep.all() else _counts(timeline, np.ones(keep.size, dtype=bool))  # no window: one count
     n_flows = int((timeline.slices["flow"][timeline.slices["cat"] == TIMELINE_CATEGORIES.index("cuda_api")] >= 0).sum())
     kept["flow"], total["flow"] = int(flows.size), n_flows
     return {"kept": kept, "dropped": {k: total[k] - kept[k] for k in total},
