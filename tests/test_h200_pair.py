@@ -286,3 +286,15 @@ def test_the_per_configuration_join_covers_every_launch_of_a_profiled_configurat
         sol = np.array([by_launch[k]["sm__throughput.avg.pct_of_peak_sustained_elapsed"] for k in rows])
         assert row["sm_throughput_pct"] == pytest.approx(float((sol * weights).sum() / weights.sum()), rel=1e-9)
         assert "per-configuration join" in row["counter_source"] and f"report launch" in row["counter_source"]
+
+
+def test_every_hotspots_sass_is_its_own_launchs(profile, report, ncu_report_module):
+    """The source hotspots' SASS of all 58 launches (15 kernels): each kernel is disassembled once
+    and answers for its other launches (the profiled process' addresses are absolute), so each row is
+    checked here against the SASS that launch's own action gives at that address."""
+    table = profile.summaries["ncu_source_hotspots"]
+    assert table["launch_id"].nunique() > 15  # more launches with hotspots than kernels: reuse happens
+    for launch_id, action in enumerate(ncu_actions(ncu_report_module, report)):
+        rows = table[table["launch_id"] == launch_id]
+        for address, sass in zip(rows["address"], rows["sass"]):
+            assert sass == action.sass_by_pc(int(address)).strip() and sass, (launch_id, address)
