@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..core.errors import HwprofError, InputError
+from .text_tables import NAME_WIDTH, section as _section, short_name, table as _table  # noqa: F401
 
 # numpy and pandas are imported where used: `tb-hwprof --help` (and the export, which registers
 # this command too) must not pay pandas' import for a command it does not run.
@@ -241,33 +242,9 @@ def _pair_name(m: dict) -> str:
     return m["base_name"] if m["base_name"] == m["run_name"] else f"{m['base_name']} -> {m['run_name']}"
 
 
-# The name column of a terminal table: C++ template names run to thousands of characters, which
-# padded every row to that width.  Names are cut as the plugin's tables cut them (their start, then
-# "..."); --format markdown and json keep them whole.
-NAME_WIDTH = 72
-
-
-def short_name(name: str, width: int = NAME_WIDTH) -> str:
-    return name if len(name) <= width else name[:width - 3] + "..."
-
-
-def _table(headers: List[str], rows: List[List[str]], markdown: bool) -> List[str]:
-    if markdown:
-        cells = lambda r: "| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"  # noqa: E731
-        return [cells(headers), "|" + "|".join("---" for _ in headers) + "|"] + [cells(r) for r in rows]
-    rows = [[short_name(str(r[0])), *r[1:]] for r in rows]
-    widths = [max(len(str(r[i])) for r in [headers] + rows) for i in range(len(headers))]
-    line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
-                               for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-    return [line(headers)] + [line(r) for r in rows]
-
-
 def _limited(items: list, limit: int):
     return (items, 0) if limit <= 0 else (items[:limit], max(0, len(items) - limit))
 
-
-def _section(title: str, markdown: bool) -> str:
-    return f"\n### {title}\n" if markdown else f"\n{title}"
 
 
 def render_text(doc: dict, base: Side, run: Side, gate_result: Optional[dict], limit: int, markdown: bool) -> str:

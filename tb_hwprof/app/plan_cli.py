@@ -60,7 +60,7 @@ def load_plan(path: str) -> tuple:
 def render_plan(table, of: str, path: str, limit: int, markdown: bool) -> str:
     """The plan as the terminal (or markdown) shows it: ranked rows, their evidence, the unranked rules."""
     from ..core.plain import duration_text
-    from .compare_cli import _table
+    from .text_tables import table as _table
     if table.empty:
         return (f"{path}: nothing to rank: the run has no Nsight Compute rule results, no operator shapes and no "
                 "timeline (export a PyTorch trace, a joined trace + report, or an ncu report with --set full)")
@@ -123,7 +123,7 @@ def plan_outcome(base_path: str, run_path: str, basis: dict, limit: int) -> list
 def outcome_text(rows: list, markdown: bool) -> list:
     """The compare output's section: each plan row of the baseline, expected and measured saving."""
     from ..core.plain import duration_text
-    from .compare_cli import _section, _table
+    from .text_tables import section as _section, table as _table
     if not rows:
         return []
     out = [_section(f"the baseline's plan: what happened ({len(rows)} ranked rows)", markdown)]
