@@ -326,6 +326,10 @@ def units_of(df: pd.DataFrame) -> Dict[str, str]:
 
 
 # ------------------------------------------------------------------ framework level (PyTorch)
+TORCH_MEMORY_COLUMNS = ("ts_ns", "pid", "tid", "device_type", "device_id", "bytes", "addr", "total_allocated",
+                        "total_reserved")
+
+
 @dataclasses.dataclass
 class TorchTrace:
     """A PyTorch profiler trace's operator level, joined to the GPU work (docs/FORMAT.md "PyTorch").
@@ -340,6 +344,11 @@ class TorchTrace:
       launch columns of kernels (grid_*, block_*, registers, shared_mem, blocks_per_sm,
       warps_per_sm, est_occupancy_pct).
     steps: one row per ProfilerStep#N range: step, start_ns, end_ns, pid, tid.
+    memory: one row per `[memory]` event (profile_memory=True), in time order (stable): ts_ns, pid,
+      tid, device_type (c10 DeviceType: 0 CPU, 1 CUDA, 6 HIP; -1 absent), device_id (-1 for the
+      CPU or absent), bytes (signed: an allocation > 0, a free < 0; 0 where absent), addr (-1 where
+      absent: traces before PyTorch 1.10), total_allocated / total_reserved (the allocator's totals
+      on that device after the event; -1 where absent, as before 1.10).  Empty without memory events.
     """
 
     ops: pd.DataFrame
@@ -348,3 +357,5 @@ class TorchTrace:
     steps: pd.DataFrame
     device_properties: List[dict] = dataclasses.field(default_factory=list)
     distributed: Optional[dict] = None
+    memory: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(
+        {c: np.zeros(0, dtype=np.int64) for c in TORCH_MEMORY_COLUMNS}))

@@ -8,6 +8,10 @@ the capture span from the first to the last recorded event) and fires only above
   torch.launch_bound      tiny kernels, launch calls as long as the GPU work, and an idle GPU
   torch.fp32_gemm         FP32 matrix multiplies / convolutions on a GPU with tensor (matrix) cores
   torch.pageable_copies   host <-> device copies from / to pageable memory
+The memory rules read the Memory view's tables (analysis/torch_memory.py, profile_memory=True):
+  torch.memory_capacity   a device's reserved peak near its capacity (deviceProperties' totalGlobalMem)
+  torch.memory_fragmentation  at the allocated peak the allocator holds far more than the tensors use
+  torch.allocator_churn   many short-lived allocations of one size per step
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from ..context import CaptureContext
 from ...core.findings import Finding, by_severity, finding
 from ..summary import interval_union_ns, merge
 from ..timeline import SYNC_API, overlap_ns
+from ..torch_memory import SHORT_LIVED_NS
 from .gpu_timeline import LAUNCH_API
 
 # DataLoader: a tenth of the step spent waiting for the next batch is time a worker pool or a
@@ -47,6 +52,17 @@ FP32_GEMM_SHARE_PCT, FP32_GEMM_HIGH_PCT = 20.0, 50.0
 # back; from 10% it is a first lever (as gpu.pageable_copies).
 PAGEABLE_SHARE_PCT, PAGEABLE_HIGH_PCT = 1.0, 10.0
 TOP = 3  # callers / ops named in the text
+# Memory capacity: from 90% of the device's memory reserved (torch-tb-profiler's own limit, there on
+# the allocated peak) the next larger batch or activation runs out of memory; from 97% it is one step away.
+MEMORY_CAPACITY_PCT, MEMORY_CAPACITY_HIGH_PCT = 90.0, 97.0
+# Fragmentation: at the allocated peak, a quarter of the reserved memory held by no tensor, and at
+# least 1 GiB of it (smaller gaps cost little), is what expandable segments give back.
+FRAGMENTATION_GAP_PCT, FRAGMENTATION_MIN_BYTES = 25.0, 1 << 30
+# Churn: an allocation freed within 1 ms (torch_memory.SHORT_LIVED_NS) lives inside a few operators;
+# 200 of one size per step on a device is a temporary made and dropped in a loop, each a host-side
+# allocator call.
+CHURN_PER_STEP = 200
+CHURN_LIFETIME_NS = SHORT_LIVED_NS
 
 DATALOADER_PREFIX = "enumerate(DataLoader)"
 SINGLE_PROCESS_ITER = "_SingleProcessDataLoaderIter"
@@ -515,6 +531,93 @@ def pageable_copies(torch, steps: Steps, context: CaptureContext) -> Optional[Fi
          "threshold_pct": (PAGEABLE_SHARE_PCT, "%")})
 
 
+# ---------------------------------------------------------------- 6-8. memory (profile_memory=True)
+def _gpu_peaks(summaries: Dict[str, pd.DataFrame]) -> pd.DataFrame:
+    peaks = summaries.get("memory_peak")
+    if peaks is None or peaks.empty:
+        return pd.DataFrame()
+    return peaks[peaks["device"].astype(str).str.startswith("GPU")]
+
+
+def memory_capacity(summaries: Dict[str, pd.DataFrame]) -> Optional[Finding]:
+    peaks = _gpu_peaks(summaries)
+    if peaks.empty:
+        return None
+    held = np.maximum(peaks["peak_reserved_bytes"].to_numpy(dtype=float), peaks["peak_allocated_bytes"].to_numpy(dtype=float))
+    share = 100.0 * held / peaks["capacity_bytes"].to_numpy(dtype=float)
+    if not np.nanmax(np.r_[share, -1.0]) >= MEMORY_CAPACITY_PCT:  # NaN: a device of no known capacity
+        return None
+    worst = int(np.nanargmax(share))
+    row = peaks.iloc[worst]
+    pct = float(share[worst])
+    return _finding(
+        "memory_capacity", "high" if pct >= MEMORY_CAPACITY_HIGH_PCT else "medium",
+        f"{row['device']} memory peaks at {pct:.0f}% of its capacity",
+        f"{row['device']} reserved {_bytes(held[worst])} at its peak ({_bytes(row['peak_allocated_bytes'])} allocated "
+        f"by tensors), {pct:.1f}% of its {_bytes(row['capacity_bytes'])} (threshold {MEMORY_CAPACITY_PCT:.0f}%); the "
+        f"allocated peak is reached in {row['call_stack'] or 'no operator'}: a larger batch or input runs out of memory",
+        "Cut the activations kept for the backward pass: activation checkpointing (torch.utils.checkpoint) on the "
+        "largest blocks, mixed precision (torch.autocast with bf16 / fp16), or a smaller micro-batch with gradient "
+        "accumulation; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lowers what the allocator reserves beyond "
+        "what tensors use",
+        {"device": (str(row["device"]), ""), "peak_reserved_bytes": (float(row["peak_reserved_bytes"]), "bytes"),
+         "peak_allocated_bytes": (float(row["peak_allocated_bytes"]), "bytes"),
+         "capacity_bytes": (float(row["capacity_bytes"]), "bytes"), "share_pct": (pct, "%"),
+         "threshold_pct": (MEMORY_CAPACITY_PCT, "%")})
+
+
+def memory_fragmentation(summaries: Dict[str, pd.DataFrame]) -> Optional[Finding]:
+    peaks = _gpu_peaks(summaries)
+    if peaks.empty:
+        return None
+    reserved = peaks["reserved_at_peak_bytes"].to_numpy(dtype=float)
+    gap = reserved - peaks["peak_allocated_bytes"].to_numpy(dtype=float)
+    share = np.where(reserved > 0, 100.0 * gap / np.where(reserved > 0, reserved, 1.0), 0.0)
+    firing = np.flatnonzero((share >= FRAGMENTATION_GAP_PCT) & (gap >= FRAGMENTATION_MIN_BYTES))
+    if firing.size == 0:
+        return None
+    worst = int(firing[np.argmax(gap[firing])])
+    row = peaks.iloc[worst]
+    return _finding(
+        "memory_fragmentation", "medium",
+        f"{row['device']} reserves {_bytes(gap[worst])} more than its tensors use at the peak",
+        f"When {row['device']}'s allocated memory peaked at {_bytes(row['peak_allocated_bytes'])} the caching allocator "
+        f"held {_bytes(reserved[worst])}: {_bytes(gap[worst])} ({share[worst]:.0f}%) reserved by no tensor (thresholds "
+        f"{FRAGMENTATION_GAP_PCT:.0f}% and {_bytes(FRAGMENTATION_MIN_BYTES)}); cached blocks of sizes the peak cannot "
+        "use (fragmentation) are memory a larger batch cannot have",
+        "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_HIP_ALLOC_CONF on ROCm): segments then grow "
+        "in place instead of caching blocks of fixed sizes; allocating the largest long-lived tensors first, and "
+        "keeping shapes steady between steps, also leaves fewer unusable blocks",
+        {"device": (str(row["device"]), ""), "gap_bytes": (float(gap[worst]), "bytes"),
+         "reserved_bytes": (float(reserved[worst]), "bytes"),
+         "allocated_bytes": (float(row["peak_allocated_bytes"]), "bytes"), "gap_pct": (float(share[worst]), "%"),
+         "threshold_pct": (FRAGMENTATION_GAP_PCT, "%"), "threshold_bytes": (float(FRAGMENTATION_MIN_BYTES), "bytes")})
+
+
+def allocator_churn(summaries: Dict[str, pd.DataFrame], steps: Steps) -> Optional[Finding]:
+    peaks = _gpu_peaks(summaries)
+    if peaks.empty or "short_lived_count" not in peaks.columns:
+        return None
+    per_step = peaks["short_lived_count"].to_numpy(dtype=float) / max(steps.count, 1)
+    worst = int(np.argmax(per_step))
+    if not per_step[worst] >= CHURN_PER_STEP:
+        return None
+    row = peaks.iloc[worst]
+    count, size = int(row["short_lived_count"]), int(row["short_lived_bytes"])
+    return _finding(
+        "allocator_churn", "low",
+        f"{per_step[worst]:.0f} short-lived allocations of {_bytes(size)} per step on {row['device']}",
+        f"{count} allocations of {size:,} bytes on {row['device']} were freed within {_ms(CHURN_LIFETIME_NS)}, "
+        f"{per_step[worst]:.0f} per step over {steps.label} (threshold {CHURN_PER_STEP} per step; "
+        f"{int(row['allocations'])} allocations on it in all); most from {row['short_lived_ops']}: each is an "
+        "allocator call on the host, a temporary made and dropped again and again",
+        "Reuse the buffer: preallocate it once and write into it (out= arguments, in-place ops such as add_ / mul_), "
+        "fuse the elementwise chain that makes the temporaries (torch.compile), or capture the step in a CUDA graph",
+        {"device": (str(row["device"]), ""), "bytes": (float(size), "bytes"), "allocations": (count, "count"),
+         "per_step": (float(per_step[worst]), "count"), "steps": (steps.count, "count"),
+         "lifetime_below_ns": (float(CHURN_LIFETIME_NS), "ns"), "threshold_per_step": (CHURN_PER_STEP, "count")})
+
+
 # ---------------------------------------------------------------- the domain
 ADVICE_GPU_COLUMNS = ("kind", "name", "start_ns", "end_ns", "device", "bytes", "runtime", "op")
 
@@ -529,5 +632,6 @@ def advise(profile, summaries: Dict[str, pd.DataFrame], context: CaptureContext)
     torch = dataclasses.replace(torch, gpu=torch.gpu[[c for c in ADVICE_GPU_COLUMNS if c in torch.gpu.columns]])
     found = [dataloader_bound(torch, steps, context), host_sync(torch, steps, context),
              launch_bound(torch, steps, context), fp32_gemm(torch, steps, profile.devices, context),
-             pageable_copies(torch, steps, context)]
+             pageable_copies(torch, steps, context), memory_capacity(summaries), memory_fragmentation(summaries),
+             allocator_churn(summaries, steps)]
     return by_severity(f for f in found if f)

@@ -115,9 +115,11 @@ enum { F_PH, F_CAT, F_NAME, F_ID, F_PID, F_TID, F_TS, F_BP, F_N };
 static const colspec F_SPEC[F_N] = {
     {"ph", 'b', 1}, {"cat", 'i', 4}, {"name", 'i', 4}, {"id", 'q', 8}, {"pid", 'q', 8},
     {"tid", 'q', 8}, {"ts_ns", 'q', 8}, {"bp_enclosing", '?', 1}};
-enum { I_CAT, I_NAME, I_PID, I_TID, I_TS, I_N };
+enum { I_CAT, I_NAME, I_PID, I_TID, I_TS, I_BYTES, I_ADDR, I_TALLOC, I_TRES, I_DEVID, I_DEVTYPE, I_N };
 static const colspec I_SPEC[I_N] = {
-    {"cat", 'i', 4}, {"name", 'i', 4}, {"pid", 'q', 8}, {"tid", 'q', 8}, {"ts_ns", 'q', 8}};
+    {"cat", 'i', 4}, {"name", 'i', 4}, {"pid", 'q', 8}, {"tid", 'q', 8}, {"ts_ns", 'q', 8},
+    {"bytes", 'q', 8}, {"addr", 'q', 8}, {"total_allocated", 'q', 8}, {"total_reserved", 'q', 8},
+    {"device_id", 'q', 8}, {"device_type", 'q', 8}};
 
 #define I64(t, c) ((int64_t *)(t)->cols[c])
 #define I32(t, c) ((int32_t *)(t)->cols[c])
@@ -201,7 +203,8 @@ typedef struct {
 enum { E_PH, E_CAT, E_NAME, E_PID, E_TID, E_TS, E_DUR, E_ID, E_BP, E_ARGS, E_N };
 /* Args keys: numbers (Union[int, float, str, None]), then text and grid / block (msgspec.Raw). */
 enum { A_EXT0, A_EXT1, A_CORR, A_DEVICE, A_STREAM, A_CONTEXT, A_BYTES, A_REGS, A_SHMEM, A_GRAPH,
-       A_BPSM, A_WPSM, A_OCC, A_SEQ, A_FWD, A_PYID, A_PYPAR, A_INN, A_OUTN, A_GSIZE, A_NUM };
+       A_BPSM, A_WPSM, A_OCC, A_SEQ, A_FWD, A_PYID, A_PYPAR, A_INN, A_OUTN, A_GSIZE,
+       A_MBYTES, A_ADDR, A_TALLOC, A_TRES, A_DEVID, A_DEVTYPE, A_NUM };
 enum { T_KIND, T_DIMS, T_TYPES, T_CONCRETE, T_COLL, T_DTYPE, T_GRID, T_BLOCK, T_NUM };
 
 #define GPU_NUM_MASK ((1u << A_DEVICE) | (1u << A_STREAM) | (1u << A_CONTEXT) | (1u << A_BYTES) | \
@@ -1157,7 +1160,10 @@ static arg_key ARG_KEYS[] = {
     {"In msg nelems", 0, 0, A_INN}, {"Out msg nelems", 0, 0, A_OUTN}, {"Group size", 0, 0, A_GSIZE},
     {"kind", 0, 1, T_KIND}, {"Input Dims", 0, 1, T_DIMS}, {"Input type", 0, 1, T_TYPES},
     {"Concrete Inputs", 0, 1, T_CONCRETE}, {"Collective name", 0, 1, T_COLL}, {"dtype", 0, 1, T_DTYPE},
-    {"grid", 0, 2, T_GRID}, {"block", 0, 2, T_BLOCK}};
+    {"grid", 0, 2, T_GRID}, {"block", 0, 2, T_BLOCK},
+    /* decode.py's MEMORY_INT_ARGS: the [memory] instant events of profile_memory=True */
+    {"Bytes", 0, 0, A_MBYTES}, {"Addr", 0, 0, A_ADDR}, {"Total Allocated", 0, 0, A_TALLOC},
+    {"Total Reserved", 0, 0, A_TRES}, {"Device Id", 0, 0, A_DEVID}, {"Device Type", 0, 0, A_DEVTYPE}};
 #define N_ARG_KEYS (sizeof ARG_KEYS / sizeof ARG_KEYS[0])
 /* ARG_KEYS by first byte: indexes + 1, up to 4 keys share one (0 ends a list). */
 static uint8_t arg_keys_by_first[128][4];
@@ -1488,13 +1494,21 @@ static void add_flow(scanner *s, int8_t ph) {
 }
 
 static void add_instant(scanner *s) {
+    static const int ints[][2] = {{I_ADDR, A_ADDR}, {I_TALLOC, A_TALLOC}, {I_TRES, A_TRES},
+                                  {I_DEVID, A_DEVID}, {I_DEVTYPE, A_DEVTYPE}};
     table *t = &s->instants;
     size_t row = table_row(s, t);
+    int args = has(s, E_ARGS);
     I32(t, I_CAT)[row] = string_code(s, E_CAT);
     I32(t, I_NAME)[row] = string_code(s, E_NAME);
     I64(t, I_PID)[row] = track_id(s, E_PID);
     I64(t, I_TID)[row] = track_id(s, E_TID);
     I64(t, I_TS)[row] = ts_ns(s);
+    /* Bytes is signed (a free is negative, a 1-byte one -1): absent is 0, as the profiler's readers take it */
+    I64(t, I_BYTES)[row] = args && ((s->num_mask >> A_MBYTES) & 1) && s->num[A_MBYTES].kind != K_STR
+                               ? arg_int(s, A_MBYTES) : 0;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        I64(t, ints[i][0])[row] = args ? arg_int(s, ints[i][1]) : -1;
 }
 
 /* One event (an object at p): every member validated as msgspec's Event struct reads it (a

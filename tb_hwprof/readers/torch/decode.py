@@ -6,13 +6,16 @@ reader uses, as numpy columns, and interns every string once:
 
 - `x`: complete events (ph "X": operators, runtime calls, kernels, copies, sets, annotations),
 - `flows`: flow events (ph "s" / "f" / "t": ac2g, async, fwdbwd ...),
-- `instants`: instant events (ph "i" / "I"),
+- `instants`: instant events (ph "i" / "I"), with the args of the `[memory]` events profile_memory=True
+  writes (MEMORY_INT_ARGS: bytes, addr, total_allocated, total_reserved, device_id, device_type),
 - `metadata`: the few ph "M" events (process / thread names and sort order), as dicts,
 - `top`: the top-level keys other than traceEvents (deviceProperties, distributedInfo, ...).
 
 Column conventions (both decoders below give the same values):
 - strings (cat, name, and text-valued args) are int32 codes into `strings`; -1 where absent;
 - ints are int64, -1 where absent or not an integer (a float is truncated, a string is absent);
+  but an instant's `bytes` is signed (a free is negative): absent there is 0, as the profiler's own
+  readers (torch-tb-profiler) take it;
   an id above 2**63 keeps its low 64 bits (it still tells ids apart);
 - pid / tid: an integer as is (negative ones occur: int32-wrapped pthread ids); a string (e.g.
   "Spans", 2021's "stream 7") as STRING_ID_BASE - its code (string_id_code() undoes it);
@@ -61,6 +64,9 @@ OP_TEXT_ARGS = {
     "input_dims": ("Input Dims",), "input_types": ("Input type",), "concrete_inputs": ("Concrete Inputs",),
     "collective": ("Collective name",), "dtype": ("dtype",),
 }
+# Instant events' columns (the [memory] events): column -> its arg key.
+MEMORY_INT_ARGS = {"bytes": "Bytes", "addr": "Addr", "total_allocated": "Total Allocated",
+                   "total_reserved": "Total Reserved", "device_id": "Device Id", "device_type": "Device Type"}
 INT_ARGS = {**CORE_INT_ARGS, **GPU_INT_ARGS, **OP_INT_ARGS}
 FLOAT_ARGS = dict(GPU_FLOAT_ARGS)
 TEXT_ARGS = {**GPU_TEXT_ARGS, **OP_TEXT_ARGS}
@@ -70,7 +76,7 @@ X_GPU_COLUMNS = (["row"] + list(GPU_INT_ARGS) + list(GPU_FLOAT_ARGS) + list(GPU_
                  + [f"{d}_{a}" for d in DIM3_ARGS for a in "xyz"])
 X_OP_COLUMNS = ["row"] + list(OP_INT_ARGS) + list(OP_TEXT_ARGS)
 FLOW_COLUMNS = ["ph", "cat", "name", "id", "pid", "tid", "ts_ns", "bp_enclosing"]
-INSTANT_COLUMNS = ["cat", "name", "pid", "tid", "ts_ns"]
+INSTANT_COLUMNS = ["cat", "name", "pid", "tid", "ts_ns"] + list(MEMORY_INT_ARGS)
 FLOW_PH = {"s": 0, "f": 1, "t": 2}
 STRING_ID_BASE = -(1 << 62)  # pid / tid given as a string: STRING_ID_BASE - its code
 
@@ -267,6 +273,8 @@ def _struct_types():
                    for i, key in enumerate(keys)]
     for column, key in DIM3_ARGS.items():
         fields.append((f"{column}_0", msgspec.Raw, msgspec.field(default=None, name=key)))
+    fields += [(f"memory_{column}", number, msgspec.field(default=None, name=key))
+               for column, key in MEMORY_INT_ARGS.items()]
     args = msgspec.defstruct("Args", fields, gc=False)
     event = msgspec.defstruct("Event", [
         ("ph", Union[str, None], None), ("cat", Union[str, None], None), ("name", Union[str, None], None),
@@ -390,6 +398,7 @@ def decode_events_msgspec(data: bytes) -> KinetoEvents:
                 instants["pid"].append(_track_id(e.pid, strings))
                 instants["tid"].append(_track_id(e.tid, strings))
                 instants["ts_ns"].append(_ts_ns(e.ts))
+                _add_memory_args(e.args, instants)
             elif ph == "M":
                 full = msgspec.json.decode(raws[first + position])
                 metadata.append({"name": full.get("name"), "pid": full.get("pid"), "tid": full.get("tid"),
@@ -398,6 +407,16 @@ def decode_events_msgspec(data: bytes) -> KinetoEvents:
                 other += 1
     return KinetoEvents(strings=list(strings.index), x=_columns(x), x_gpu=_columns(x_gpu), x_op=_columns(x_op), flows=_columns(flows),
                         instants=_columns(instants), metadata=metadata, top=top, other_events=other)
+
+
+def _add_memory_args(a, instants: Dict[str, list]) -> None:
+    """An instant's MEMORY_INT_ARGS columns: -1 where absent, but bytes 0 (signed: see the module doc)."""
+    for column in MEMORY_INT_ARGS:
+        value = getattr(a, f"memory_{column}") if a is not None else None
+        if column == "bytes":
+            instants[column].append(0 if value is None or isinstance(value, str) else _int_or_absent(value))
+        else:
+            instants[column].append(_int_or_absent(value))
 
 
 def _first(a, column: str, keys) -> object:

@@ -25,15 +25,15 @@ import pandas as pd
 
 from ...core.columnar import first_rows, launching_call, object_factorize, start_then_longest
 from ...core.errors import InputError
-from ...core.model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, Device, Profile, Provenance, Timeline, TorchTrace,
-                      Track, normalise_kernels)
+from ...core.model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, TORCH_MEMORY_COLUMNS, Device, Profile, Provenance,
+                      Timeline, TorchTrace, Track, normalise_kernels)
 from ..common import read_input_bytes, sha256_file
 from ..common.lanes import spread_over_lanes
 from ..amd.devices import datasheet_peaks as amd_datasheet_peaks
 from ..common.datasheets import nvidia_datasheet_peaks
 from ..common.nesting import Intervals, depths
 from ..common.timeline_builder import GPU_PID_BASE, NameTable
-from .decode import KinetoEvents, TraceError, decode_events, string_id_code
+from .decode import STRING_ID_BASE, KinetoEvents, TraceError, decode_events, string_id_code
 
 FORMATS = ("pytorch-trace",)
 # Kineto categories, every generation, by the role they play.
@@ -43,6 +43,7 @@ GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gp
 GPU_ANNOTATION_CATS = {"gpu_user_annotation"}
 PYTHON_CATS = {"python_function"}
 STEP_PREFIX = "ProfilerStep#"
+MEMORY_EVENT = "[memory]"  # the instant events of profile_memory=True
 # A child operator may end this long after its parent (timestamps pass through doubles: at
 # today's epoch µs a double resolves 0.25 µs, and ts + dur rounds twice).
 NESTING_TOLERANCE_NS = 500
@@ -311,7 +312,38 @@ def _torch_trace(events: KinetoEvents, roles) -> TorchTrace:
                           "pid": x["pid"][step_rows], "tid": x["tid"][step_rows]})
     return TorchTrace(ops=ops, runtime=runtime, gpu=gpu, steps=steps,
                       device_properties=list(events.top.get("deviceProperties") or []),
-                      distributed=events.top.get("distributedInfo"))
+                      distributed=events.top.get("distributedInfo"), memory=_memory_events(events))
+
+
+def _memory_events(events: KinetoEvents) -> pd.DataFrame:
+    """TorchTrace.memory: the `[memory]` instants' columns, in time order (stable: the trace's order
+    breaks ties, as torch-tb-profiler's sort)."""
+    instants = events.instants
+    try:
+        code = events.strings.index(MEMORY_EVENT)
+    except ValueError:
+        code = -2  # no such string: no row matches
+    rows = np.flatnonzero(instants["name"] == code)
+    rows = rows[np.argsort(instants["ts_ns"][rows], kind="stable")]
+    memory = pd.DataFrame({c: instants[c][rows] for c in TORCH_MEMORY_COLUMNS}, copy=False)
+    memory["tid"] = _as_operator_tids(events, memory["tid"].to_numpy())
+    return memory
+
+
+def _as_operator_tids(events: KinetoEvents, tid: np.ndarray) -> np.ndarray:
+    """Thread ids as the operators write them: 2021 traces write an operator's tid as text ("25738")
+    and a memory event's as a number; such a number becomes that text's id (decode.STRING_ID_BASE)."""
+    if tid.size == 0 or not (events.x["tid"] <= STRING_ID_BASE).any():
+        return tid
+    out = tid.copy()
+    index = None
+    for value in np.unique(tid[tid >= 0]):
+        if index is None:
+            index = {text: code for code, text in enumerate(events.strings) if text.isdigit()}
+        code = index.get(str(int(value)))
+        if code is not None:
+            out[tid == value] = STRING_ID_BASE - code
+    return out
 
 
 def _gpu_ids(side: "_Side", rows: np.ndarray, column: str, fallback: np.ndarray) -> np.ndarray:
