@@ -79,7 +79,7 @@ def test_resnet50_three_steps_against_resnet18_one_step_per_step(app, logdir):
     assert m["base_launches"] == pytest.approx(b_kernels[name][1] / 3) and m["run_launches"] == pytest.approx(r_kernels[name][1])
     assert m["speedup"] == pytest.approx((b_kernels[name][0] / 3) / r_kernels[name][0])
     ids = {w["id"]: w for w in doc["warnings"]}
-    assert "baseline 3 steps, the run 1" in ids["different-steps"]["text"] and not ids["different-steps"]["decisive"]
+    assert "different step counts (baseline 3 steps, run 1 step)" in ids["different-steps"]["text"] and not ids["different-steps"]["decisive"]
     assert ids["different-programs"]["decisive"] and doc["comparable"] is False
     assert "operator" in ids["different-programs"]["text"]
     # The operators section is on the same basis.
@@ -127,7 +127,7 @@ def test_cli_says_per_step_and_warns(logdir, capsys):
     assert "basis: per step: baseline 3 steps, run 1 step" in out
     assert f"totals per step: baseline {duration_text(b_total / 3)}, run {duration_text(r_total)}" in out
     warnings = [line for line in out.splitlines() if line.startswith("WARNING:")]
-    assert any("baseline 3 steps, the run 1" in line for line in warnings)
+    assert any("different step counts (baseline 3 steps, run 1 step)" in line for line in warnings)
     assert any("operator" in line for line in warnings)
     assert main(["compare", str(logdir / "r50"), str(logdir / "r18"), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -56,7 +56,7 @@ def test_per_step_totals_under_a_warning_banner(session, logdir):
     assert float(speedup.get_attribute("data-value")) == pytest.approx((b_total / b_steps) / (r_total / r_steps))
     # The banner: both warnings, styled as warnings (a coloured box), above the totals; no green speed-up.
     banner = frame.locator("[data-role=warnings]")
-    assert "3 steps, the run 1" in banner.locator("[data-id=different-steps]").inner_text()
+    assert "(baseline 3 steps, run 1 step)" in banner.locator("[data-id=different-steps]").inner_text()
     assert banner.locator("[data-id=different-programs]").count() == 1
     for warning in ("different-steps", "different-programs"):
         background = banner.locator(f"[data-id={warning}]").evaluate("e => getComputedStyle(e).backgroundColor")

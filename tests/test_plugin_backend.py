@@ -524,6 +524,7 @@ def views_from_files(run_dir: Path) -> set:
            "overview": bool(manifest.get("summary")) or "advice" in manifest or table("gpu_activity"),
            "kernels": launches > 0, "bottlenecks": counted("duration_ns"),
            "roofline": placeable(kernels) > 0 or (roofs and table("op_shapes")), "plan": table("plan"),
+           "modules": table("module_tree"), "stacks": table("python_stacks"), "memory": table("memory_by_op"),
            "series": group != SAMPLE_LOGS and any(group.glob("*" + metadata.SERIES_EVENTS_SUFFIX))
                      and "summary_ranks" not in job.get("files", {})}
     return {name for name, yes in has.items() if yes}
@@ -589,3 +590,18 @@ def test_a_logdir_that_is_one_run(tmp_path, samples_dir, ncu_report_module):
     assert row["run"] == "." and row["error"] is None and row["kernel_count"] == 1
     assert app.json("/kernels", run=".")["rows"] == 1
     app.json("/kernels", expect=400, run="./.")
+
+
+def test_every_table_the_analysis_makes_is_listed_as_tb_hwprofs(sample_logs_app):
+    """Summaries never lists one of tb-hwprof's own tables as the profiler's (issue 32 item 7: counter_join and
+    op_counters read 'from pytorch'): the analysis' tables, whatever step made them, are derived."""
+    from tb_hwprof.analysis.pipeline import ANALYSIS_SUMMARIES
+    seen = set()
+    for row in sample_logs_app.json("/runs")["runs"]:
+        if "summaries" not in row["views"]:
+            continue
+        for t in sample_logs_app.json("/summaries", run=row["run"])["tables"]:
+            if t["name"] in ANALYSIS_SUMMARIES:
+                seen.add(t["name"])
+                assert t["derived"] and t["origin"] == "tb-hwprof", (row["run"], t["name"])
+    assert {"module_tree", "memory_by_op", "op_gpu_time"} <= seen

@@ -120,7 +120,7 @@ function draw(doc, ctx, view) {
   view.opTable = new DataTable({
     columns: bind(columns, get), rows: ops.length, get, noun: "operators", role: "operators",
     state: {...ctx.state, page: pageOf(ops, ctx.state)}, defaultSort: "", selected: null, pageSize: OPS_PER_PAGE,
-    filterText: (i) => ops[i].op || "", fullName: (i) => ops[i].op, rowId: (i) => ops[i].op,
+    filterText: (i) => `${ops[i].op || ""}\n${ops[i].modules || ""}`, fullName: (i) => ops[i].op, rowId: (i) => ops[i].op,
     rowAttrs: (i) => ({"data-op": ops[i].op}),
     onRowClick: (i) => { ctx.update({op: ops[i].op}); show(ops[i].op); },
     onState: (patch) => ctx.update(patch),

@@ -26,6 +26,8 @@ from .join import OP_COUNTERS_TABLE, operator_counters
 from .roofline import apply_roofline, device_roofs, ridge_points
 from .summary import headline_scalars
 from .topdown import label_topdown_tables
+from .torch_memory import TABLES as TORCH_MEMORY_TABLES, memory_tables
+from .torch_modules import TABLES as TORCH_MODULE_TABLES, torch_modules
 from .torch_tables import TABLES as TORCH_TABLES, torch_tables
 
 
@@ -167,6 +169,8 @@ STEPS = (
     Step(topdown_labels),
     # Summary-table steps go here, before the figures and the advice that read the tables.
     Step(torch_tables, makes=TORCH_TABLES),
+    Step(torch_modules, makes=TORCH_MODULE_TABLES),  # with_modules / with_stack traces: module tree, Python stacks
+    Step(memory_tables, makes=TORCH_MEMORY_TABLES),  # profile_memory=True traces (issue 33)
     Step(operator_counters, makes=(OP_COUNTERS_TABLE,)),  # joined traces (analysis/join.py)
     Step(compare_kernels, makes=(COMPARE_TABLE,)),
     Step(headline_figures),

@@ -109,6 +109,11 @@ VIEWS = (
     View("runs", "Runs", "/runs", _always, per_run=False),
     View("operators", "Operators", "/operators", _has_summary("op_gpu_time")),
     View("steps", "Steps", "/steps", _has_summary("step_time_breakdown")),
+    # Traces recorded with with_modules=True / with_stack=True (issue 33).
+    View("modules", "Modules", "/modules", _has_summary("module_tree")),
+    View("stacks", "Python stacks", "/stacks", _has_summary("python_stacks")),
+    # Traces recorded with profile_memory=True (issue 33).
+    View("memory", "Memory", "/memory", _has_summary("memory_by_op")),
     View("kernels", "Kernels", "/kernels", _has_kernels),
     View("roofline", "Roofline", "/roofline", _has_roofline),
     View("bottlenecks", "Bottlenecks", "/bottlenecks", _has_timed_kernels),
@@ -129,7 +134,8 @@ VIEWS = (
 # Routes that serve one run's JSON document, built by views.<name>(entry) and kept until the
 # run's files change.
 RUN_DOCUMENTS = ("/kernel_groups", "/roofline", "/bottlenecks", "/cpu_hotspots", "/overview", "/phases",
-                 "/operators", "/steps", "/summaries", "/distributed", "/plan")
+                 "/operators", "/steps", "/summaries", "/distributed", "/plan", "/memory",
+                 "/modules", "/stacks")
 # Routes with a handler of their own in service.Service (the method named after the route).
 HANDLED = ("/runs", "/kernels", "/kernel", "/compare", "/compare_pair", "/series", "/summary", "/timeline", "/trace",
            "/static/*")

@@ -4,6 +4,7 @@ exported, the profiler's own first (nsys `cuda_api_sum` / `osrt_sum`, rocprof `a
 already shows it.  The tables themselves come from /summary (one at a time, as exported)."""
 from __future__ import annotations
 
+from ..analysis.pipeline import ANALYSIS_SUMMARIES
 from ..logdir import metadata
 from . import routes
 from .store import HttpError, RunEntry
@@ -14,6 +15,8 @@ DERIVED = {
     "gpu_idle_attribution": "overview", "nvtx_phases": "phases", "op_gpu_time": "operators",
     "op_shapes": "roofline", "step_time_breakdown": "steps", "torch_gpu_summary": None, "ranks": "distributed",
     "op_counters": "operators", "counter_join": None,  # a trace joined with a counter report (analysis/join.py)
+    "module_tree": "modules", "module_ops": "modules", "python_stacks": "stacks", "python_stack_ops": "stacks",
+    "memory_by_op": "memory", "memory_peak": "memory", "memory_curve": "memory", "memory_events": "memory",
 }
 # tb-hwprof names its own columns by unit (trace_ns, counted_ns, sm_throughput_pct): a derived table's
 # column without a declared unit takes its suffix's.
@@ -57,7 +60,9 @@ def table_title(name: str) -> str:
 def table_entry(entry: RunEntry, name: str, tool: str) -> dict:
     """One listed table: its name, title, who made it, the view that already shows it, its shape."""
     frame = entry.summary(name)
-    derived = name in DERIVED
+    # Every table the analysis makes is tb-hwprof's, listed here or not (a new step's tables are
+    # never shown as the profiler's own).
+    derived = name in DERIVED or name in ANALYSIS_SUMMARIES
     return {"name": name, "title": table_title(name), "origin": "tb-hwprof" if derived else tool,
             "derived": derived, "shown_in": DERIVED.get(name) if derived else TOOL_TABLES_SHOWN.get(name),
             "rows": int(len(frame)), "columns": [str(c) for c in frame.columns],

@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple
 import pandas as pd
 
 from ..analysis.bound_terms import operator_note
-from ..core.plain import records
+from ..core.plain import columns, records
 
 from .store import HttpError, RunEntry
 
@@ -181,3 +181,75 @@ def op_points(entry: RunEntry, highest_roof: Optional[float] = None) -> Tuple[Li
 def op_shape_count(entry: RunEntry) -> Optional[int]:
     shapes = _table(entry, SHAPES_TABLE)
     return None if shapes is None else len(shapes)
+
+
+# -- /memory (issue 33) -------------------------------------------------------------------------
+MEMORY_EVENTS_SENT = 50_000  # allocation rows sent (the earliest): the table filters them in the browser
+
+
+def memory(entry: RunEntry) -> dict:
+    """/memory: per device the allocated / reserved curve (decimated, exact peaks kept) and the peak,
+    the per-operator table (torch-tb-profiler's memory statistics) and the allocation events."""
+    by_op = _table(entry, "memory_by_op")
+    if by_op is None:
+        raise HttpError(404, f"run {entry.run!r} has no memory events (profile with "
+                             f"torch.profiler.profile(profile_memory=True) and export that trace)")
+    peaks = _table(entry, "memory_peak")
+    curve = _table(entry, "memory_curve")
+    events = _table(entry, "memory_events")
+    curves = {} if curve is None else {str(device): columns(rows, ("ts_ns", "allocated_bytes", "reserved_bytes"))
+                                       for device, rows in curve.groupby("device", sort=True)}
+    starts = [float(t) for t in (None if curve is None else curve["ts_ns"].min(),
+                                 None if events is None else events.loc[events["alloc_ns"] >= 0, "alloc_ns"].min())
+              if t is not None and not pd.isna(t)]
+    sent = events.head(MEMORY_EVENTS_SENT) if events is not None else None
+    return {"run": entry.run, "first_ns": min(starts) if starts else None, "peaks": records(peaks),
+            "curves": curves, "by_op": records(by_op.sort_values(["device", "self_increase_bytes"],
+                                                                   ascending=[True, False], kind="stable")),
+            "events": columns(sent), "events_total": _allocations(peaks, events)}
+
+
+def _allocations(peaks: Optional[pd.DataFrame], events: Optional[pd.DataFrame]) -> int:
+    """Every allocation of the trace (memory_peak counts them; memory_events keeps the earliest)."""
+    stored = 0 if events is None else len(events)
+    counted = int(peaks["allocations"].sum()) if peaks is not None and "allocations" in peaks.columns else 0
+    return max(stored, counted)
+
+
+# -- /modules and /stacks (issue 33: the nn.Module tree, the Python stacks) ----------------------
+def modules(entry: RunEntry) -> dict:
+    """/modules: the module tree per ProfilerStep#N (analysis/torch_modules.py module_tree; step -1:
+    outside every step) and, per module path, the operators that ran directly inside it."""
+    tree = _table(entry, "module_tree")
+    if tree is None:
+        raise HttpError(404, f"run {entry.run!r} has no module tree (profile with "
+                             f"torch.profiler.profile(with_modules=True) or with_stack=True and export that trace)")
+    ops = _table(entry, "module_ops")
+    steps = sorted(int(s) for s in tree["step"].unique())
+    return {"run": entry.run, "steps": steps, "rows": records(tree), "ops": records(ops)}
+
+
+def stacks(entry: RunEntry) -> dict:
+    """/stacks: the Python frames merged by call path (python_stacks) for the flame graph, and per
+    path its operators and GPU activities (python_stack_ops), columnar."""
+    frames = _table(entry, "python_stacks")
+    if frames is None:
+        raise HttpError(404, f"run {entry.run!r} has no Python stacks (profile with "
+                             f"torch.profiler.profile(with_stack=True) and export that trace)")
+    roots = frames["parent_id"] < 0
+    return {"run": entry.run, "frames": columns(frames), "ops": columns(_table(entry, "python_stack_ops")),
+            "totals": {"cpu_ns": float(frames.loc[roots, "cpu_total_ns"].sum()),
+                       "gpu_ns": float(frames.loc[roots, "gpu_ns"].sum())}}
+
+
+def with_module_paths(entry: RunEntry, doc: dict) -> dict:
+    """The /operators document with, per operator, the module paths it ran in ("/A/B/\\n/A/C/"):
+    the Operators view's filter matches them, so a module's path as the filter keeps its operators
+    (those of its submodules too)."""
+    ops = _table(entry, "module_ops")
+    if ops is None or not len(ops):
+        return doc
+    paths = ops.groupby("op", sort=False)["path"].agg(lambda p: "\n".join(f"{x}/" for x in p))
+    for row in doc.get("ops", []):
+        row["modules"] = paths.get(row.get("op"), "")
+    return doc

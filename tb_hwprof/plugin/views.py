@@ -108,7 +108,7 @@ def roofline(entry: RunEntry) -> dict:
 
 
 def operators(entry: RunEntry) -> dict:
-    return torch_views.operators(entry)
+    return torch_views.with_module_paths(entry, torch_views.operators(entry))  # module paths: the Modules view's filter
 
 
 def steps(entry: RunEntry) -> dict:
@@ -124,6 +124,10 @@ def plan(entry: RunEntry) -> dict:
         raise HttpError(404, f"run {entry.run!r} has no plan: nothing to rank (export a PyTorch trace, a trace joined "
                              "with an Nsight Compute report, or a report with rule results: ncu --set full)")
     return {"run": entry.run, "of": step_time(None, tables, kernel_ns)[1], "rows": records(entry.summary(PLAN_TABLE))}
+
+
+def memory(entry: RunEntry) -> dict:
+    return torch_views.memory(entry)
 
 
 def summaries(entry: RunEntry) -> dict:
@@ -423,3 +427,12 @@ def trace_stream(entry: RunEntry):
 
 def trace_filename(run: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", run).strip("._") + ".trace.json.gz"
+
+
+# -- the module tree and the Python stacks (issue 33) --------------------------------------------
+def modules(entry: RunEntry) -> dict:
+    return torch_views.modules(entry)
+
+
+def stacks(entry: RunEntry) -> dict:
+    return torch_views.stacks(entry)
