@@ -193,3 +193,23 @@ def test_rows_from_advice_are_bounded_by_the_findings_own_figures(samples_dir, s
     assert finding.remedy.startswith(row["action"])  # the remedy the advice phrased for this capture
     if sample.startswith("nsys/"):  # a CUDA program, not PyTorch: no PyTorch lever proposed
         assert not any("DataLoader" in a or "torch" in a for a in analysis.summaries["plan"]["action"])
+
+
+def test_each_operators_row_names_the_module_it_spent_most_time_in(samples_dir):
+    """The H200 ResNet-50 trace recorded with modules: a row's module is the module_ops path with the
+    most of that operator's own GPU time, its share said when it ran in several."""
+    profile = tb_hwprof.read(samples_dir / "torch/h200_resnet50_bf16_handler_stack.pt.trace.json.gz")
+    analysis = tb_hwprof.analyse(profile)
+    plan, module_ops = analysis.summaries["plan"], analysis.summaries["module_ops"]
+    named = 0
+    for row in plan.to_dict("records"):
+        own = module_ops[module_ops["op"] == row["ops"]] if row["ops"] else module_ops.iloc[:0]
+        if own.empty:
+            assert row["module"] == ""
+            continue
+        weight, what = ("device_ns", "time") if own["device_ns"].sum() > 0 else ("calls", "calls")  # no GPU time of its own
+        top = own.sort_values([weight, "calls", "path"], ascending=[False, False, True]).iloc[0]
+        share = top[weight] / own[weight].sum()
+        assert row["module"] == (top["path"] if share >= 0.999 else f"{top['path']} ({100 * share:.0f}% of its {what} in modules)")
+        named += 1
+    assert named >= 3

@@ -45,7 +45,8 @@ function rankedTable(rows) {
     h("td", {"data-col": "saving_pct", class: "numeric", "data-value": r.saving_pct},
       fmt.isMissing(r.saving_pct) ? fmt.MISSING : `${fmt.pct(r.saving_pct)} %`),
     h("td", {"data-col": "source", title: r.confidence || null}, SOURCES[r.source] || r.source),
-    h("td", {"data-col": "ops", class: "mono"}, r.ops || "(whole step)"),
+    h("td", {"data-col": "ops", class: "mono"}, r.ops || "(whole step)",
+      r.module ? h("div", {class: "muted small", "data-role": "plan-module"}, `in ${r.module}`) : null),
     h("td", {"data-col": "action"}, r.action)), evidence);
   }
   return h("table", {class: "data plan", "data-role": "plan"},

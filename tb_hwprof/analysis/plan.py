@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 PLAN_TABLE = "plan"
-PLAN_COLUMNS = ["rank", "action", "ops", "saving_ns", "saving_pct", "source", "evidence", "confidence",
+PLAN_COLUMNS = ["rank", "action", "ops", "module", "saving_ns", "saving_pct", "source", "evidence", "confidence",
                 "applies_ns", "launches", "key"]
 # The step time a saving is a share of, and how it was found (the first the capture has).
 DENOMINATORS = ("step_time_breakdown", "gpu_activity", "kernels")
@@ -259,13 +259,34 @@ def finding_rows(findings) -> List[dict]:
     return out
 
 
+def op_modules(module_ops: Optional[pd.DataFrame]) -> Dict[str, str]:
+    """{operator: the nn.Module path where it spent most of its GPU time, with that path's share when
+    the operator ran in several ('/ResNet_0/Conv2d_0 (12% of its time in modules)')} (module_ops,
+    traces recorded with modules); {} without the table."""
+    if module_ops is None or module_ops.empty:
+        return {}
+    frame = module_ops.assign(_time=module_ops["device_ns"].astype(float))
+    # An operator without GPU time of its own (aten::convolution: its child launches) by its calls.
+    untimed = frame.groupby("op")["_time"].transform("sum") <= 0
+    frame["_weight"] = np.where(untimed, frame["calls"].astype(float), frame["_time"])
+    total = frame.groupby("op")["_weight"].sum()
+    ranked = frame.sort_values(["_weight", "calls", "path"], ascending=[False, False, True], kind="stable")
+    out = {}
+    for op, path, weight, timed in zip(*(ranked.drop_duplicates("op")[c] for c in ("op", "path", "_weight", "_time"))):
+        share = weight / total[op] if total[op] > 0 else 1.0
+        what = "time" if total[op] > 0 and not untimed[ranked.index[ranked["op"] == op][0]] else "calls"
+        out[op] = path if share >= 0.999 else f"{path} ({100 * share:.0f}% of its {what} in modules)"
+    return out
+
+
 def plan_table(profile, tables: Dict[str, pd.DataFrame], findings=()) -> pd.DataFrame:
     """PLAN_COLUMNS: the candidates ranked by saving (rank 1 first); rules without an estimate after
     them with rank 0."""
     from .context import capture_context
     pytorch = profile.torch is not None or capture_context(profile).pytorch
     rows = rule_rows(profile) + headroom_rows(tables) + idle_rows(tables, pytorch) + finding_rows(findings)
-    frame = pd.DataFrame(rows, columns=[c for c in PLAN_COLUMNS if c not in ("rank", "saving_pct")])
+    frame = pd.DataFrame(rows, columns=[c for c in PLAN_COLUMNS if c not in ("rank", "saving_pct", "module")])
+    frame["module"] = frame["ops"].map(op_modules(tables.get("module_ops"))).fillna("")
     total, _ = step_time(profile, tables)
     frame["saving_pct"] = 100.0 * frame["saving_ns"] / total if total > 0 else math.nan
     ranked = frame["saving_ns"].notna()

@@ -72,7 +72,8 @@ def render_plan(table, of: str, path: str, limit: int, markdown: bool) -> str:
              r["ops"] or "(whole step)", r["action"]] for r in shown.to_dict("records")]
     out += [""] + _table(["#", "saving", "share", "source", "where", "what to try"], rows, markdown)
     out.append(f"\n{'### ' if markdown else ''}Evidence")
-    out += [f"{'- ' if markdown else ''}#{int(r['rank'])} {r['evidence']} [{r['confidence']}]" for r in shown.to_dict("records")]
+    out += [f"{'- ' if markdown else ''}#{int(r['rank'])} {f'(module {m}) ' if (m := r.get('module')) else ''}"
+            f"{r['evidence']} [{r['confidence']}]" for r in shown.to_dict("records")]
     if len(ranked) > len(shown):
         out.append(f"... {len(ranked) - len(shown)} more ranked row(s) (--limit 0 shows all)")
     if len(unranked):
