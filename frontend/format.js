@@ -70,6 +70,15 @@ export function inColumnScale(v, unit, [factor]) {
   return scaled !== 0 && Math.abs(scaled) < 1e-2 ? human(v, unit) : num(scaled);
 }
 
+/** [step, axis top] of a linear axis from 0 to `max`: a 1 / 2 / 5 step giving about five ticks. */
+export function axisTicks(max) {
+  if (!(max > 0)) return [1, 1];
+  const raw = max / 5;
+  const base = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * base).find((v) => v >= raw);
+  return [step, Math.ceil(max / step) * step];
+}
+
 export const duration = (ns) => human(ns, "ns");
 export const bytes = (b) => human(b, "bytes");
 export const flops = (f) => human(f, "FLOP/s");

@@ -126,6 +126,28 @@ def ncu_rep_files(samples: Path):
     return sorted((samples / "ncu").rglob("*.ncu-rep"))
 
 
+H200_PAIR = "pairs/h200_resnet18_bf16"
+
+
+def export_h200_pair(samples: Path, tmp_path_factory, logdir: Path, run: str) -> Path:
+    """The shared H200 pair (trace + its Nsight Compute report) exported joined per configuration as
+    `run` in `logdir`, in a child process (ncu_report keeps ~600 MB of the report after reading it)."""
+    import subprocess
+    import sys
+    report = decompressed(samples / H200_PAIR / "resnet18_step3_first58.ncu-rep.xz", tmp_path_factory)
+    subprocess.run([sys.executable, "-m", "tb_hwprof", "export", str(samples / H200_PAIR / "resnet18_step3.pt.trace.json.gz"),
+                    str(report), "--join", "--per-config", "--logdir", str(logdir), "--run", run, "--quiet"], check=True)
+    return logdir
+
+
+def export_sample(samples: Path, relative: str, logdir: Path, run: str) -> None:
+    """One real sample exported as `run` in `logdir`, in a child process."""
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-m", "tb_hwprof", "export", str(samples / relative), "--logdir", str(logdir),
+                    "--run", run, "--quiet"], check=True)
+
+
 _DECOMPRESSED = {}
 
 

@@ -7,27 +7,20 @@ and the device's roofs as the exporter wrote them, independently of analysis/bou
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 
 import tb_hwprof
-from conftest import decompressed
+from conftest import export_h200_pair
 from support_plugin import App
 
 RUN = "h200_bound"
-PAIR = "pairs/h200_resnet18_bf16"
 MEMORY_ROOFS = {"dram": "DRAM", "l2": "L2", "l1": "L1"}
 
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, samples_dir):
-    report = samples_dir / PAIR / "resnet18_step3_first58.ncu-rep.xz"
-    root = tmp_path_factory.mktemp("bound") / "logs"
-    subprocess.run([sys.executable, "-m", "tb_hwprof", "export", str(samples_dir / PAIR / "resnet18_step3.pt.trace.json.gz"),
-                    str(decompressed(report, tmp_path_factory)), "--join", "--per-config", "--logdir", str(root),
-                    "--run", RUN, "--quiet"], check=True)
+    root = export_h200_pair(samples_dir, tmp_path_factory, tmp_path_factory.mktemp("bound") / "logs", RUN)
     return root
 
 

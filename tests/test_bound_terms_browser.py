@@ -4,27 +4,20 @@ in words, where the two disagree.  Expected texts come from the plugin's own /ke
 the run's kernels table (their figures are checked in tests/test_bound_terms.py)."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
 import tb_hwprof
 from browser_support import wait_rows
-from conftest import decompressed, get_json
+from conftest import export_h200_pair, get_json
 
 RUN = "h200_bound_ui"
 EXPECTED_RUNS = {RUN}
-PAIR = "pairs/h200_resnet18_bf16"
 
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, samples_dir):
-    report = samples_dir / PAIR / "resnet18_step3_first58.ncu-rep.xz"
-    root = tmp_path_factory.mktemp("bound-ui") / "logs"
-    subprocess.run([sys.executable, "-m", "tb_hwprof", "export", str(samples_dir / PAIR / "resnet18_step3.pt.trace.json.gz"),
-                    str(decompressed(report, tmp_path_factory)), "--join", "--per-config", "--logdir", str(root),
-                    "--run", RUN, "--quiet"], check=True)
+    root = export_h200_pair(samples_dir, tmp_path_factory, tmp_path_factory.mktemp("bound-ui") / "logs", RUN)
     return root
 
 

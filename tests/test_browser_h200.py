@@ -5,31 +5,20 @@ figures come from the run's own tables as the exporter wrote them from the two f
 ncu_report in tests/test_h200_pair.py)."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
 import tb_hwprof
 from browser_support import SHOTS, wait_rows
-from conftest import decompressed
+from conftest import export_h200_pair
 
 RUN = "h200_per_config"
 EXPECTED_RUNS = {RUN}
-PAIR = "pairs/h200_resnet18_bf16"
 
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, samples_dir):
-    report = samples_dir / PAIR / "resnet18_step3_first58.ncu-rep.xz"
-    if not report.exists():
-        pytest.fail(f"the H200 pair is missing at {report}")
-    root = tmp_path_factory.mktemp("h200") / "logs"
-    # In a child process: ncu_report keeps ~600 MB of this report after reading it.
-    subprocess.run([sys.executable, "-m", "tb_hwprof", "export", str(samples_dir / PAIR / "resnet18_step3.pt.trace.json.gz"),
-                    str(decompressed(report, tmp_path_factory)), "--join", "--per-config", "--logdir", str(root),
-                    "--run", RUN, "--quiet"], check=True)
-    return root
+    return export_h200_pair(samples_dir, tmp_path_factory, tmp_path_factory.mktemp("h200") / "logs", RUN)
 
 
 def test_the_drawer_says_where_a_launchs_counters_come_from(session, logdir):

@@ -10,28 +10,21 @@ runs: the H200 pair joined per configuration and an Nsight Systems export.
 Expected values come from the plugin's own JSON (/kernel, /summaries) and the run's tables."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
 import tb_hwprof
 from browser_support import wait_rows
-from conftest import decompressed, get_json
+from conftest import export_h200_pair, export_sample, get_json
 
 JOINED, NSYS = "h200_labels", "nsys_labels"
 EXPECTED_RUNS = {JOINED, NSYS}
-PAIR = "pairs/h200_resnet18_bf16"
 
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, samples_dir):
-    report = samples_dir / PAIR / "resnet18_step3_first58.ncu-rep.xz"
-    root = tmp_path_factory.mktemp("labels") / "logs"
-    export = [sys.executable, "-m", "tb_hwprof", "export", "--logdir", str(root), "--quiet"]
-    subprocess.run([*export, str(samples_dir / PAIR / "resnet18_step3.pt.trace.json.gz"),
-                    str(decompressed(report, tmp_path_factory)), "--join", "--per-config", "--run", JOINED], check=True)
-    subprocess.run([*export, str(samples_dir / "nsys/annikola_gtx1050_2024.5.1.sqlite"), "--run", NSYS], check=True)
+    root = export_h200_pair(samples_dir, tmp_path_factory, tmp_path_factory.mktemp("labels") / "logs", JOINED)
+    export_sample(samples_dir, "nsys/annikola_gtx1050_2024.5.1.sqlite", root, NSYS)
     return root
 
 

@@ -13,24 +13,18 @@ from collections import defaultdict
 import pytest
 
 import tb_hwprof
-from conftest import decompressed
+from conftest import H200_PAIR, export_h200_pair, export_sample
 from tb_hwprof.analysis.pipeline import ANALYSIS_SUMMARIES
 
-PAIR = "pairs/h200_resnet18_bf16"
 TRACE = "resnet18_step3.pt.trace.json.gz"
 
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, samples_dir):
-    root = tmp_path_factory.mktemp("plan") / "logs"
-    report = decompressed(samples_dir / PAIR / "resnet18_step3_first58.ncu-rep.xz", tmp_path_factory)
-    export = [sys.executable, "-m", "tb_hwprof", "export", "--logdir", str(root), "--quiet"]
-    subprocess.run([*export, str(samples_dir / PAIR / TRACE), str(report), "--join", "--per-config", "--run", "joined"],
-                   check=True)
-    subprocess.run([*export, str(samples_dir / PAIR / TRACE), "--run", "trace"], check=True)
+    root = export_h200_pair(samples_dir, tmp_path_factory, tmp_path_factory.mktemp("plan") / "logs", "joined")
+    export_sample(samples_dir, f"{H200_PAIR}/{TRACE}", root, "trace")
     # Another program (ResNet-50, 3 steps) as the run "after a change": the arithmetic, not the verdicts.
-    subprocess.run([*export, str(samples_dir / "torch/h200_resnet50_bf16_handler_stack.pt.trace.json.gz"), "--run", "after"],
-                   check=True)
+    export_sample(samples_dir, "torch/h200_resnet50_bf16_handler_stack.pt.trace.json.gz", root, "after")
     return root
 
 

@@ -4,30 +4,22 @@ without an estimate below, and the nav offering Plan only to runs with a plan ta
 values come from the run's plan table (its arithmetic is checked in tests/test_plan.py)."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
 import tb_hwprof
 from browser_support import nav_of_run, wait_rows
-from conftest import decompressed, get_json
+from conftest import export_h200_pair, export_sample, get_json
 
 RUN, NSYS, AFTER = "h200_plan", "nsys_plan", "rn50_after"
 EXPECTED_RUNS = {RUN, NSYS, AFTER}
-PAIR = "pairs/h200_resnet18_bf16"
 
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory, samples_dir):
-    report = samples_dir / PAIR / "resnet18_step3_first58.ncu-rep.xz"
-    root = tmp_path_factory.mktemp("plan-ui") / "logs"
-    export = [sys.executable, "-m", "tb_hwprof", "export", "--logdir", str(root), "--quiet"]
-    subprocess.run([*export, str(samples_dir / PAIR / "resnet18_step3.pt.trace.json.gz"),
-                    str(decompressed(report, tmp_path_factory)), "--join", "--per-config", "--run", RUN], check=True)
-    subprocess.run([*export, str(samples_dir / "nsys/gpu4_t4_2022.4.2.sqlite"), "--run", NSYS], check=True)
-    subprocess.run([*export, str(samples_dir / "torch/h200_resnet50_bf16_handler_stack.pt.trace.json.gz"), "--run", AFTER],
-                   check=True)
+    root = export_h200_pair(samples_dir, tmp_path_factory, tmp_path_factory.mktemp("plan-ui") / "logs", RUN)
+    export_sample(samples_dir, "nsys/gpu4_t4_2022.4.2.sqlite", root, NSYS)
+    export_sample(samples_dir, "torch/h200_resnet50_bf16_handler_stack.pt.trace.json.gz", root, AFTER)
     return root
 
 

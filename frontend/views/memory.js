@@ -52,14 +52,6 @@ function headline(peaks) {
   }));
 }
 
-/** [step, axis top]: a 1 / 2 / 5 step giving about five ticks up to max. */
-function ticks(max) {
-  if (!(max > 0)) return [1, 1];
-  const raw = max / 5;
-  const base = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * base).find((v) => v >= raw);
-  return [step, Math.ceil(max / step) * step];
-}
 
 /** The step curve "M x0 y0 H x1 V y1 ...": each value holds until the next event. */
 function stepPath(xs, ys) {
@@ -73,7 +65,7 @@ function chart(device, curve, peak, firstNs) {
   const ts = curve.ts_ns || [], allocated = curve.allocated_bytes || [], reserved = curve.reserved_bytes || [];
   const t0 = firstNs ?? (ts.length ? ts[0] : 0);
   const span = Math.max(1, (ts.length ? ts[ts.length - 1] : t0) - t0);
-  const [yStep, top] = ticks(Math.max(peak ? peak.peak_reserved_bytes : 0, ...allocated, ...reserved));
+  const [yStep, top] = fmt.axisTicks(Math.max(peak ? peak.peak_reserved_bytes : 0, ...allocated, ...reserved));
   const [factor, unit] = fmt.scaleFor("bytes", top);
   const [tFactor, tUnit] = fmt.scaleFor("ns", span);
   const X = (t) => BOX.left + ((t - t0) / span) * (BOX.right - BOX.left);

@@ -41,19 +41,11 @@ function headline(cats, steps, avg) {
     busiest ? stat("Largest part", label(busiest), "largest-part", busiest, {note: `${fmt.pct(share(busiest))} % of the average step`}) : null);
 }
 
-/** [step, axis top] in ns: a 1 / 2 / 5 step giving about five ticks up to max. */
-function ticks(max) {
-  if (!(max > 0)) return [1, 1];
-  const raw = max / 5;
-  const base = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * base).find((v) => v >= raw);
-  return [step, Math.ceil(max / step) * step];
-}
 
 function chart(cats, steps, avg) {
   const bars = steps.map((row) => ({row, name: String(row.step === -1 ? "all" : row.step), role: "step-bar"}));
   bars.push({row: avg, name: "Average", role: "average-bar"});
-  const [step, top] = ticks(Math.max(...bars.map((b) => b.row.total_ns || 0)));
+  const [step, top] = fmt.axisTicks(Math.max(...bars.map((b) => b.row.total_ns || 0)));
   const [factor, unit] = fmt.scaleFor("ns", top);
   const Y = (ns) => BOX.bottom - (ns / top) * (BOX.bottom - BOX.top);
   const slot = (BOX.right - BOX.left) / (bars.length + 0.5);  // half a slot of space before Average
