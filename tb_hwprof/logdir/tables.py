@@ -47,12 +47,17 @@ def clean(value: Any) -> Any:
 
 
 def frame_to_json(frame: pd.DataFrame, units: Dict[str, str], with_dtypes: bool = False) -> dict:
-    """Columnar JSON of any table: {"columns", "units", "rows", "data"} (+ "dtypes" to restore them)."""
+    """Columnar JSON of any table: {"columns", "units", "rows", "data"} (+ "dtypes" to restore them).
+    Numeric columns come out JSON-safe already (NaN and inf as None; int64 and bool as they are):
+    `clean_table_json` then visits only the others (a 120k-row module tree spent 1.8 s in clean)."""
     data = {}
     for col in frame.columns:
         series = frame[col]
         if series.dtype.kind == "f":
-            data[col] = [None if v != v else v for v in series.tolist()]
+            values = series.to_numpy(dtype=float)
+            data[col] = values.tolist()
+            for i in np.flatnonzero(~np.isfinite(values)).tolist():
+                data[col][i] = None
         else:
             data[col] = series.tolist()
     doc = {"columns": list(frame.columns), "units": {c: u for c, u in units.items() if c in frame.columns},
@@ -60,6 +65,14 @@ def frame_to_json(frame: pd.DataFrame, units: Dict[str, str], with_dtypes: bool 
     if with_dtypes:
         doc["dtypes"] = {c: str(frame[c].dtype) for c in frame.columns}
     return doc
+
+
+def clean_table_json(doc: dict, frame: pd.DataFrame) -> dict:
+    """clean(doc) of frame_to_json(frame), visiting only the columns whose values may need it (text,
+    object and unsigned columns; float, int64 and bool ones are JSON-safe from frame_to_json)."""
+    safe = {str(c) for c in frame.columns if frame[c].dtype.kind in "fb" or frame[c].dtype == np.int64}
+    return {key: ({col: (values if str(col) in safe else clean(values)) for col, values in value.items()}
+                  if key == "data" else clean(value)) for key, value in doc.items()}
 
 
 def frame_from_json(doc: dict) -> pd.DataFrame:

@@ -403,7 +403,7 @@ def _write_assets(profile, summaries: dict, assets: Path, manifest: dict, timeli
         launch_tables.result()
     for name, frame in summaries.items():
         doc = tables.frame_to_json(frame, frame.attrs.get("units", {}), with_dtypes=True)
-        tables.write_json_gz(assets / summary_file(name), tables.clean(doc))
+        tables.write_json_gz(assets / summary_file(name), tables.clean_table_json(doc, frame))
     if timeline_files is not None:
         manifest["timeline"] = timeline_files.result()
         manifest["files"].update(timeline_index=metadata.TIMELINE_INDEX)
