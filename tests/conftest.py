@@ -39,6 +39,43 @@ def ncu_actions(ncu_report, path):
             yield rng.action_by_idx(a)
 
 
+# ncu_report carries state from one report to the next in a process (having read the A10 sample it
+# gives other reports' metrics wrong units: "sector" for "byte", "byte" for "%"), so an oracle that
+# must be NVIDIA's reading of one report alone is read in a fresh process.
+FRESH_ORACLE = """
+import pickle, sys
+import ncu_report
+ctx, out = ncu_report.load_report(sys.argv[1]), []
+for r in range(ctx.num_ranges()):
+    rng = ctx.range_by_idx(r)
+    for a in range(rng.num_actions()):
+        action = rng.action_by_idx(a)
+        metrics = {}
+        for name in action.metric_names():
+            metric = action.metric_by_name(name)
+            metrics[name] = [metric.value(), metric.unit()]
+        out.append((metrics, action.name(), action.name(ncu_report.IAction.NameBase_DEMANGLED),
+                    action.rule_results_as_dicts(), action.name(ncu_report.IAction.NameBase_MANGLED)))
+with open(sys.argv[2], "wb") as f:
+    pickle.dump(out, f)
+"""
+
+
+def fresh_ncu_oracle(path) -> list:
+    """Per launch of an .ncu-rep, as NVIDIA's ncu_report reads it in a process of its own:
+    ({metric: [value, unit]}, kernel name, demangled name, rule results, mangled name)."""
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "oracle.pickle"
+        done = subprocess.run([sys.executable, "-c", FRESH_ORACLE, str(path), str(out)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        with open(out, "rb") as f:
+            return pickle.load(f)
+
+
 def repro_path() -> Path:
     """Reproducers of reliability defects (TB_HWPROF_REPRO, default ../shared/repro beside the repo)."""
     return Path(os.environ.get("TB_HWPROF_REPRO", REPO.parent / "shared" / "repro"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from browser_support import SHOTS, export_run, wait_rows
-from conftest import ncu_actions
+from conftest import fresh_ncu_oracle, ncu_actions
 
 RUN = "armleth"
 TRACE_RUN = "kmeans"  # an Nsight Systems capture: occupancy computed from the launch configuration
@@ -229,15 +229,15 @@ def test_source_counters_list_the_top_instructions(drawer_page, oracle):
     drawer_page[0].page.screenshot(path=str(SCREENSHOT.parent / "drawer-source-counters.png"))
 
 
-def test_stall_values_carry_nsight_computes_units(drawer_page, oracle):
+def test_stall_values_carry_nsight_computes_units(drawer_page, report):
     """The bars show ncu's own unit ('inst' for the stall ratios; 'warp', 'branches', ... for the
     samples) and each chart says once what its figures measure."""
     _, frame, drawer = drawer_page
-    action, _ = oracle
+    units = fresh_ncu_oracle(report)[0][0]  # the first launch's, read alone (conftest.fresh_ncu_oracle)
     for figure_id, word in (("warp_stalls", "cycles"), ("sampled_stalls", "samples")):
         fig = drawer.locator(f"[data-figure={figure_id}]")
         for metric, _, text in cells(fig, ".ncu-bar-row"):
-            unit = action.metric_by_name(metric).unit()
+            unit = units[metric][1]
             assert text.endswith(f" {unit}") if unit else not text[-1].isalpha(), (metric, text)
         note = fig.locator("[data-role=unit-note]").inner_text()
         assert word in note and "Nsight Compute" in note

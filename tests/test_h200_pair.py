@@ -20,7 +20,7 @@ import tb_hwprof
 from tb_hwprof.analysis import groups
 from tb_hwprof.analysis.roofline import ABOVE_ROOFS, place_kernels
 
-from conftest import decompressed, ncu_actions
+from conftest import decompressed, fresh_ncu_oracle, ncu_actions
 
 PAIR = "pairs/h200_resnet18_bf16"
 TRACE = f"{PAIR}/resnet18_step3.pt.trace.json.gz"
@@ -38,17 +38,9 @@ def report(samples_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def oracle(report, ncu_report_module):
-    """Per launch, by ncu_report (loaded once: it keeps ~600 MB of this report after use):
-    ({metric: [value, unit]}, kernel name, demangled name, rule results)."""
-    out = []
-    for action in ncu_actions(ncu_report_module, report):
-        metrics = {}
-        for name in action.metric_names():
-            metric = action.metric_by_name(name)
-            metrics[name] = [metric.value(), metric.unit()]
-        out.append((metrics, action.name(), action.name(ncu_report_module.IAction.NameBase_DEMANGLED),
-                    action.rule_results_as_dicts(), action.name(ncu_report_module.IAction.NameBase_MANGLED)))
-    return out
+    """Per launch, by ncu_report in a process of its own (conftest.fresh_ncu_oracle):
+    ({metric: [value, unit]}, kernel name, demangled name, rule results, mangled name)."""
+    return fresh_ncu_oracle(report)
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Dict, Mapping, Optional
+from typing import TYPE_CHECKING, Dict, Mapping, Optional
 
-from ...core.model import Device, Peak
+if TYPE_CHECKING:
+    from ...core.model import Device
+
 
 Metrics = Mapping[str, object]
 
@@ -377,7 +379,8 @@ def launch_limits(m: Metrics) -> Dict[str, Optional[int]]:
     return {field: None if math.isnan(v) else int(v) for field, v in values.items()}
 
 
-def device_from_metrics(device_id: int, m: Metrics, peaks: Optional[Dict[str, float]] = None) -> Device:
+def device_from_metrics(device_id: int, m: Metrics, peaks: Optional[Dict[str, float]] = None) -> "Device":
+    from ...core.model import Device, Peak  # here: the ncu worker processes import this module without pandas
     major, minor = num(m, "device__attribute_compute_capability_major"), num(m, "device__attribute_compute_capability_minor")
     cc = "" if math.isnan(major) or math.isnan(minor) else f"{int(major)}.{int(minor)}"
     sms = num(m, "device__attribute_multiprocessor_count", "launch__sm_count")

@@ -1,0 +1,223 @@
+"""A big Nsight Compute report read by short-lived worker processes, a stretch of launches each.
+
+ncu_report keeps every launch it was asked for in memory until the process ends (~11 MB a launch
+of the 136 MB H200 report, whatever is released or reloaded), and the code it disassembles for a
+SASS lookup too (~30 MB a kernel).  Read in one process, a report costs ~5.5x its size in memory
+and more with each launch.  Here each stretch of launches is read in a process of its own that
+exits when done, so the memory held at once is that of the stretches being read (two at a time:
+both cores work), not the report's: what a 1 GB report needs is bounded.  (It is also the only way
+to read a second report right: see ncu_rep._READ_HERE.)
+
+  1. launches: each worker reads its stretch as ncu_launches.read_launches does in one process,
+     with the hotspots' SASS left for step 2;
+  2. SASS: each kernel's code (mangled name) is disassembled once for the whole report, in the
+     launch that reads it first (as in one process), by workers of SASS_KERNELS_PER_WORKER kernels.
+
+A worker is `python -m tb_hwprof.readers.nvidia.ncu_workers`: its request comes pickled on stdin,
+its answer goes pickled into the file the request names; it imports ncu_report before anything
+else, and no pandas.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+# Imported first in a worker: Nsight Compute's own ncu_report copy crashes once pyarrow is loaded.
+from .ncu_launches import (DamagedLaunch, Launches, import_ncu_report, instruction_text, library_call,
+                           library_stderr, read_launches)
+
+WORKERS = 2  # stretch workers at once: one per core of the machines this is measured on
+STRETCH_BYTES = 32 << 20  # of report file per stretch worker: ~180 MB of ncu_report memory at ~5.5x
+IN_PROCESS_BELOW = 48 << 20  # smaller reports are read in the exporting process (no worker start-up)
+# Kernels disassembled per SASS worker, one worker at a time: ~40 MB a kernel (its launch and its
+# code).  On the H200 report two at once were 0.3 s sooner and 160 MB higher than one.
+SASS_KERNELS_PER_WORKER = 16
+WORKER_COMMAND = [sys.executable, "-m", __name__]
+
+
+class WorkerFailed(Exception):
+    """A worker process ended without an answer (str: how, in words)."""
+
+
+def stretches(launches: int, file_bytes: int, stretch_bytes: Optional[int] = None) -> List[Tuple[int, Optional[int]]]:
+    """[(first, last)] launch ids of each worker's stretch, by the report's bytes per launch; the last
+    stretch is open (None): it also reads launches the library gives beyond those the container
+    declares."""
+    per = max(1, int((stretch_bytes or STRETCH_BYTES) * launches / max(file_bytes, 1)))
+    bounds = list(range(0, launches, per)) or [0]
+    return [(first, bounds[i + 1] if i + 1 < len(bounds) else None) for i, first in enumerate(bounds)]
+
+
+# ---------------------------------------------------------------- the parent's side
+
+def _python_path() -> str:
+    """The exporting process' module path, so a worker imports the same tb_hwprof and ncu_report."""
+    return os.pathsep.join(p for p in sys.path if p)
+
+
+def run_worker(request: dict) -> dict:
+    """Run one worker on `request` and give its answer; WorkerFailed when it died without one."""
+    with tempfile.TemporaryDirectory(prefix="tb-hwprof-ncu-") as tmp:
+        answer = Path(tmp) / "answer.pickle"
+        env = {**os.environ, "PYTHONPATH": _python_path()}
+        done = subprocess.run(WORKER_COMMAND, input=pickle.dumps({**request, "answer": str(answer)}),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        if done.returncode != 0 or not answer.exists():
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
+            raise WorkerFailed(f"{how}{': ' + said[-1][:200] if said else ''}")
+        with open(answer, "rb") as f:
+            return pickle.load(f)
+
+
+def read_in_workers(path: Path, name_ids: dict, declared: int, lines: List[str]) -> Tuple[Launches, int]:
+    """(the report's Launches, the ranges the library read) read by worker processes; the library's
+    stderr lines are added to `lines`.  WorkerFailed names the launches a dead worker had."""
+    parts = stretches(declared, path.stat().st_size)
+    requests = [{"task": "launches", "path": str(path), "first": first, "last": last,
+                 "name_ids": {k: v for k, v in name_ids.items() if k >= first and (last is None or k < last)}}
+                for first, last in parts]
+    answers = _run_all(requests, [f"launches {first}-{'end' if last is None else last - 1}" for first, last in parts])
+    for answer in answers:
+        lines.extend(answer["lines"])
+    launches = merge([a["launches"] for a in answers])
+    ranges = answers[0]["ranges"]
+    fill_sass(path, launches, lines)
+    return launches, ranges
+
+
+def _run_all(requests: List[dict], what: List[str], at_once: int = WORKERS) -> List[dict]:
+    with ThreadPoolExecutor(at_once, thread_name_prefix="tb-hwprof-ncu") as pool:
+        futures = [pool.submit(run_worker, r) for r in requests]
+        answers = []
+        for future, name in zip(futures, what):
+            try:
+                answers.append(future.result())
+            except WorkerFailed as e:
+                raise WorkerFailed(f"Nsight Compute's reader died reading {name} ({e})") from None
+    return answers
+
+
+def merge(parts: List[Launches]) -> Launches:
+    """One Launches of the stretches' (in report order): a range's sections are those of the first
+    stretch that read them."""
+    whole = Launches(count=parts[0].count if parts else 0)
+    keys = set()
+    for part in parts:
+        whole.rows += part.rows
+        whole.raws += part.raws
+        whole.rules += part.rules
+        whole.peaks += part.peaks
+        whole.positions += part.positions
+        whole.hotspots += part.hotspots
+        whole.damaged.update(part.damaged)
+        whole.dropped.update(part.dropped)
+        fresh = [r for r in part.sections if (r["section_id"], r["part"], r["metric"]) not in keys]
+        whole.sections += fresh
+        keys.update((r["section_id"], r["part"], r["metric"]) for r in fresh)
+    return whole
+
+
+def sass_plan(launches: Launches) -> Dict[str, dict]:
+    """{code: {"at": (range id, action index) of its first launch with hotspots, "addresses": every
+    hotspot address of that code in the report}}."""
+    where = {row["launch_id"]: (row.get("mangled_name") or "", pos) for row, pos in zip(launches.rows, launches.positions)}
+    plan: Dict[str, dict] = {}
+    for hot in launches.hotspots:
+        code, pos = where[hot["launch_id"]]
+        entry = plan.setdefault(code, {"at": pos, "addresses": set()})
+        entry["addresses"].add(hot["address"])
+    return plan
+
+
+def fill_sass(path: Path, launches: Launches, lines: List[str]) -> None:
+    """Look up the hotspots' SASS and source lines, each kernel disassembled once, by workers of
+    SASS_KERNELS_PER_WORKER kernels one after another (what they hold grows with every kernel);
+    a launch with an unreadable text at one of its hotspots is damaged (as in one process)."""
+    plan = sass_plan(launches)
+    if not plan:
+        return
+    codes, most = sorted(plan), SASS_KERNELS_PER_WORKER
+    shares = [codes[i:i + most] for i in range(0, len(codes), most)]
+    requests = [{"task": "sass", "path": str(path), "codes": {c: plan[c] for c in share}} for share in shares]
+    texts: Dict[Tuple[str, int], object] = {}
+    for answer in _run_all(requests, [f"the SASS of {len(s)} kernels" for s in shares], at_once=1):
+        lines.extend(answer["lines"])
+        texts.update(answer["texts"])
+    code_of = {row["launch_id"]: row.get("mangled_name") or "" for row in launches.rows}
+    damaged = {}
+    for hot in launches.hotspots:
+        text = texts[(code_of[hot["launch_id"]], hot["address"])]
+        if isinstance(text, str):
+            damaged.setdefault(hot["launch_id"], text)
+        else:
+            hot["sass"], hot["source_file"], hot["source_line"] = text
+    if damaged:
+        drop_launches(launches, damaged)
+
+
+def drop_launches(launches: Launches, damaged: Dict[int, str]) -> None:
+    """Move the `damaged` sound launches to launches.damaged."""
+    keep = [i for i, row in enumerate(launches.rows) if row["launch_id"] not in damaged]
+    for field in ("rows", "raws", "rules", "peaks", "positions"):
+        values = getattr(launches, field)
+        setattr(launches, field, [values[i] for i in keep])
+    launches.hotspots = [h for h in launches.hotspots if h["launch_id"] not in damaged]
+    for launch in damaged:
+        launches.dropped.pop(launch, None)
+    launches.damaged.update(damaged)
+
+
+# ---------------------------------------------------------------- the worker's side
+
+def _read_stretch(ctx, ncu_report, request: dict) -> dict:
+    launches = read_launches(ctx, ncu_report, request["name_ids"], request["first"], request["last"], sass=False)
+    return {"launches": launches, "ranges": ctx.num_ranges()}
+
+
+def _sass_texts(ctx, request: dict) -> dict:
+    """{(code, address): (SASS, source file, line), or why the text is damaged}."""
+    texts = {}
+    for code, entry in request["codes"].items():
+        range_id, action_id = entry["at"]
+        action = ctx.range_by_idx(range_id).action_by_idx(action_id)
+        for address in sorted(entry["addresses"]):
+            try:
+                with library_call():
+                    texts[(code, address)] = instruction_text(action, address)
+            except DamagedLaunch as e:
+                texts[(code, address)] = str(e)
+    return {"texts": texts}
+
+
+def work(request: dict) -> dict:
+    """What a worker answers to `request` (the library's stderr lines under "lines")."""
+    ncu_report = import_ncu_report()
+    lines: List[str] = []
+    with library_stderr(lines):
+        ctx = ncu_report.load_report(request["path"])
+        if ctx is None:
+            answer = {"launches": Launches(), "ranges": 0, "texts": {}}
+        elif request["task"] == "launches":
+            answer = _read_stretch(ctx, ncu_report, request)
+        else:
+            answer = _sass_texts(ctx, request)
+    return {**answer, "lines": lines}
+
+
+def main() -> None:
+    request = pickle.loads(sys.stdin.buffer.read())
+    answer = work(request)
+    with open(request["answer"], "wb") as f:
+        pickle.dump(answer, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os._exit(0)  # ncu_report's many launches are not torn down one by one: the process ends here
+
+
+if __name__ == "__main__":
+    main()

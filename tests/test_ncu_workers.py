@@ -1,0 +1,173 @@
+"""A big Nsight Compute report read by worker processes, a stretch of launches each (issue 31):
+what they read equals what one process reads, damage is judged alike, and a worker that dies is
+one line naming the file."""
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+from tb_hwprof.app import cli
+from tb_hwprof.readers.nvidia import ncu_rep, ncu_workers
+
+from conftest import H200_PAIR, decompressed, sample
+from test_ncu_rep_damage import MULTI, break_launch_record
+
+SMALL = "ncu/spyinfer_a10_105launches_2023.2.0.ncu-rep"  # 105 launches, 2.1 MB, sections
+
+
+# Each read runs in a fresh child: ncu_report carries state from one report to the next in a process
+# (see test_a_second_report_reads_as_in_a_fresh_process), and keeps every launch it read.
+READ_IN_CHILD = textwrap.dedent("""
+    import pickle, sys
+    from tb_hwprof.readers.nvidia import ncu_rep, ncu_workers
+    path, mode, stretch, kernels, out, *before = sys.argv[1:]
+    ncu_workers.SASS_KERNELS_PER_WORKER = int(kernels) or ncu_workers.SASS_KERNELS_PER_WORKER
+    for other in before:
+        ncu_rep.read_ncu_rep(other)
+    if mode == "here":
+        ncu_workers.IN_PROCESS_BELOW = 1 << 62
+    elif mode == "workers":
+        ncu_workers.IN_PROCESS_BELOW, ncu_workers.STRETCH_BYTES = 0, int(stretch)
+    profile = ncu_rep.read_ncu_rep(path)
+    with open(out, "wb") as f:
+        pickle.dump(profile, f)
+""")
+
+
+def read_in_child(path, tmp_path, mode, stretch_bytes=0, before=(), sass_kernels=0):
+    """The Profile of `path` read in a fresh process: mode "here" (in that process), "workers" (by
+    workers of `stretch_bytes`, SASS workers of `sass_kernels`) or "default"; `before`: reports that
+    process reads first."""
+    out = tmp_path / f"{mode}-{stretch_bytes}-{len(before)}.pickle"
+    done = subprocess.run([sys.executable, "-c", READ_IN_CHILD, str(path), mode, str(stretch_bytes), str(sass_kernels),
+                           str(out),
+                           *map(str, before)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(out, "rb") as f:
+        return pickle.load(f)
+
+
+def assert_same_profile(a, b):
+    pd.testing.assert_frame_equal(a.kernels, b.kernels)
+    assert json.dumps(a.raw_metrics) == json.dumps(b.raw_metrics)  # NaN: equal as text
+    assert json.dumps(a.rules) == json.dumps(b.rules)
+    assert a.devices == b.devices and a.notes == b.notes and a.provenance == b.provenance
+    assert sorted(a.summaries) == sorted(b.summaries)
+    for name in a.summaries:
+        pd.testing.assert_frame_equal(a.summaries[name], b.summaries[name])
+
+
+@pytest.mark.parametrize("stretch_bytes", [150_000, 1 << 20])  # 7 and 48 launches a worker
+def test_workers_read_what_one_process_reads(stretch_bytes, samples_dir, tmp_path, ncu_report_module):
+    path = sample(samples_dir, SMALL)
+    here, workers = (read_in_child(path, tmp_path, mode, stretch_bytes) for mode in ("here", "workers"))
+    assert len(workers.kernels) == 105 and len(workers.summaries[ncu_rep.SECTIONS_TABLE])
+    assert_same_profile(here, workers)
+
+
+def test_h200_report_by_workers_equals_one_process_hotspots_and_all(samples_dir, tmp_path, tmp_path_factory,
+                                                                    ncu_report_module):
+    """The real 136 MB H200 report (source counters: SASS at each launch's hottest instructions)
+    is read by workers by default; by 9 stretch workers and 4 SASS workers (its 15 kernels, 4 a
+    worker) it equals what one process reads."""
+    report = decompressed(samples_dir / H200_PAIR / "resnet18_step3_first58.ncu-rep.xz", tmp_path_factory)
+    assert report.stat().st_size >= ncu_workers.IN_PROCESS_BELOW
+    by_workers = read_in_child(report, tmp_path, "workers", 16 << 20, sass_kernels=4)
+    here = read_in_child(report, tmp_path, "here")
+    assert_same_profile(here, by_workers)
+    hot = by_workers.summaries[ncu_rep.HOTSPOTS]
+    assert len(by_workers.kernels) == 58 and len(hot) and (hot["sass"] != "").all()
+
+
+def test_a_second_report_reads_as_in_a_fresh_process(samples_dir, tmp_path, ncu_report_module):
+    """ncu_report 2026.3.1, having read the A10 sample, gives the GTX 1650 sample's
+    breakdown:gpu__compute_memory_throughput... the unit "byte" for "%" in the same process: a
+    process reads one report itself, the next ones by fresh workers."""
+    first, second = sample(samples_dir, SMALL), sample(samples_dir, MULTI)
+    alone = read_in_child(second, tmp_path, "default")
+    after = read_in_child(second, tmp_path, "default", before=[first])
+    name = "breakdown:gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+    assert alone.raw_metrics[0][name][1] == "%"
+    assert_same_profile(alone, after)
+
+
+def test_stretches_cover_every_launch_once():
+    for launches, size, stretch in [(58, 136_078_617, 24 << 20), (105, 2_149_700, 150_000), (1, 10, 1 << 20),
+                                    (1000, 1 << 30, 24 << 20)]:
+        parts = ncu_workers.stretches(launches, size, stretch)
+        assert parts[-1][1] is None and parts[0][0] == 0
+        ids = [i for first, last in parts for i in range(first, launches if last is None else last)]
+        assert ids == list(range(launches))
+        per = max(1, stretch * launches // size)
+        assert all(last - first == per for first, last in parts[:-1])
+
+
+def test_a_worker_does_not_load_pandas():
+    """ncu_report before pyarrow: Nsight Compute's own copy of the module crashes in IMetric.unit
+    once pyarrow (which pandas 3 imports) is loaded; a worker loads neither."""
+    code = "import sys, tb_hwprof.readers.nvidia.ncu_workers; print(sorted({'pandas', 'pyarrow', 'numpy'} & set(sys.modules)))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+@pytest.fixture
+def by_workers(monkeypatch):
+    monkeypatch.setattr(ncu_workers, "IN_PROCESS_BELOW", 0)
+    monkeypatch.setattr(ncu_workers, "STRETCH_BYTES", 40_000)
+
+
+EXPORT_IN_CHILD = textwrap.dedent("""
+    import sys
+    from tb_hwprof.app import cli
+    from tb_hwprof.readers.nvidia import ncu_workers
+    mode, *args = sys.argv[1:]
+    if mode == "here":
+        ncu_workers.IN_PROCESS_BELOW = 1 << 62
+    else:
+        ncu_workers.IN_PROCESS_BELOW, ncu_workers.STRETCH_BYTES = 0, 40_000  # a launch or two a worker
+    sys.exit(cli.main(["export", *args]))
+""")
+
+
+def export_in_child(mode, damaged, logdir, *flags):
+    """(exit status, stderr lines, the run or None) of `tb-hwprof export` in a fresh process."""
+    import tb_hwprof
+    done = subprocess.run([sys.executable, "-c", EXPORT_IN_CHILD, mode, str(damaged), "--logdir", str(logdir),
+                           "--run", "r", "--quiet", *flags], capture_output=True, text=True)
+    return done.returncode, done.stderr.splitlines(), tb_hwprof.load_run(logdir / "r") if done.returncode == 0 else None
+
+
+def test_damage_is_judged_alike_by_workers(samples_dir, tmp_path, ncu_report_module):
+    """A launch whose record is broken: refused with the same line, salvaged to the same run."""
+    data = bytearray(sample(samples_dir, MULTI).read_bytes())
+    break_launch_record(data, 2)
+    damaged = tmp_path / "damaged.ncu-rep"
+    damaged.write_bytes(bytes(data))
+    refused = {mode: export_in_child(mode, damaged, tmp_path / f"refused-{mode}") for mode in ("here", "workers")}
+    kept = {mode: export_in_child(mode, damaged, tmp_path / f"kept-{mode}", "--salvage") for mode in ("here", "workers")}
+    assert refused["here"][:2] == refused["workers"][:2]
+    rc, err, _ = refused["workers"]
+    assert rc == 1 and len(err) == 1 and f"{damaged}: damaged Nsight Compute report: launch 2 (" in err[0]
+    assert kept["here"][0] == kept["workers"][0] == 0
+    here, there = kept["here"][2], kept["workers"][2]
+    assert list(there.kernels["launch_id"]) == [0, 1, 3, 4, 5]
+    pd.testing.assert_frame_equal(here.kernels, there.kernels)
+    assert here.notes == there.notes and json.dumps(here.raw_metrics) == json.dumps(there.raw_metrics)
+
+
+def test_a_worker_that_dies_is_one_line_naming_the_file(samples_dir, tmp_path, capfd, monkeypatch, by_workers,
+                                                        ncu_report_module):
+    """A worker killed (as by the out-of-memory killer, or a crash in NVIDIA's library): the export
+    says which launches, exits 1 and writes no run."""
+    monkeypatch.setattr(ncu_workers, "WORKER_COMMAND",
+                        [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    path = sample(samples_dir, MULTI)
+    rc = cli.main(["export", str(path), "--logdir", str(tmp_path / "logs"), "--run", "r", "--quiet"])
+    err = capfd.readouterr().err.splitlines()
+    assert rc == 1 and len(err) == 1, err
+    assert f"{path}: Nsight Compute's reader died reading launches 0-" in err[0]
+    assert "signal 9" in err[0]
+    assert not (tmp_path / "logs" / "r").exists()
