@@ -14,7 +14,8 @@ Then subprocesses run on the same file, each reporting its own wall time and pea
   decode:   decode_events alone, the file's bytes to columns (information: the native scanner's
             MB/s, or the msgspec path's where the scanner is not built).
 Baseline and export run alternately, --rounds times; the ratios are of their median times and
-of the highest peaks.  Targets: export <= 0.25x json.load's time and <= 0.5x its peak memory.
+of the highest peaks.  Targets (issue 31): export <= 0.1x json.load's time and <= 0.25x its peak
+memory (before it: 0.25x and 0.5x).
 
     python benchmarks/bench_torch_export.py [--factor 58] [--rounds 3] [--keep PATH]
 """
@@ -37,7 +38,7 @@ from children import run_child  # noqa: E402  (benchmarks/ is the script's folde
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
 DEFAULT = SAMPLES / "torch" / "hta_v100_resnet_rank0.json.gz"
-TARGET_TIME_RATIO, TARGET_MEMORY_RATIO = 0.25, 0.5
+TARGET_TIME_RATIO, TARGET_MEMORY_RATIO = 0.1, 0.25  # issue 31
 ID_STEP = 10_000_000
 SHIFTED_ARGS = ("External id", "external id", "correlation", "Sequence number")
 
@@ -165,14 +166,13 @@ def main() -> int:
     print(f"json.load:                                  {base_s:.2f} s, peak {base_mb:.0f} MB "
           f"({rounds[0][0]['events']:,} events; median time, highest peak of {args.rounds})")
     print(f"tb-hwprof export (read + analyse + write):  {ours_s:.2f} s, peak {ours_mb:.0f} MB")
-    print(f"ratio export / json.load: time {time_ratio:.2f} (target <= {TARGET_TIME_RATIO:g}), "
-          f"peak memory {memory_ratio:.2f} (target <= {TARGET_MEMORY_RATIO:g})")
     missed = [what for what, ratio, target in (("time", time_ratio, TARGET_TIME_RATIO),
                                                 ("memory", memory_ratio, TARGET_MEMORY_RATIO)) if ratio > target]
     if missed:
         print(f"target missed: {', '.join(missed)}")
-        return 1
-    return 0
+    print(f"ratio export / json.load: time {time_ratio:.2f} (target <= {TARGET_TIME_RATIO:g}), "
+          f"peak memory {memory_ratio:.2f} (target <= {TARGET_MEMORY_RATIO:g})")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

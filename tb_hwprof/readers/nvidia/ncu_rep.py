@@ -332,7 +332,7 @@ def read_ncu_rep(path, salvage: bool = False) -> Profile:
     container = check_container(path, data)
     lines: List[str] = []
     try:
-        if (len(data) >= ncu_workers.IN_PROCESS_BELOW or _READ_HERE) and container.launches:
+        if (len(data) >= ncu_workers.IN_PROCESS_BELOW or _READ_HERE) and container.launches and ncu_workers.can_start():
             launches, ranges = _read_by_workers(path, container, lines)
         else:
             launches, ranges = _read_here(path, container, lines)

@@ -56,6 +56,12 @@ def stretches(launches: int, file_bytes: int, stretch_bytes: Optional[int] = Non
 
 # ---------------------------------------------------------------- the parent's side
 
+def can_start() -> bool:
+    """Whether this process can start a worker: an embedding without a Python executable (sys.executable
+    empty) reads in its own process, as before the workers."""
+    return bool(WORKER_COMMAND and WORKER_COMMAND[0])
+
+
 def _python_path() -> str:
     """The exporting process' module path, so a worker imports the same tb_hwprof and ncu_report."""
     return os.pathsep.join(p for p in sys.path if p)
