@@ -10,7 +10,7 @@ reads, windows, runs this and writes; this module writes nothing.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,7 @@ import pandas as pd
 from .advice import advise
 from .bottleneck import classify_profile
 from .compare import COMPARE_TABLE, compare_table
+from ..core.columnar import object_pointers
 from ..core.findings import Analysis
 from .gpu_trace import TABLES as GPU_TRACE_TABLES, gpu_trace_tables, label_phases
 from .occupancy import theoretical_occupancy
@@ -79,14 +80,27 @@ def _label_once_per_device(profile) -> None:
     one = dataclasses.replace(profile, kernels=sample)
     apply_roofline(one)
     classify_profile(one)
+    copied: Dict[tuple, np.ndarray] = {}  # labels of equal values per device share one array
     for col in OUTPUTS:
         values = one.kernels[col].to_numpy()
         if values.dtype.kind == "f" and np.isnan(values).all():
             kernels[col] = all_nan_column(len(kernels))
         elif values.dtype == object:  # kept object: pandas 3 would infer (and later undo) its str dtype
-            kernels[col] = pd.Series(values[which], index=kernels.index, dtype=object, copy=False)
+            if _holds_only(kernels[col], values):
+                continue  # already that one value on every launch (the reader's empty text): no copy
+            per_launch = copied.setdefault(tuple(values), values[which])
+            kernels[col] = pd.Series(per_launch, index=kernels.index, dtype=object, copy=False)
         else:
             kernels[col] = values[which]
+
+
+def _holds_only(column: pd.Series, values: np.ndarray) -> bool:
+    """Whether an object column holds one and the same object on every row, equal to every one of
+    `values` (an array of pointers compared, not a million texts)."""
+    if column.dtype != object or len(column) == 0 or any(v != values[0] for v in values):
+        return False
+    pointers = object_pointers(column.to_numpy())
+    return pointers is not None and bool((pointers == pointers[0]).all()) and column.iloc[0] == values[0]
 
 
 def label_tables(profile):
