@@ -178,3 +178,24 @@ def test_a_worker_that_dies_is_one_line_naming_the_file(samples_dir, tmp_path, c
     assert f"{path}: Nsight Compute's reader died reading launches 0-" in err[0]
     assert "signal 9" in err[0]
     assert not (tmp_path / "logs" / "r").exists()
+
+
+PROGRESS_IN_CHILD = textwrap.dedent("""
+    import sys
+    from tb_hwprof.app.export import read_report
+    from tb_hwprof.readers.nvidia import ncu_workers
+    ncu_workers.IN_PROCESS_BELOW, ncu_workers.STRETCH_BYTES = 0, int(sys.argv[2])
+    read_report(sys.argv[1], progress=lambda line: print("PROGRESS", line, flush=True))
+""")
+
+
+def test_reading_by_workers_says_how_far_it_got(samples_dir, ncu_report_module):
+    """Long work shows progress: the export says how many workers read the report, then each stretch
+    as it comes in, in order, naming the file."""
+    path = sample(samples_dir, SMALL)
+    done = subprocess.run([sys.executable, "-c", PROGRESS_IN_CHILD, str(path), str(2 << 20)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("PROGRESS ")]
+    assert lines[0] == f"{path}: 105 launches, read by 2 worker processes (2 at once)"
+    assert lines[1:] == [f"{path}: read launches 0-51 (1/2)", f"{path}: read launches 52-end (2/2)"]

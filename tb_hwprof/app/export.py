@@ -44,10 +44,12 @@ def read_report(path, window: WindowOptions = WindowOptions(),
     """Read and window one input (salvage: keep a damaged report's sound launches, for the readers
     that can tell them apart; the others ignore it).  located: {input path: the path the run names
     as its source instead} (`profile` moves its captured files into the run once it is written)."""
+    from ..core.progress import told_to
     from ..readers.detect import read
     path = Path(path)
     with blamed_on(path):
-        profile = read(path, salvage=salvage)
+        with told_to(progress):  # a big report's reader says how far it got
+            profile = read(path, salvage=salvage)
         if located and path in located:
             profile.provenance = dataclasses.replace(profile.provenance, source_path=str(Path(located[path]).resolve()))
         return Report(path, profile, trace_window(profile, path, window, progress))

@@ -26,11 +26,12 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 # Imported first in a worker: Nsight Compute's own ncu_report copy crashes once pyarrow is loaded.
 from .ncu_launches import (DamagedLaunch, Launches, import_ncu_report, instruction_text, library_call,
                            library_stderr, read_launches)
+from ...core.progress import tell  # noqa: E402  (after ncu_report's module, as above)
 
 WORKERS = 2  # stretch workers at once: one per core of the machines this is measured on
 STRETCH_BYTES = 36 << 20  # of report file per stretch worker at most: ~200 MB of ncu_report memory at ~5.5x
@@ -93,7 +94,9 @@ def read_in_workers(path: Path, name_ids: dict, declared: int, lines: List[str])
     requests = [{"task": "launches", "path": str(path), "first": first, "last": last,
                  "name_ids": {k: v for k, v in name_ids.items() if k >= first and (last is None or k < last)}}
                 for first, last in parts]
-    answers = _run_all(requests, [f"launches {first}-{'end' if last is None else last - 1}" for first, last in parts])
+    tell(f"{path}: {declared} launches, read by {len(parts)} worker processes ({WORKERS} at once)")
+    names = [f"launches {first}-{'end' if last is None else last - 1}" for first, last in parts]
+    answers = _run_all(requests, names, said=lambda i: f"{path}: read {names[i]} ({i + 1}/{len(parts)})")
     for answer in answers:
         lines.extend(answer["lines"])
     launches = merge([a["launches"] for a in answers])
@@ -102,15 +105,20 @@ def read_in_workers(path: Path, name_ids: dict, declared: int, lines: List[str])
     return launches, ranges
 
 
-def _run_all(requests: List[dict], what: List[str], at_once: int = WORKERS) -> List[dict]:
+def _run_all(requests: List[dict], what: List[str], at_once: int = WORKERS,
+             said: Callable[[int], str] = lambda i: "") -> List[dict]:
+    """The workers' answers, in the requests' order; said(i): the progress line once answer i is in."""
     with ThreadPoolExecutor(at_once, thread_name_prefix="tb-hwprof-ncu") as pool:
         futures = [pool.submit(run_worker, r) for r in requests]
         answers = []
-        for future, name in zip(futures, what):
+        for i, (future, name) in enumerate(zip(futures, what)):
             try:
                 answers.append(future.result())
             except WorkerFailed as e:
                 raise WorkerFailed(f"Nsight Compute's reader died reading {name} ({e})") from None
+            line = said(i)
+            if line:
+                tell(line)
     return answers
 
 
@@ -157,6 +165,8 @@ def fill_sass(path: Path, launches: Launches, lines: List[str]) -> None:
     shares = [codes[i:i + most] for i in range(0, len(codes), most)]
     requests = [{"task": "sass", "path": str(path), "codes": {c: plan[c] for c in share}} for share in shares]
     texts: Dict[Tuple[str, int], object] = {}
+    tell(f"{path}: looking up the SASS of {sum(len(p['addresses']) for p in plan.values())} hottest instructions "
+         f"of {len(codes)} kernels")
     for answer in _run_all(requests, [f"the SASS of {len(s)} kernels" for s in shares], at_once=1):
         lines.extend(answer["lines"])
         texts.update(answer["texts"])
