@@ -28,6 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#define CAN_RELEASE_PAGES 1
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -239,6 +244,10 @@ typedef struct {
     /* scan_part: the part ends where an event starts at stop_at (landed), or begins at resume_at */
     const uint8_t *stop_at, *resume_at;
     int landed, restarted;
+    /* release: the data is a read-only map of the file; the pages behind the scan are handed back
+     * (released: where the next release starts) */
+    int release;
+    const uint8_t *released;
     buf_t string_id_rows; /* flow rows whose id is a string (its code: remapped when parts join) */
 
     /* the event being read */
@@ -1581,6 +1590,24 @@ static void reset_events(scanner *s) {
     s->other = 0;
 }
 
+/* A read-only file map's pages scanned already are handed back every RELEASE_BYTES: they would
+ * otherwise stay in the process' memory until the map is closed (a 0.7 GB trace: its whole size on
+ * top of the columns, the export's peak).  Read again (the metadata events, an error's context),
+ * a page simply comes back from the page cache: the file is unchanged. */
+#define RELEASE_BYTES (32 << 20)
+
+static void release_behind(scanner *s, const uint8_t *p) {
+#ifdef CAN_RELEASE_PAGES
+    static uintptr_t page = 0;
+    if (!page)
+        page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = ((uintptr_t)s->released + page - 1) / page * page, to = (uintptr_t)p / page * page;
+    if (to > from)
+        madvise((void *)from, to - from, MADV_DONTNEED);  /* advice: a refusal only keeps the pages */
+#endif
+    s->released = p;
+}
+
 /* Events from the one at p to the array's ']'; the position after it.  A part scan that reaches an
  * event starting at stop_at has landed: it stops there (the next part starts at that event). */
 static const uint8_t *read_event_list(scanner *s, const uint8_t *p) {
@@ -1589,6 +1616,8 @@ static const uint8_t *read_event_list(scanner *s, const uint8_t *p) {
         if (at(p, end) != '{')
             fail_at(s, p, "not a Chrome trace: an event is not an object");
         p = skip_ws(read_event(s, p), end);
+        if (s->release && p - s->released >= RELEASE_BYTES)
+            release_behind(s, p);
         int c = at(p, end);
         if (c != ',' && c != ']')
             fail_at(s, p, "not valid JSON: expected ',' or ']'");
@@ -1851,7 +1880,7 @@ done:
 }
 
 /* scan(), or with start / stop (byte offsets of events, 0: none) a part of the document. */
-static PyObject *scan_range(PyObject *arg, Py_ssize_t start, Py_ssize_t stop, int part) {
+static PyObject *scan_range(PyObject *arg, Py_ssize_t start, Py_ssize_t stop, int part, int release) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -1869,6 +1898,8 @@ static PyObject *scan_range(PyObject *arg, Py_ssize_t start, Py_ssize_t stop, in
     s->end = s->base + view.len;
     s->resume_at = start ? s->base + start : NULL;
     s->stop_at = stop ? s->base + stop : NULL;
+    s->release = release;
+    s->released = s->resume_at ? s->resume_at : s->base;
     table_init(&s->x, X_SPEC, X_N);
     table_init(&s->gpu, G_SPEC, G_N);
     table_init(&s->op, O_SPEC, O_N);
@@ -1898,26 +1929,32 @@ static PyObject *scan_range(PyObject *arg, Py_ssize_t start, Py_ssize_t stop, in
     return out;
 }
 
-static PyObject *scan(PyObject *module, PyObject *arg) {
-    return scan_range(arg, 0, 0, 0);
+static PyObject *scan(PyObject *module, PyObject *args) {
+    PyObject *data;
+    int release = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &data, &release))
+        return NULL;
+    return scan_range(data, 0, 0, 0, release);
 }
 
 static PyObject *scan_part(PyObject *module, PyObject *args) {
     PyObject *data;
     Py_ssize_t start, stop;
-    if (!PyArg_ParseTuple(args, "Onn", &data, &start, &stop))
+    int release = 0;
+    if (!PyArg_ParseTuple(args, "Onn|p", &data, &start, &stop, &release))
         return NULL;
-    return scan_range(data, start, stop, 1);
+    return scan_range(data, start, stop, 1, release);
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_O,
-     "scan(data) -> (strings, x, x_gpu, x_op, flows, instants, metadata, top, other_events): the columns of "
-     "a Kineto Chrome-trace JSON document (see decode.py)."},
+    {"scan", scan, METH_VARARGS,
+     "scan(data, release=False) -> (strings, x, x_gpu, x_op, flows, instants, metadata, top, other_events): the "
+     "columns of a Kineto Chrome-trace JSON document (see decode.py).  release: data is a read-only map of a "
+     "file, whose pages are handed back as the scan passes them (never for data in the process' own memory)."},
     {"scan_part", scan_part, METH_VARARGS,
-     "scan_part(data, start, stop) -> (scan's result, landed, restarted, string_id_rows): a part of the "
-     "document: from its start, stopping (landed) at an event that starts at byte stop; or (start > 0) from "
-     "the event at byte start to the end.  string_id_rows: int64 rows of the flows whose id is a string."},
+     "scan_part(data, start, stop, release=False) -> (scan's result, landed, restarted, string_id_rows): a part "
+     "of the document: from its start, stopping (landed) at an event that starts at byte stop; or (start > 0) "
+     "from the event at byte start to the end.  string_id_rows: int64 rows of the flows whose id is a string."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_kineto_scan",

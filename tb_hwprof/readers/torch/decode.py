@@ -121,18 +121,21 @@ TWO_PARTS_FROM = 64 << 20  # bytes: a larger trace is scanned as two parts on tw
 SPLIT_SEARCH = 16 << 20  # bytes after the middle searched for an event's start
 
 
-def decode_events(data: bytes) -> KinetoEvents:
-    """Columns of a whole trace held in memory (uncompressed bytes)."""
+def decode_events(data: bytes, file_map: bool = False) -> KinetoEvents:
+    """Columns of a whole trace held in memory (uncompressed bytes).  file_map: `data` is a read-only
+    map of the trace's file (mmap.ACCESS_READ), whose pages the native scan hands back as it passes
+    them; never for any other memory (handed back, an anonymous page would read as zeros)."""
     try:
         from . import _kineto_scan  # built by setup.py where a C compiler is present
     except ImportError:
         _kineto_scan = None
     if _kineto_scan is not None:
+        release = bool(file_map)
         if len(data) >= TWO_PARTS_FROM and _cores() >= 2:
-            joined = scan_in_two(_kineto_scan, data, len(data) // 2)
+            joined = scan_in_two(_kineto_scan, data, len(data) // 2, release)
             if joined is not None:
                 return joined
-        return _from_native(_kineto_scan.scan(data))
+        return _from_native(_kineto_scan.scan(data, release))
     return decode_events_python(data)
 
 
@@ -146,7 +149,7 @@ def _cores() -> int:
 _EVENT_START = re.compile(rb",[ \t\r\n]*\{")
 
 
-def scan_in_two(scanner, data, near: int) -> Optional[KinetoEvents]:
+def scan_in_two(scanner, data, near: int, release: bool = False) -> Optional[KinetoEvents]:
     """The native scan of `data` as two parts on two threads (the scanner releases the GIL: ~0.5 s
     less for a 0.7 GB trace on two cores), joined to exactly what one scan gives; None where it
     cannot tell (no split found, or damage after the split: the caller's one scan then reports it).
@@ -161,8 +164,8 @@ def scan_in_two(scanner, data, near: int) -> Optional[KinetoEvents]:
     split = found.end() - 1
     # Leaving the pool waits for the second part, also when the first raised (the one scan's error).
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-scan") as pool:
-        rest = pool.submit(scanner.scan_part, data, split, 0)
-        head, landed, restarted, _ = scanner.scan_part(data, 0, split)
+        rest = pool.submit(scanner.scan_part, data, split, 0, release)
+        head, landed, restarted, _ = scanner.scan_part(data, 0, split, release)
         if not landed:
             return _from_native(head)  # the whole document, read by the first part alone
         if rest.exception() is not None:

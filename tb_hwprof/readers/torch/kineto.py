@@ -142,7 +142,9 @@ def read(path, fmt: str = "pytorch-trace") -> Profile:
     raw = _trace_bytes(path)
     data = uncompressed(path, raw)
     try:
-        events = decode_events(data)  # a large trace on two threads (decode.scan_in_two)
+        # A large trace on two threads (decode.scan_in_two); a mapped file's pages are handed back as
+        # they are scanned (all of them held, the file's size came on top of the export's peak).
+        events = decode_events(data, file_map=isinstance(raw, mmap.mmap) and data is raw)
     except TraceError as e:
         raise InputError(path, f"not a readable PyTorch profiler trace: {e}", FIX) from None
     except RecursionError:  # an arg value (Input Dims) nested thousands deep: no profiler writes that
