@@ -199,3 +199,37 @@ def test_reading_by_workers_says_how_far_it_got(samples_dir, ncu_report_module):
     lines = [line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("PROGRESS ")]
     assert lines[0] == f"{path}: 105 launches, read by 2 worker processes (2 at once)"
     assert lines[1:] == [f"{path}: read launches 0-51 (1/2)", f"{path}: read launches 52-end (2/2)"]
+
+
+PARENT_RSS_IN_CHILD = textwrap.dedent("""
+    import sys
+    from tb_hwprof.readers.nvidia import ncu_rep, ncu_workers
+
+    def rss_kb():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    seen, run = [], ncu_workers.run_worker
+    ncu_workers.run_worker = lambda request: seen.append(rss_kb()) or run(request)
+    before = rss_kb()
+    profile = ncu_rep.read_ncu_rep(sys.argv[1])
+    print(before, seen[0], len(seen), profile.provenance.source_sha256, profile.provenance.tool_version)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+def test_the_exporting_process_holds_none_of_a_big_report_while_workers_read_it(samples_dir, tmp_path_factory,
+                                                                                 ncu_report_module):
+    """The report's bytes are checked, hashed and searched for the version from a map of the file, let
+    go before the workers start: the exporting process does not hold the report beside their memory
+    (it held all 136 MB of the H200 report; a 1 GB report would sit there whole)."""
+    import hashlib
+    report = decompressed(samples_dir / H200_PAIR / "resnet18_step3_first58.ncu-rep.xz", tmp_path_factory)
+    done = subprocess.run([sys.executable, "-c", PARENT_RSS_IN_CHILD, str(report)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    before, during, workers, digest, version = done.stdout.split()
+    size_kb = report.stat().st_size // 1024
+    assert int(workers) >= 2
+    assert int(during) - int(before) < size_kb // 4
+    assert digest == hashlib.sha256(report.read_bytes()).hexdigest()
+    assert version == "2025.3.1"  # CAPTURE.md: Nsight Compute 2025.3.1

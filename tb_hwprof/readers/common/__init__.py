@@ -1,7 +1,9 @@
 """Small helpers every reader shares."""
+import contextlib
 import hashlib
+import mmap
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from ...core.errors import InputError
 
@@ -33,6 +35,35 @@ def sha256_file(path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def mapped_input(path) -> Iterator[bytes]:
+    """The file's bytes as a read-only map for the block (read_input_bytes' errors; an empty file or
+    one that cannot be mapped, a pipe, is read instead): a big input checked and hashed here is never
+    copied into the process, whose memory holds none of it once the block ends (the pages stay in the
+    page cache for whoever reads the file next).  (A file truncated by another process meanwhile
+    would fault: reports are complete once written.)"""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            try:
+                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (ValueError, OSError):  # empty, or not a regular file
+                mapped = None
+    except FileNotFoundError:
+        raise InputError(path, "no such file", "check the path") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a folder, not a report file", "pass the report file itself") from None
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
+    if mapped is None:
+        yield read_input_bytes(path)
+        return
+    try:
+        yield mapped
+    finally:
+        mapped.close()
 
 
 def read_input_bytes(path, limit: Optional[int] = None) -> bytes:

@@ -41,7 +41,7 @@ from .ncu_launches import (  # noqa: F401
     import_ncu_report, instruction_text, launch_name, library_call, library_errors, library_stderr,
     other_names, read_launch, read_launches, readable_text, section_rows, source_hotspots,
     stall_samples_by_address, top_addresses, _dropped_text, _metric_names, _name_damage, _sound_text)
-from ..common import describe_bytes, read_input_bytes, sha256_of
+from ..common import describe_bytes, mapped_input, sha256_of
 
 MAGIC = b"NVR\x00"
 _VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+)(?:\.\d+)? \(build \d+\)")
@@ -241,7 +241,7 @@ def check_container(path: Path, data: bytes) -> Container:
     not parse; returns the launches the container declares and those whose record is damaged."""
     if len(data) == 0:
         raise InputError(path, "file is empty", "re-export the report with `ncu -o`")
-    if not data.startswith(MAGIC):
+    if data[:len(MAGIC)] != MAGIC:
         raise InputError(path, "not an Nsight Compute report (no NVR header)",
                          "pass a file written by `ncu -o` or `ncu --csv`")
     container = Container()
@@ -328,11 +328,15 @@ def read_ncu_rep(path, salvage: bool = False) -> Profile:
     that does not parse) refuses the file, or with salvage is left out and listed in the notes.
     A big report is read by worker processes (ncu_workers.py), a small one here."""
     path = Path(path)
-    data = read_input_bytes(path)
-    container = check_container(path, data)
+    # The bytes are checked, searched for the version and hashed, then let go: the launches are read
+    # by ncu_report from the file (mapped, a big report is never copied into this process, which
+    # would hold all of it beside the workers' memory: 136 MB of the H200 report's 800).
+    with mapped_input(path) as data:
+        container = check_container(path, data)
+        size, version, digest = len(data), tool_version(data), sha256_of(data)
     lines: List[str] = []
     try:
-        if (len(data) >= ncu_workers.IN_PROCESS_BELOW or _READ_HERE) and container.launches and ncu_workers.can_start():
+        if (size >= ncu_workers.IN_PROCESS_BELOW or _READ_HERE) and container.launches and ncu_workers.can_start():
             launches, ranges = _read_by_workers(path, container, lines)
         else:
             launches, ranges = _read_here(path, container, lines)
@@ -345,7 +349,7 @@ def read_ncu_rep(path, salvage: bool = False) -> Profile:
     if not launches.rows:
         raise InputError(path, "the report holds no profiled kernel launches",
                          "check the ncu filters (-k, --launch-count) used to capture it")
-    return _profile(path, data, launches, notes)
+    return _profile(path, version, digest, launches, notes)
 
 
 # Whether this process has loaded a report already.  ncu_report carries state from one report to the
@@ -377,7 +381,7 @@ def _read_by_workers(path: Path, container: Container, lines: List[str]) -> Tupl
                          "if it opens there, report this with the ncu_report version") from None
 
 
-def _profile(path: Path, data: bytes, launches: Launches, notes: List[str]) -> Profile:
+def _profile(path: Path, version: str, digest: str, launches: Launches, notes: List[str]) -> Profile:
     device_metrics: Dict[int, dict] = {}
     device_peaks: Dict[int, Dict[str, float]] = {}
     for row, raw, launch_peaks in zip(launches.rows, launches.raws, launches.peaks):
@@ -388,8 +392,8 @@ def _profile(path: Path, data: bytes, launches: Launches, notes: List[str]) -> P
         for key, value in launch_peaks.items():
             peaks[key] = max(peaks.get(key, 0.0), value)
     devices = [ncu_metrics.device_from_metrics(d, m, device_peaks.get(d)) for d, m in sorted(device_metrics.items())]
-    provenance = Provenance(tool="ncu", tool_version=tool_version(data), source_path=str(path.resolve()),
-                            source_sha256=sha256_of(data), source_format="ncu-rep")
+    provenance = Provenance(tool="ncu", tool_version=version, source_path=str(path.resolve()),
+                            source_sha256=digest, source_format="ncu-rep")
     summaries = {HOTSPOTS: hotspots_frame(launches.hotspots)} if launches.hotspots else {}
     if launches.sections:
         import pandas as pd
