@@ -12,6 +12,7 @@ import tb_hwprof
 from tb_hwprof.logdir import columns, metadata, reader, tables, writer
 from tb_hwprof.core.model import KERNEL_COLUMNS, normalise_kernels
 
+from conftest import sample
 from support_plugin import App
 
 # Real profiles of every kind of reader: counters (ncu, rocprof-compute), traces (nsys, rocprof), CPU (VTune).
@@ -86,6 +87,24 @@ def test_trace_columns_are_constants_and_dictionaries(read_sample, tmp_path):
     assert steps[0] == kernels["start_ns"][0] and np.cumsum(steps).tolist() == kernels["start_ns"].tolist()
     text = gzip.decompress((tmp_path / "k.json.gz").read_bytes())
     assert b'"start_ns":[' + str(int(kernels["start_ns"][0])).encode() + b"," in text  # no ".0"
+
+
+def test_constant_text_reads_back_as_one_shared_object(samples_dir, tmp_path):
+    """A trace's constant labels (bound "unknown", its reason) come back as one str referenced by
+    every row, as the exporting process held them: a copy per row (np.full's way with text) made a
+    1M-launch trace's table ~380 MB bigger in the plugin's memory."""
+    from tb_hwprof.core.columnar import object_pointers
+    profile = tb_hwprof.read(sample(samples_dir, NSYS))  # its own copy: the labels are filled in place
+    tb_hwprof.analysis.pipeline.analyse(profile)  # the labels, as the export writes them
+    tables.write_kernels_gz(tmp_path / "k.json.gz", profile.kernels)
+    doc = json.loads(gzip.decompress((tmp_path / "k.json.gz").read_bytes()))
+    text = {c: v for c, v in doc["constant"].items() if isinstance(v, str) and v}
+    assert {"bound", "bound_reason", "occupancy_source"} <= set(text)
+    back = read_kernels_file(tmp_path / "k.json.gz")
+    for column, value in text.items():
+        values = back[column].to_numpy()
+        assert values.dtype == object and (values == value).all(), column
+        assert np.unique(object_pointers(values)).size == 1, f"{column}: a str per row"
 
 
 def test_sparse_all_null_columns_are_not_densified(read_sample, tmp_path):
