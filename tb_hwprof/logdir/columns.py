@@ -178,7 +178,7 @@ def decode_column(doc: dict, column: str, dtype=None):
         values = doc["data"][column]
         if len(values) != rows:
             raise ValueError(f"column {column!r} does not hold {rows} values")
-        return values if dtype is None else np.asarray(values, dtype=dtype)
+        return as_list(values) if dtype is None else as_dtype(values, dtype)
     if column in doc.get(CONSTANT, {}):
         value = doc[CONSTANT][column]
         if dtype is None:
@@ -187,7 +187,7 @@ def decode_column(doc: dict, column: str, dtype=None):
             return constant_objects(value, rows)
         return np.full(rows, np.nan if value is None and np.dtype(dtype).kind == "f" else value, dtype=dtype)
     if column in doc.get(DELTA, {}):
-        steps = np.asarray(doc[DELTA][column], dtype=np.int64)
+        steps = as_dtype(doc[DELTA][column], np.int64)
         if steps.shape != (rows,):
             raise ValueError(f"column {column!r} does not hold {rows} steps")
         values = np.cumsum(steps)
@@ -195,6 +195,30 @@ def decode_column(doc: dict, column: str, dtype=None):
     strings, codes = _dictionary(doc[DICTIONARY][column], rows)
     picked = strings[codes]
     return picked.tolist() if dtype is None else picked.astype(dtype, copy=False)
+
+
+def as_list(values) -> list:
+    """values (a list, or an array columnar_json read) as the JSON list: null where NaN."""
+    if not isinstance(values, np.ndarray):
+        return values
+    out = values.tolist()
+    if values.dtype.kind == "f":
+        for i in np.flatnonzero(np.isnan(values)).tolist():
+            out[i] = None
+    return out
+
+
+def as_dtype(values, dtype) -> np.ndarray:
+    """values (a list, or an array columnar_json read) as a numpy array of `dtype`.  A null in an
+    array read as float64 refuses an integer dtype, as it does in a list (TypeError): a cast
+    would turn it into a number."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+        if np.isnan(values).any():
+            raise TypeError("a null where the column holds integers")
+        return values.astype(dtype)
+    if isinstance(values, np.ndarray) and np.dtype(dtype) == object:
+        return np.asarray(values.tolist(), dtype=object)  # Python numbers, as a list would give
+    return np.asarray(values, dtype=dtype)
 
 
 def constant_objects(value: Any, rows: int) -> np.ndarray:
@@ -210,7 +234,10 @@ def _dictionary(entry: dict, rows: int) -> Tuple[np.ndarray, np.ndarray]:
     """(strings as an object array, codes as intp) of a dictionary entry, codes checked in range."""
     strings = np.empty(len(entry["values"]), dtype=object)
     strings[:] = entry["values"]
-    codes = np.asarray(entry["codes"], dtype=np.intp)
+    codes = np.asarray(entry["codes"])  # (a cast to intp would read 0.5 as 0)
+    if codes.size and codes.dtype.kind != "i":
+        raise TypeError("dictionary codes that are not integers")
+    codes = codes.astype(np.intp, copy=False)
     if codes.shape != (rows,):
         raise ValueError(f"{codes.size} dictionary codes for {rows} rows")
     if rows and (codes.min() < 0 or codes.max() >= len(strings)):

@@ -9,7 +9,7 @@ import orjson
 from ..core.errors import FormatVersionError, InputError
 from ..core.findings import Analysis, Finding
 from ..core.model import Device, Profile, Provenance
-from . import metadata, run_checks, tables
+from . import columnar_json, metadata, run_checks, tables
 from .run_checks import REEXPORT
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def read_kernels(run_dir, manifest: Optional[dict] = None):
     manifest = read_manifest(run_dir) if manifest is None else manifest
     path = asset_dir(run_dir) / metadata.KERNELS
     try:
-        doc = tables.read_json_gz(path, metadata.declared_size(manifest, metadata.KERNELS))
+        doc = columnar_json.read_kernels_doc(tables.read_gz_bytes(path, metadata.declared_size(manifest, metadata.KERNELS)))
         run_checks.check_columnar(doc, manifest["kernel_count"])
         kernels = tables.kernels_from_json(doc)
         run_checks.check_cells(kernels)

@@ -10,6 +10,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
+
 from ..core.errors import InputError
 from ..core.model import is_count
 from . import metadata
@@ -178,7 +180,8 @@ def check_columnar(doc: Any, expected_rows: Optional[int] = None) -> None:
 
 
 def _check_values(column: str, values: Any, rows: int) -> None:
-    if not isinstance(values, list) or len(values) != rows:
+    """A list, or a 1-D array (logdir/columnar_json.py reads numbers into arrays)."""
+    if not (isinstance(values, list) or isinstance(values, np.ndarray) and values.ndim == 1) or len(values) != rows:
         raise ValueError(f"column {column!r} does not hold {rows} values")
 
 
@@ -188,8 +191,13 @@ def _check_dictionary(column: str, entry: Any, rows: int) -> None:
     if not isinstance(values, list):
         raise ValueError(f"dictionary column {column!r} has no values")
     _check_values(column, codes, rows)
-    low, high = (min(codes), max(codes)) if codes else (0, -1)
-    if type(low) is not int or type(high) is not int or low < 0 or high >= len(values):
+    if isinstance(codes, np.ndarray):
+        integers = codes.dtype.kind == "i"
+        low, high = (int(codes.min()), int(codes.max())) if integers and codes.size else (0, -1)
+    else:
+        low, high = (min(codes), max(codes)) if codes else (0, -1)
+        integers = all(type(code) is int for code in codes)  # 0.5 between two whole codes too
+    if not integers or low < 0 or high >= len(values):
         raise ValueError(f"dictionary column {column!r} has codes outside 0..{len(values) - 1}")
 
 

@@ -184,8 +184,9 @@ class RunEntry:
 
     def _read_kernels(self, make):
         self.loads["kernels"] += 1
+        from ..logdir.columnar_json import read_kernels_doc
         return _read_columnar(self.asset(metadata.KERNELS), "kernels table", make, self.manifest.get("kernel_count"),
-                              metadata.declared_size(self.manifest, metadata.KERNELS))
+                              metadata.declared_size(self.manifest, metadata.KERNELS), loads=read_kernels_doc)
 
     def summary_files(self) -> Dict[str, str]:
         """{name: asset file} of the run's summary tables (metadata.summary_names of the manifest)."""
@@ -248,14 +249,15 @@ def read_asset(path: Path, what: str, read: Callable[[], object]):
                          "re-export the run with --overwrite") from None
 
 
-def _read_columnar(path: Path, what: str, make, expected_rows: Optional[int] = None, declared: Optional[int] = None):
+def _read_columnar(path: Path, what: str, make, expected_rows: Optional[int] = None, declared: Optional[int] = None,
+                   loads=encode.loads):
     """make(bytes, document) of a gzipped columnar table, checked for shape first; inflating it is
-    bounded by the size its manifest declares (tables.read_gz_bytes)."""
+    bounded by the size its manifest declares (tables.read_gz_bytes).  loads: bytes -> document."""
     from ..logdir import tables
 
     def read():
         raw = tables.read_gz_bytes(path, declared)
-        doc = encode.loads(raw)
+        doc = loads(raw)
         encode.check_columnar(doc, expected_rows)
         return make(raw, doc)
     return read_asset(path, what, read)
