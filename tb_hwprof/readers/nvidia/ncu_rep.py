@@ -22,12 +22,13 @@ well-formed name, leaves no trace in the file (it has no checksum): not caught.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.util
 import math
 import re
 import struct
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ...core.errors import InputError
 from ...core.model import Profile, Provenance, normalise_kernels
@@ -41,7 +42,7 @@ from .ncu_launches import (  # noqa: F401
     import_ncu_report, instruction_text, launch_name, library_call, library_errors, library_stderr,
     other_names, read_launch, read_launches, readable_text, section_rows, source_hotspots,
     stall_samples_by_address, top_addresses, _dropped_text, _metric_names, _name_damage, _sound_text)
-from ..common import describe_bytes, mapped_input, sha256_of
+from ..common import RELEASE_BYTES, describe_bytes, mapped_input, release_read
 
 MAGIC = b"NVR\x00"
 _VERSION_RE = re.compile(rb"(20\d\d\.\d+\.\d+)(?:\.\d+)? \(build \d+\)")
@@ -236,9 +237,10 @@ def _add_block(container: Container, header: bytes, payload: bytes) -> None:
         container.add_launch(record)
 
 
-def check_container(path: Path, data: bytes) -> Container:
+def check_container(path: Path, data: bytes, passed: Callable[[int], None] = lambda offset: None) -> Container:
     """Reject files that are not an Nsight Compute report, were cut short or whose structure does
-    not parse; returns the launches the container declares and those whose record is damaged."""
+    not parse; returns the launches the container declares and those whose record is damaged.
+    passed(offset): called as the walk leaves each block (the bytes before offset are done with)."""
     if len(data) == 0:
         raise InputError(path, "file is empty", "re-export the report with `ncu -o`")
     if data[:len(MAGIC)] != MAGIC:
@@ -261,6 +263,7 @@ def check_container(path: Path, data: bytes) -> Container:
             _add_block(container, header, data[i + block_len:payload_end])
             i = payload_end
             blocks += 1
+            passed(i)
         if i != len(data) or blocks == 0:
             raise ValueError("last block past end")
     except (ValueError, struct.error) as e:
@@ -275,6 +278,34 @@ def tool_version(data: bytes) -> str:
     ones write none.  The whole file is searched (a few ms per 100 MB)."""
     match = _VERSION_RE.search(data)
     return match.group(1).decode() if match else ""
+
+
+def _releasing(data) -> Callable[[int], None]:
+    """passed(offset) for check_container: the mapped report's pages behind the walk handed back
+    every RELEASE_BYTES."""
+    released = [0]
+
+    def passed(offset: int) -> None:
+        if offset - released[0] >= RELEASE_BYTES:
+            release_read(data, offset)
+            released[0] = offset
+    return passed
+
+
+def version_and_digest(data) -> Tuple[str, str]:
+    """(tool_version, SHA-256) of a report's bytes, read in windows of RELEASE_BYTES whose mapped
+    pages are handed back behind (release_read).  The version is searched across each window's
+    start as well (the tail of the window before is searched again with it)."""
+    digest = hashlib.sha256()
+    version = ""
+    overlap = 64  # longer than any "2025.3.1.0 (build 36398880)"
+    for start in range(0, len(data), RELEASE_BYTES):
+        window = data[start:start + RELEASE_BYTES]
+        digest.update(window)
+        if not version:
+            version = tool_version(data[max(start - overlap, 0):start + len(window)])
+        release_read(data, start + len(window))
+    return version, digest.hexdigest()
 
 
 def hotspots_frame(rows: List[dict]) -> "pd.DataFrame":
@@ -332,8 +363,8 @@ def read_ncu_rep(path, salvage: bool = False) -> Profile:
     # by ncu_report from the file (mapped, a big report is never copied into this process, which
     # would hold all of it beside the workers' memory: 136 MB of the H200 report's 800).
     with mapped_input(path) as data:
-        container = check_container(path, data)
-        size, version, digest = len(data), tool_version(data), sha256_of(data)
+        container = check_container(path, data, _releasing(data))
+        size, (version, digest) = len(data), version_and_digest(data)
     lines: List[str] = []
     try:
         if (size >= ncu_workers.IN_PROCESS_BELOW or _READ_HERE) and container.launches and ncu_workers.can_start():
