@@ -27,7 +27,10 @@ for), both also lower bounds of the tree's.
 Targets (issue 31): export time <= 1.1x and peak memory <= 1.2x the bare loop's.  Printed, not
 asserted: CI runs this for the record.  The last lines are the ratios, one per report.
 
-    python benchmarks/bench_ncu_export.py [REPORT ...] [--repeat N] [--warmup N] [--quick]
+With --grow COPIES, each report is grown first (its launch blocks appended COPIES more times):
+`--grow 7` on the H200 report is the issue's 1 GB report.
+
+    python benchmarks/bench_ncu_export.py [REPORT ...] [--repeat N] [--warmup N] [--quick] [--grow COPIES]
 """
 from __future__ import annotations
 
@@ -127,8 +130,39 @@ def readable(report: Path, tmp: Path) -> Path:
     return out
 
 
-def bench_report(report: Path, tmp: Path, repeat: int, warmup: int) -> dict:
+def first_launch_block(data: bytes) -> int:
+    """Offset of the report's first block that holds launch records (its header's field 2)."""
+    import struct
+    from tb_hwprof.readers.nvidia import ncu_rep
+    (header_len,) = struct.unpack_from("<I", data, 4)
+    i = 8 + header_len
+    while i < len(data):
+        (block_len,) = struct.unpack_from("<I", data, i)
+        header = data[i + 4:i + 4 + block_len]
+        if ncu_rep._top_level_fields(header).get(2, 0):
+            return i
+        i += 4 + block_len + ncu_rep._payload_size(header)
+    raise ValueError("no launch in the report")
+
+
+def grown(path: Path, copies: int, tmp: Path) -> Path:
+    """The report with everything from its first launch's block on appended `copies` more times:
+    its launch records, and the code blocks between them, repeated as ncu_report reads them (the
+    H200 report x8: 464 launches, 1.05 GB).  Synthetic for scale only: every record is a real one."""
+    data = path.read_bytes()
+    start = first_launch_block(data)
+    out = tmp / f"{path.stem}_x{copies + 1}.ncu-rep"
+    with open(out, "wb") as f:
+        f.write(data)
+        for _ in range(copies):
+            f.write(data[start:])
+    return out
+
+
+def bench_report(report: Path, tmp: Path, repeat: int, warmup: int, grow: int = 0) -> dict:
     path = readable(report, tmp)
+    if grow:
+        path = grown(path, grow, tmp)
     logdir = tmp / "logs"
 
     def one_round():
@@ -137,8 +171,9 @@ def bench_report(report: Path, tmp: Path, repeat: int, warmup: int) -> dict:
     warm = [one_round() for _ in range(warmup)]
     rounds = [one_round() for _ in range(repeat)]
     listed = lambda values: ", ".join(f"{v:.2f}" for v in values)  # noqa: E731
-    print(f"report: {report.name} ({path.stat().st_size / 1e6:.1f} MB"
-          f"{', decompressed' if path != report else ''}; {rounds[0][0]['metrics']:,} metric values)")
+    print(f"report: {path.name if grow else report.name} ({path.stat().st_size / 1e6:.1f} MB"
+          f"{', decompressed' if report.suffix == '.xz' else ''}{f', grown from {report.name}' if grow else ''}; "
+          f"{rounds[0][0]['metrics']:,} metric values)")
     for bare, ours in warm:
         print(f"  warm-up round (not counted): bare loop {bare['s']:.2f} s, export {ours['s']:.2f} s; "
               f"peaks {bare['mb']:.0f} / {ours['mb']:.0f} MB")
@@ -158,7 +193,7 @@ def bench_report(report: Path, tmp: Path, repeat: int, warmup: int) -> dict:
         print(f"  {label} ({what}): wall {side['s']:.2f} s{imports}, CPU {side['cpu_s']:.2f} s, "
               f"peak {side['mb']:.0f} MB (median times of {repeat}, highest tree peak of {repeat + warmup})")
         sides[label] = side
-    return {"report": report.name, **dict(zip(("bare", "ours"), sides.values()))}
+    return {"report": path.name if grow else report.name, **dict(zip(("bare", "ours"), sides.values()))}
 
 
 def main() -> None:
@@ -170,6 +205,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (printed)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: one round, no warm-up, only the 105-launch sample unless reports are named")
+    parser.add_argument("--grow", type=int, default=0, metavar="COPIES",
+                        help="append COPIES more copies of each report's launch blocks (the H200 report "
+                             "with 7: 1.05 GB, 464 launches): does a 1 GB report export within memory")
     args = parser.parse_args()
     if args.quick:
         args.repeat, args.warmup = 1, 0
@@ -183,7 +221,7 @@ def main() -> None:
     results = []
     for report in reports:
         with tempfile.TemporaryDirectory() as tmp:
-            results.append(bench_report(report, Path(tmp), args.repeat, args.warmup))
+            results.append(bench_report(report, Path(tmp), args.repeat, args.warmup, args.grow))
     # Also what the ratio is without the export's imports (~0.3 s of pandas and numpy, each run of
     # the command pays them; the bare loop's import of ncu_report is a few ms).
     for r in results:
