@@ -4,6 +4,7 @@ one line naming the file."""
 import json
 import pickle
 import subprocess
+import os
 import sys
 import textwrap
 
@@ -111,6 +112,22 @@ def test_stretches_cover_every_launch_once():
         assert (max(sizes) - 1) * per_launch <= stretch or len(parts) == launches
         fewer = len(parts) - ncu_workers.WORKERS
         assert fewer < 1 or size / fewer > stretch
+
+
+def test_a_big_report_is_read_in_fewer_bigger_stretches_as_memory_allows():
+    """Up to 576 MB a report is read in stretches of STRETCH_BYTES; a bigger one in 16 (each
+    stretch pays a worker's start), smaller again where the machine's memory is short."""
+    small, stretch = ncu_workers.STRETCH_BYTES, ncu_workers.STRETCH_BYTES
+    plenty, gigabyte = 20 << 30, 1 << 30
+    assert ncu_workers.stretch_bytes_for(136_078_617, plenty) == stretch  # the H200 report: 4 stretches
+    assert ncu_workers.stretch_bytes_for(16 * small, plenty) == stretch
+    assert ncu_workers.stretch_bytes_for(gigabyte, plenty) == gigabyte // 16
+    assert len(ncu_workers.stretches(464, gigabyte, ncu_workers.stretch_bytes_for(gigabyte, plenty))) == 16
+    assert ncu_workers.stretch_bytes_for(gigabyte, gigabyte) == stretch  # 1 GB free: 32 MB, the usual size
+    assert ncu_workers.stretch_bytes_for(4 * gigabyte, 4 * gigabyte) == 4 * gigabyte // 32  # 2 workers: a third
+    assert ncu_workers.stretch_bytes_for(8 * gigabyte, 16 * gigabyte) == 8 * gigabyte // 16
+    if sys.platform.startswith("linux"):
+        assert 0 < ncu_workers.available_memory() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def test_a_worker_does_not_load_pandas():

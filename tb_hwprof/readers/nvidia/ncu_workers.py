@@ -35,6 +35,10 @@ from ...core.progress import tell  # noqa: E402  (after ncu_report's module, as 
 
 WORKERS = 2  # stretch workers at once: one per core of the machines this is measured on
 STRETCH_BYTES = 36 << 20  # of report file per stretch worker at most: ~200 MB of ncu_report memory at ~5.5x
+# A report over STRETCH_BYTES * this is read in this many stretches, bigger ones: every stretch
+# pays a worker's start (the interpreter, ncu_report, the report's index: ~0.5 s for 1 GB).  The H200
+# report x8 (1 GB, 464 launches): 28 stretches 21.4 s, 16 17.6 s, 8 15.9 s (the bare loop 14.8 s).
+STRETCHES_OF_A_BIG_REPORT = 16
 IN_PROCESS_BELOW = 48 << 20  # smaller reports are read in the exporting process (no worker start-up)
 # Kernels disassembled per SASS worker, one worker at a time: ~40 MB a kernel (its launch and its
 # code).  On the H200 report two at once were 0.3 s sooner and 160 MB higher than one.
@@ -57,6 +61,27 @@ def stretches(launches: int, file_bytes: int, stretch_bytes: Optional[int] = Non
     count = min(max(launches, 1), -(-wanted // WORKERS) * WORKERS)
     bounds = sorted({i * launches // count for i in range(count)})
     return [(first, bounds[i + 1] if i + 1 < len(bounds) else None) for i, first in enumerate(bounds)]
+
+
+def stretch_bytes_for(file_bytes: int, available: Optional[int] = None) -> int:
+    """Report bytes per stretch: STRETCH_BYTES, or a big report's share of STRETCHES_OF_A_BIG_REPORT;
+    never so much that the WORKERS workers at once (~5.5x their stretch each) would need more than
+    about a third of the memory available (available: bytes, else MemAvailable where the system
+    tells it), nor less than STRETCH_BYTES."""
+    wanted = max(STRETCH_BYTES, file_bytes // STRETCHES_OF_A_BIG_REPORT)
+    available = available_memory() if available is None else available
+    if available:
+        wanted = min(wanted, max(STRETCH_BYTES, available // (16 * WORKERS)))
+    return wanted
+
+
+def available_memory() -> Optional[int]:
+    """MemAvailable of /proc/meminfo in bytes (None elsewhere)."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next((int(line.split()[1]) << 10 for line in f if line.startswith("MemAvailable:")), None)
+    except (OSError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------- the parent's side
@@ -90,7 +115,8 @@ def run_worker(request: dict) -> dict:
 def read_in_workers(path: Path, name_ids: dict, declared: int, lines: List[str]) -> Tuple[Launches, int]:
     """(the report's Launches, the ranges the library read) read by worker processes; the library's
     stderr lines are added to `lines`.  WorkerFailed names the launches a dead worker had."""
-    parts = stretches(declared, path.stat().st_size)
+    size = path.stat().st_size
+    parts = stretches(declared, size, stretch_bytes_for(size))
     requests = [{"task": "launches", "path": str(path), "first": first, "last": last,
                  "name_ids": {k: v for k, v in name_ids.items() if k >= first and (last is None or k < last)}}
                 for first, last in parts]
