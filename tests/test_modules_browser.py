@@ -1,6 +1,6 @@
 """Issue 33 in a real browser, on the real H200 ResNet-50 trace recorded with with_stack=True:
-the Modules view (the nn.Module tree per step with host / device time, a click filtering the
-Operators view to the module's operators) and the Python stacks flame graph (GPU / CPU weight,
+the Modules view (the nn.Module tree per step with host / device time, a click listing the
+operators inside a module with their figures there) and the Python stacks flame graph (GPU / CPU weight,
 search, zoom with a breadcrumb, a frame's operators and kernels).
 
 Expected values come from the run's own tables (tb_hwprof.load_analysis on the exported run) and
@@ -66,18 +66,39 @@ def test_module_tree_shows_the_runs_times_and_filters_operators(session, tables)
         return c && Math.abs(Number(c.dataset.value) - want) < 1e-3;}""",
         arg=[top_path, float(one["device_total_ns"].iloc[0])], timeout=15000)
     session.shot("modules_h200_tree")
-    # A click on a module's name opens the Operators view filtered to the operators inside it.
+    # A click on a module's name lists the operators inside it (its submodules too) with their
+    # figures in that module: summed from module_ops, and their GPU self time adds up to the module's
+    # device total over the steps (module_tree, measured on the module frames, not the operators).
     module_ops = tables["module_ops"]
-    inside = set(module_ops.loc[module_ops["path"].str.startswith(busiest + "/") | (module_ops["path"] == busiest), "op"])
+    inside = module_ops[module_ops["path"].str.startswith(busiest + "/") | (module_ops["path"] == busiest)]
+    expected = inside.groupby("op")[["calls", "device_ns", "device_total_ns", "host_total_ns"]].sum()
     frame.locator(f"table[data-role=modules] tr[data-row-id='{busiest}'] a[data-role=module-ops]").click()
+    op_rows = wait_rows(frame, "module-operators")
+    frame.wait_for_function("n => document.querySelectorAll('table[data-role=module-operators] tbody tr[data-row-id]')"
+                            ".length === n", arg=min(len(expected), 200), timeout=15000)
+    shown = op_rows.evaluate_all("rows => rows.map(r => r.dataset.rowId)")
+    assert set(shown) == set(expected.index)
+    for op in shown[:5]:
+        row = frame.locator(f"table[data-role=module-operators] tr[data-row-id='{op}']")
+        for col in ("calls", "device_ns", "device_total_ns", "host_total_ns"):
+            value = float(row.locator(f"td[data-col={col}]").get_attribute("data-value"))
+            assert value == pytest.approx(float(expected.loc[op, col]), rel=1e-9), (op, col)
+    module_total = float(tree.loc[tree["path"] == busiest, "device_total_ns"].sum())
+    legend = float(frame.get_attribute("[data-role=module-ops-legend]", "data-value"))
+    assert legend == pytest.approx(module_total, rel=1e-9)
+    # The whole run's operator figures differ from the module's: the busiest operator inside it ran
+    # elsewhere too (its instances over the run outnumber those inside this module).
+    whole = tables["op_gpu_time"].set_index("op")
+    top = expected["device_ns"].idxmax()
+    assert int(whole.loc[top, "instances"]) > int(expected.loc[top, "calls"])
+    session.shot("modules_h200_module_operators")
+    # Its name opens the Operators view on that operator (whole-run figures, said so there).
+    frame.locator(f"table[data-role=module-operators] tr[data-row-id='{top}'] a[data-role=op-link]").click()
     frame.wait_for_function("document.body.dataset.view === 'operators'", timeout=15000)
-    rows = wait_rows(frame, "operators")
-    assert frame.locator("input[data-role=filter]").first.input_value() == busiest + "/"
-    frame.wait_for_function("n => document.querySelectorAll('table[data-role=operators] tbody tr[data-row-id]').length"
-                            " === Math.min(n, 20)", arg=len(inside), timeout=15000)
-    shown = set(rows.evaluate_all("rows => rows.map(r => r.dataset.rowId)"))
-    assert shown <= inside and shown
-    session.shot("modules_h200_operators_filtered")
+    wait_rows(frame, "operators")
+    frame.wait_for_selector(f"table[data-role=operators] tr.selected[data-row-id='{top}']", timeout=15000)
+    instances = frame.locator(f"table[data-role=operators] tr[data-row-id='{top}'] td[data-col=instances]")
+    assert int(float(instances.get_attribute("data-value"))) == int(whole.loc[top, "instances"])
 
 
 def test_flame_graph_weights_search_zoom_and_frame_detail(session, tables):

@@ -129,6 +129,30 @@ def test_module_tree_per_step_rows_sum_and_nest(samples_dir, analysed):
     assert set(ops["path"]) <= set(tree["path"])
 
 
+@pytest.mark.parametrize("relative", MODULE_TRACES[:3])
+def test_a_modules_operators_add_up_to_its_device_time_and_are_part_of_the_runs(samples_dir, analysed, relative):
+    """module_ops (the operators the Modules view lists for a module, with their figures in it):
+    their GPU self time over a module and its submodules is the module's device total over the steps,
+    which module_tree measures on the module frames; and per operator, its figures inside modules
+    are a part of its whole-run ones (op_gpu_time)."""
+    tables = analysed(relative)
+    tree, ops, whole = tables["module_tree"], tables["module_ops"], tables["op_gpu_time"].set_index("op")
+    paths = ops["path"].to_numpy(dtype=object)
+    for path, device_total in tree.groupby("path")["device_total_ns"].sum().items():
+        inside = (paths == path) | np.char.startswith(paths.astype(str), path + "/")
+        assert ops.loc[inside, "device_ns"].sum() == pytest.approx(device_total, rel=1e-9, abs=1e-3), path
+    assert (ops["device_total_ns"] >= ops["device_ns"] - 1e-6).all()
+    per_op = ops.groupby("op")[["calls", "device_ns", "device_total_ns", "host_total_ns"]].sum()
+    mine = whole.loc[per_op.index]
+    assert (per_op["calls"] <= mine["instances"]).all()
+    # GPU work launched inside a user annotation (nccl:all_gather) is the enclosing operator's here, as
+    # tb-profiler joins it, and the annotation's in op_gpu_time (TraceLens): compare self time in all.
+    assert per_op["device_ns"].sum() <= whole["direct_gpu_ns"].sum() + 1e-3
+    assert (per_op["device_total_ns"] <= mine["subtree_gpu_ns"] + 1e-3).all()
+    assert (per_op["host_total_ns"] <= mine["cpu_total_ns"] + 1e-3).all()
+    assert per_op["host_total_ns"].sum() > 0
+
+
 # -- Python stacks, against the trace JSON --------------------------------------------------------
 def independent_stack_totals(path):
     """(GPU µs launched under a Python frame, CPU µs of the outermost frames) from the JSON."""

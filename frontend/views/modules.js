@@ -1,10 +1,12 @@
 // Modules (PyTorch traces recorded with with_modules=True or with_stack=True): the nn.Module tree
 // as torch-tb-profiler's Module view measures it (analysis/torch_modules.py), per ProfilerStep#N
 // or summed over the steps: host and device time, total and self, operators and GPU activities
-// under each module.  A module's name opens the Operators view filtered to the operators inside it.
+// under each module.  A module's name lists the operators inside it with their figures in that
+// module only (module_ops); each operator opens the Operators view, whose figures are the whole run's.
 
 import {h, replace} from "../dom.js";
 import * as fmt from "../format.js";
+import {DataTable} from "./table.js";
 import {runView, stat} from "./common.js";
 
 const FIGURES = ["calls", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns", "operators", "kernels"];
@@ -18,7 +20,56 @@ const COLUMNS = [
   {key: "kernels", label: "Kernels", kind: "int", title: "kernels, copies and sets launched under it"},
 ];
 
+// The operators inside a module, as measured there (module_ops, over the whole trace).
+const OP_COLUMNS = [
+  {key: "op", label: "Operator", kind: "name"},
+  {key: "device_ns", label: "GPU self", unit: "ns", kind: "num",
+    title: "GPU time of the kernels, copies and sets it launched itself, inside this module"},
+  {key: "device_total_ns", label: "GPU total", unit: "ns", kind: "num",
+    title: "GPU time launched by it and the operators it called, inside this module"},
+  {key: "calls", label: "Calls", kind: "int", title: "times it ran inside this module"},
+  {key: "host_total_ns", label: "CPU total", unit: "ns", kind: "num", title: "its wall time on the CPU inside this module"},
+];
+const OP_FIGURES = OP_COLUMNS.slice(1).map((c) => c.key);
+
 export const render = runView({draw});
+
+/** Per operator name: module_ops rows of `path` and of its submodules, summed (null where a run exported
+ * before a figure was kept has none), by GPU self time. */
+function opsInside(ops, path) {
+  const byOp = new Map();
+  for (const r of ops) {
+    if (r.path !== path && !String(r.path).startsWith(`${path}/`)) continue;
+    let row = byOp.get(r.op);
+    if (!row) {
+      row = {op: r.op};
+      for (const key of OP_FIGURES) row[key] = 0;
+      byOp.set(r.op, row);
+    }
+    for (const key of OP_FIGURES) row[key] = fmt.isMissing(r[key]) || row[key] === null ? null : row[key] + r[key];
+  }
+  return [...byOp.values()].sort((a, b) => (b.device_ns || 0) - (a.device_ns || 0)
+    || (b.device_total_ns || 0) - (a.device_total_ns || 0) || (b.host_total_ns || 0) - (a.host_total_ns || 0));
+}
+
+/** The module's operators table, each name opening the Operators view on that operator. */
+function moduleOps(path, ops, ctx, stepShown) {
+  const rows = opsInside(ops, path);
+  const get = (key, i) => rows[i][key] ?? null;
+  const columns = OP_COLUMNS.map((c) => (c.kind === "name" ? {...c, display: (i) => h("a", {href: "#", "data-role": "op-link",
+    title: "open this operator in the Operators view (its figures over the whole run, every module)",
+    onclick: (e) => { e.preventDefault(); e.stopPropagation(); ctx.navigate({view: "operators", op: rows[i].op, q: null, page: null, sort: null}); }},
+  rows[i].op)} : c));
+  const table = new DataTable({columns, rows: rows.length, get, state: {}, defaultSort: "", noun: "operators",
+    role: "module-operators", rowId: (i) => rows[i].op, fullName: (i) => rows[i].op});
+  const self = rows.reduce((acc, r) => acc + (r.device_ns || 0), 0);
+  return [h("h3", null, "Operators inside ", h("span", {class: "mono"}, path), " (its submodules included)"),
+    h("p", {class: "legend muted", "data-role": "module-ops-legend", "data-value": self},
+      `Their calls and times inside this module only, over the whole trace${stepShown === "all" ? "" : " (every step, not only the one picked above)"}: ` +
+      `GPU self sums to ${fmt.duration(self)}, the module's device total over the trace. An operator's name opens it in the Operators view, ` +
+      "whose figures are the whole run's."),
+    table.element];
+}
 
 /** Per path: its figures summed over the rows of `step` ("all": every step), its children, in first-run order. */
 function treeOf(rows, step) {
@@ -44,10 +95,12 @@ function draw(doc, ctx) {
   const steps = Array.isArray(doc.steps) ? doc.steps : [];
   const expanded = new Set();
   const state = {step: "all"};
+  const ops = Array.isArray(doc.ops) ? doc.ops : [];
   const body = h("tbody");
+  const detail = h("section", {class: "module-detail", "data-role": "module-detail"});
   const totals = h("div", {class: "totals", "data-role": "module-totals"});
   const picker = h("select", {"data-role": "module-step", "aria-label": "step",
-    onchange: () => { state.step = picker.value; fill(); }},
+    onchange: () => { state.step = picker.value; fill(); if (state.open) show(state.open); }},
   h("option", {value: "all"}, "All steps (summed)"),
   steps.map((s) => h("option", {value: String(s)}, s < 0 ? "Outside the steps" : `ProfilerStep#${s}`)));
   const openAll = (open) => () => {
@@ -71,6 +124,12 @@ function draw(doc, ctx) {
     replace(totals, headline(roots));
   }
 
+  function show(path) {
+    state.open = path;
+    fill();
+    replace(detail, moduleOps(path, ops, ctx, state.step));
+  }
+
   function rowOf(node, scale) {
     const open = expanded.has(node.path);
     const toggle = node.children.length
@@ -79,10 +138,10 @@ function draw(doc, ctx) {
         onclick: () => { if (open) expanded.delete(node.path); else expanded.add(node.path); fill(); }}, open ? "▾" : "▸")
       : h("span", {class: "tree-toggle leaf"});
     const link = h("a", {href: "#", class: "module-link", "data-role": "module-ops",
-      title: `Operators inside ${node.path} (its submodules included)`,
-      onclick: (e) => { e.preventDefault(); ctx.navigate({view: "operators", q: `${node.path}/`, op: null, page: null, sort: null}); }},
+      title: `Operators inside ${node.path} (its submodules included), with their figures in it`,
+      onclick: (e) => { e.preventDefault(); show(node.path); }},
     node.module);
-    return h("tr", {"data-row-id": node.path, "data-depth": node.depth},
+    return h("tr", {"data-row-id": node.path, "data-depth": node.depth, class: state.open === node.path ? "selected" : null},
       h("td", {"data-col": "module", "data-value": node.module, class: "name-cell"},
         h("span", {class: "tree-indent", style: {"padding-left": `${node.depth * 16}px`}}, toggle, link)),
       COLUMNS.map((c) => cell(c, node[c.key], scale)));
@@ -95,10 +154,10 @@ function draw(doc, ctx) {
       h("button", {type: "button", onclick: openAll(false), "data-role": "collapse-all"}, "Collapse all")),
     h("p", {class: "legend muted"}, "Host: the module's forward on the CPU; device: the GPU time its operators launched " +
       "(self: operators directly inside it, total: its submodules too), as torch-tb-profiler's Module view. " +
-      "Click a module for the operators inside it."),
+      "Click a module for the operators inside it, with their figures in that module."),
     h("div", {class: "table-wrap"}, h("table", {class: "data module-tree", "data-role": "modules"},
       h("thead", null, h("tr", null, h("th", null, "Module"), COLUMNS.map((c) => h("th", {title: c.title, class: "num"}, c.label)))),
-      body))];
+      body)), detail];
 }
 
 function cell(column, value, scale) {

@@ -287,7 +287,8 @@ def plan_table(profile, tables: Dict[str, pd.DataFrame], findings=()) -> pd.Data
     rows = rule_rows(profile) + headroom_rows(tables) + idle_rows(tables, pytorch) + finding_rows(findings)
     frame = pd.DataFrame(rows, columns=[c for c in PLAN_COLUMNS if c not in ("rank", "saving_pct", "module")])
     # Text typed as the other text columns (pandas 3's str): a run read back must equal the analysis.
-    frame["module"] = frame["ops"].map(op_modules(tables.get("module_ops"))).fillna("").astype(frame["ops"].dtype)
+    modules = frame["ops"].map(op_modules(tables.get("module_ops"))).astype(object)  # all-NaN maps to float
+    frame["module"] = modules.where(modules.notna(), "").astype(frame["ops"].dtype)
     total, _ = step_time(profile, tables)
     frame["saving_pct"] = 100.0 * frame["saving_ns"] / total if total > 0 else math.nan
     ranked = frame["saving_ns"].notna()

@@ -46,7 +46,7 @@ TOLERANCE_NS = 500
 
 MODULE_TREE_COLUMNS = ["step", "path_id", "parent_id", "path", "module", "depth", "calls", "operators",
                        "host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns", "kernels"]
-MODULE_OPS_COLUMNS = ["path_id", "path", "op", "calls", "device_ns"]
+MODULE_OPS_COLUMNS = ["path_id", "path", "op", "calls", "device_ns", "device_total_ns", "host_total_ns"]
 STACK_COLUMNS = ["path_id", "parent_id", "name", "depth", "calls", "cpu_self_ns", "cpu_total_ns",
                  "gpu_self_ns", "gpu_ns", "kernels"]
 STACK_OPS_COLUMNS = ["path_id", "kind", "name", "calls", "cpu_ns", "gpu_ns"]
@@ -323,15 +323,17 @@ def module_tree(torch, frames: Dict[str, np.ndarray], nesting: Optional[np.ndarr
     tree["path"] = texts[pid]
     tree["module"] = distinct[path_name[pid]]
     tree["depth"] = depths(path_parent)[pid]
+    per_node = {"device_total_ns": device_total, "host_total_ns": duration}
     return tree[MODULE_TREE_COLUMNS].reset_index(drop=True), _module_ops(ops, parent, node_is_module, op_rows,
                                                                            node_of_op, launcher, gpu_ns, path,
-                                                                           index_in_modules, texts)
+                                                                           index_in_modules, texts, per_node)
 
 
 def _module_ops(ops, parent, node_is_module, op_rows, node_of_op, launcher, gpu_ns, path, index_in_modules,
-                texts) -> pd.DataFrame:
-    """Per (innermost module path, operator name): the instances and the GPU time they launched
-    themselves (what the Operators view lists when filtered to a module)."""
+                texts, per_node) -> pd.DataFrame:
+    """Per (innermost module path, operator name): the instances, the GPU time they launched
+    themselves (device_ns) and under them (device_total_ns), their wall time (host_total_ns): the
+    operators' figures inside that module only, which the Modules view lists for a module."""
     nodes = np.arange(op_rows.size)
     inner = nearest_marked_ancestor(parent, node_is_module, nodes)
     inside = inner >= 0
@@ -342,8 +344,11 @@ def _module_ops(ops, parent, node_is_module, op_rows, node_of_op, launcher, gpu_
     launched_node = node_of_op[launcher]
     direct = np.bincount(launched_node[launched_node >= 0], weights=gpu_ns[launched_node >= 0], minlength=op_rows.size)
     frame = pd.DataFrame({"path_id": op_path[inside], "op": ops["name"].to_numpy(dtype=object)[op_rows[inside]],
-                          "calls": 1, "device_ns": direct[inside]})
-    out = frame.groupby(["path_id", "op"], sort=False).agg(calls=("calls", "sum"), device_ns=("device_ns", "sum")).reset_index()
+                          "calls": 1, "device_ns": direct[inside],
+                          **{name: values[nodes[inside]] for name, values in per_node.items()}})
+    out = frame.groupby(["path_id", "op"], sort=False).agg(
+        calls=("calls", "sum"), device_ns=("device_ns", "sum"), device_total_ns=("device_total_ns", "sum"),
+        host_total_ns=("host_total_ns", "sum")).reset_index()
     out["path"] = texts[out["path_id"].to_numpy()]
     return out.sort_values(["path_id", "device_ns"], ascending=[True, False], kind="stable")[MODULE_OPS_COLUMNS].reset_index(drop=True)
 
