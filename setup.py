@@ -10,9 +10,9 @@ SQLITE_SCAN = Extension("tb_hwprof.readers.common._sqlite_scan", ["tb_hwprof/rea
 # on the samples.
 KINETO_SCAN = Extension("tb_hwprof.readers.torch._kineto_scan", ["tb_hwprof/readers/torch/_kineto_scan.c"],
                         optional=True)
-# Optional accelerator: operator nesting by a per-thread stack (readers/common/nesting.py's numpy
+# Optional accelerator: operator nesting by a per-thread stack (core/nesting.py's numpy
 # path gives the same parents in ~21 vectorised passes: ~1.3 s more for a 4M-event PyTorch trace).
-NESTING = Extension("tb_hwprof.readers.common._nesting", ["tb_hwprof/readers/common/_nesting.c"], optional=True)
+NESTING = Extension("tb_hwprof.core._nesting", ["tb_hwprof/core/_nesting.c"], optional=True)
 # Optional accelerator: the walk of each .ncu-rep launch record that checks its metric results
 # (ncu_rep.metric_name_ids; its Python path gives the same answers, ~12 ms more for 30k metrics).
 NCU_REP_SCAN = Extension("tb_hwprof.readers.nvidia._ncu_rep_scan", ["tb_hwprof/readers/nvidia/_ncu_rep_scan.c"],

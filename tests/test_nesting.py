@@ -1,14 +1,14 @@
-"""readers/common/nesting.py: the native stack (_nesting.c) and the numpy binary lifting give the
+"""core/nesting.py: the native stack (_nesting.c) and the numpy binary lifting give the
 same parents and enclosing intervals, on random intervals that overlap every way and on the
 operators and runtime calls of real PyTorch traces."""
 import numpy as np
 import pytest
 
 import tb_hwprof
-from tb_hwprof.readers.common import nesting
-from tb_hwprof.readers.common.nesting import Intervals
+from tb_hwprof.core import nesting
+from tb_hwprof.core.nesting import Intervals
 
-native = pytest.mark.skipif(nesting._nesting is None, reason="readers/common/_nesting.c not built")
+native = pytest.mark.skipif(nesting._nesting is None, reason="core/_nesting.c not built")
 
 
 @native

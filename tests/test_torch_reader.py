@@ -15,7 +15,7 @@ import tb_hwprof
 from tb_hwprof.analysis.torch_ops import op_gpu_time
 from tb_hwprof.readers.detect import sniff
 from tb_hwprof.core.errors import InputError
-from tb_hwprof.readers.common.nesting import Intervals
+from tb_hwprof.core.nesting import Intervals
 
 TRACELENS = ["tracelens_h100_bert_small", "tracelens_h100_falconsai_vit", "tracelens_mi300x_bert_small",
              "tracelens_mi300x_falconsai_vit"]

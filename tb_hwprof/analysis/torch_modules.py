@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..core.columnar import object_factorize
 from ..core.model import TIMELINE_CATEGORIES
+from ..core.nesting import Intervals, depths
 from .torch_ops import climb_ancestors
 
 MODULE_TREE = "module_tree"
@@ -112,37 +113,9 @@ def _thread_codes(*pairs) -> list:
 # ------------------------------------------------------------------ nesting
 def nest_parents(start: np.ndarray, end: np.ndarray, group: np.ndarray, tolerance_ns: int = TOLERANCE_NS) -> np.ndarray:
     """Per interval: the innermost interval of its group that starts at or before it (longer first
-    on equal starts), ends after its start and reaches its end less the tolerance; -1 for none.
-    The nearest earlier interval whose end reaches far enough, found for all at once by binary
-    lifting over running maxima of the ends (log2(n) vectorised passes)."""
-    n = start.size
-    parent = np.full(n, -1, dtype=np.int64)
-    if n == 0:
-        return parent
-    order = np.lexsort((-end, start, group))
-    base = int(min(start.min(), end.min()))
-    span = int(max(start.max(), end.max())) - base + 2
-    _, band = np.unique(group[order], return_inverse=True)  # sorted by group: bands in order
-    offset = band.astype(np.int64) * span
-    end_key = end[order] - base + offset
-    need = np.maximum(end[order] - tolerance_ns, start[order] + 1) - base + offset
-    levels = [end_key]
-    while (1 << len(levels)) <= n:
-        prev, width = levels[-1], 1 << (len(levels) - 1)
-        nxt = prev.copy()
-        nxt[width:] = np.maximum(prev[width:], prev[:-width])
-        levels.append(nxt)
-    cur = np.arange(n, dtype=np.int64) - 1
-    for k in range(len(levels) - 1, -1, -1):
-        width = 1 << k
-        ok = cur - width + 1 >= 0
-        skip = ok & (levels[k][np.where(ok, cur, 0)] < need)
-        cur = np.where(skip, cur - width, cur)
-    hit = cur >= 0
-    hit[hit] &= end_key[cur[hit]] >= need[hit]
-    hit[hit] &= offset[cur[hit]] == offset[hit]
-    parent[order[hit]] = order[cur[hit]]
-    return parent
+    on equal starts), ends after its start and reaches its end less the tolerance; -1 for none
+    (core/nesting.py: the reader's nesting, a per-thread stack in C where it was built)."""
+    return Intervals(start, end, group).parents(tolerance_ns)
 
 
 def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -157,17 +130,6 @@ def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray, rows: np.nda
         cur[alive] = parent[cur[alive]]
         alive = alive[cur[alive] >= 0]
     return found
-
-
-def depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(parent.size, dtype=np.int64)
-    up = parent.copy()
-    alive = np.flatnonzero(up >= 0)
-    while alive.size:
-        depth[alive] += 1
-        up[alive] = parent[up[alive]]
-        alive = alive[up[alive] >= 0]
-    return depth
 
 
 def path_ids(parent: np.ndarray, name_codes: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -6,7 +6,7 @@ current ones (cpu_op, cuda_runtime, cuda_driver, kernel, gpu_memcpy, gpu_memset,
 user_annotation, gpu_user_annotation), CUDA and ROCm (HIP runtime names), ns-resolution timestamps.
 
 The join: a GPU activity's correlation id names the runtime call that launched it; that call's
-innermost enclosing operator on its thread (nested by containment, readers/common/nesting.py) is
+innermost enclosing operator on its thread (nested by containment, core/nesting.py) is
 the operator that launched it.  The result is `Profile.torch` (model.TorchTrace), the kernels table
 (one row per kernel, with its operator and input shapes) and the Timeline.
 """
@@ -31,7 +31,7 @@ from ..common import read_input_bytes, sha256_file
 from ..common.lanes import spread_over_lanes
 from ..amd.devices import datasheet_peaks as amd_datasheet_peaks
 from ..common.datasheets import nvidia_datasheet_peaks
-from ..common.nesting import Intervals, depths
+from ...core.nesting import Intervals, depths
 from ..common.timeline_builder import GPU_PID_BASE, NameTable
 from .decode import STRING_ID_BASE, KinetoEvents, TraceError, decode_events, string_id_code
 

@@ -1,4 +1,4 @@
-/* Innermost enclosing interval by a per-group stack: the native path of readers/common/nesting.py
+/* Innermost enclosing interval by a per-group stack: the native path of core/nesting.py
  * (which documents the rule and holds the numpy path, the reference; tests hold them equal).
  *
  * Inputs are int64 buffers already sorted by (group, start, end descending) for the intervals and

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-try:  # the same answers in one pass (readers/common/_nesting.c), where setup.py could build it
+try:  # the same answers in one pass (core/_nesting.c), where setup.py could build it
     from . import _nesting
 except ImportError:
     _nesting = None
