@@ -87,3 +87,32 @@ def test_text_a_reader_let_through_is_named_as_the_inputs(samples_dir, tmp_path,
     (line,) = capfd.readouterr().err.splitlines()
     assert line.startswith(f"tb-hwprof: error: {trace}: holds text that is not Unicode (")
     assert ".tb-hwprof" not in line and not (tmp_path / "x").exists()
+
+
+def test_a_value_no_run_may_hold_fails_the_export_not_later_loads(samples_dir, tmp_path, capfd, monkeypatch):
+    """A reader that lets through a value the run's own reader refuses (a negative device id, as
+    rocprof's dev-id = -1 once did) fails its export, naming the input: the writer checks its manifest
+    as load_run would, so no run that cannot be opened is put in place, and the run it was to replace
+    stays as it was."""
+    import tb_hwprof
+    from conftest import sample
+    from tb_hwprof.readers import detect
+    trace = sample(samples_dir, "nsys/annikola_gtx1050_2024.5.1.sqlite")
+    assert main(["export", str(trace), "--logdir", str(tmp_path), "--run", "x", "--quiet"]) == 0
+    manifest = tmp_path / "x" / "plugins" / "tb_hwprof" / "profile.json"
+    before = manifest.read_bytes()
+    original = detect.read
+
+    def leaky(path, **options):
+        profile = original(path, **options)
+        profile.devices[0].id = -1
+        return profile
+    monkeypatch.setattr(detect, "read", leaky)
+    for run in ("x", "y"):
+        assert main(["export", str(trace), "--logdir", str(tmp_path), "--run", run, "--quiet", "--overwrite"]) == 1
+        (line,) = capfd.readouterr().err.splitlines()
+        assert line.startswith(f"tb-hwprof: error: {trace}: gave a value no run may hold (manifest device id -1 ")
+        assert ".tb-hwprof" not in line
+    assert manifest.read_bytes() == before and not (tmp_path / "y").exists()
+    assert tb_hwprof.load_run(tmp_path / "x").devices[0].id == original(trace).devices[0].id
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]

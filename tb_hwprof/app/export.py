@@ -74,14 +74,18 @@ def blamed_on(path: Path):
 
 @contextlib.contextmanager
 def written_from(path: Path):
-    """Text a reader let through that cannot be written (not Unicode) is named as the input's, not as
-    the internal staging file the writer was filling."""
+    """Text a reader let through that cannot be written (not Unicode), or a manifest the run's own
+    reader would refuse, is named as the input's, not as the internal staging file the writer was
+    filling."""
     from ..core.errors import InputError
-    from ..logdir.tables import UnwritableText
+    from ..logdir.tables import UnsoundRun, UnwritableText
     try:
         yield
     except UnwritableText as e:
         raise InputError(path, f"holds text that is not Unicode ({e.cause}), which its reader let through",
+                         "report it with the input file") from None
+    except UnsoundRun as e:
+        raise InputError(path, f"gave a value no run may hold ({e.cause}), which its reader let through",
                          "report it with the input file") from None
 
 

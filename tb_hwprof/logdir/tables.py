@@ -306,6 +306,15 @@ class UnwritableText(HwprofError):
         self.cause = cause
 
 
+class UnsoundRun(HwprofError):
+    """A manifest the run's own reader would refuse (run_checks): a value a reader let through that no
+    run may hold (a negative device id).  The exporter names the input; the run is not put in place."""
+
+    def __init__(self, message: str, cause: str):
+        super().__init__(message)
+        self.cause = cause
+
+
 def unwritable_text(path: Path, error: Exception) -> HwprofError:
     return UnwritableText(f"{path}: cannot write text that is not Unicode ({error}) -- the input holds "
                           f"undecodable text a reader let through: report it with the input file", str(error))

@@ -40,8 +40,8 @@ except ImportError:  # not POSIX: exports are not locked (documented above)
     fcntl = None
 
 from ..core import __version__
-from ..core.errors import HwprofError, RunExists
-from . import metadata, records, summary, tables
+from ..core.errors import HwprofError, InputError, RunExists
+from . import metadata, records, run_checks, summary, tables
 
 AREA = metadata.WORK_AREA  # per folder holding runs: locks/, staging/, old/
 EVENTS_PREFIX = "events.out.tfevents."
@@ -416,8 +416,19 @@ def _write_assets(profile, summaries: dict, assets: Path, manifest: dict, timeli
     # finish() made the manifest JSON-safe (tables.clean) before the timeline and sizes were added.
     text = json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False)
     tables.check_unicode(text, tmp)
+    check_own_manifest(tmp, text)
     tmp.write_text(text)
     os.rename(tmp, assets / metadata.MANIFEST)
+
+
+def check_own_manifest(path: Path, text: str) -> None:
+    """Refuse (UnsoundRun) to finish a run whose manifest, as written, its own reader would refuse: a
+    reader that let a bad value through fails the export that read it, not every later load."""
+    try:
+        run_checks.check_manifest(path, json.loads(text))
+    except InputError as e:
+        raise tables.UnsoundRun(f"{path}: the run's own reader would refuse this manifest ({e.problem})",
+                                e.problem) from None
 
 
 def _write_timeline(timeline, assets: Path, window, mode: str) -> dict:
