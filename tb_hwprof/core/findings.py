@@ -63,6 +63,12 @@ class Finding:
                             for k, f in figures.items()})
 
 
+def time_text(ns) -> str:
+    """A time in a finding's text: 3 significant digits, in ms, in s from one second on."""
+    ns = float(ns)
+    return f"{ns / 1e9:.3g} s" if ns >= 1e9 else f"{ns / 1e6:.3g} ms"
+
+
 def by_severity(findings) -> list:
     """Most severe first, in the order given within a severity."""
     order = {s: i for i, s in enumerate(SEVERITIES)}

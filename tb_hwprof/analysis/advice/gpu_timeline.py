@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from ..context import CaptureContext
-from ...core.findings import Finding, by_severity, finding
+from ...core.findings import Finding, by_severity, finding, time_text
 from ..timeline import SYNC_API
 
 # Share of the capture the GPU idles before input starvation is worth a look: a training loop
@@ -117,10 +117,6 @@ def _finding(rule: str, severity: str, title: str, text: str, figures: Dict[str,
     return finding(f"gpu.{rule}", severity, title, text, remedy(rule, context), figures)
 
 
-def _ms(ns) -> str:
-    return f"{float(ns) / 1e6:.3g} ms"
-
-
 def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
@@ -154,9 +150,10 @@ def data_loading(act: pd.Series, attribution, many: bool, context: CaptureContex
         return None
     return _finding("data_loading", "high" if share >= 2 * LOADING_SHARE_PCT else "medium",
                     f"GPU idle {_pct(idle, span):.0f}% of the capture while the CPU loads data{_dev(device, many)}",
-                    f"The GPU idled {_ms(idle)} of {_ms(span)} ({_pct(idle, span):.1f}%, "
+                    f"The GPU idled {time_text(idle)} of {time_text(span)} ({_pct(idle, span):.1f}%, "
                     f"threshold {IDLE_SHARE_PCT:.0f}%); "
-                    f"{_ms(overlap)} of that idle time ({share:.1f}%, threshold {LOADING_SHARE_PCT:.0f}%) overlaps "
+                    f"{time_text(overlap)} of that idle time ({share:.1f}%, threshold {LOADING_SHARE_PCT:.0f}%) "
+                    f"overlaps "
                     f"{label}",
                     {"device": (device, ""), "idle_ns": (idle, "ns"), "span_ns": (span, "ns"),
                      "idle_pct": (_pct(idle, span), "%"), "loading_idle_ns": (overlap, "ns"),
@@ -180,7 +177,8 @@ def pageable_copies(kinds: Optional[pd.DataFrame], activity: pd.DataFrame,
     return _finding("pageable_copies", "high" if share >= PAGEABLE_HIGH_PCT else "medium",
                     f"{_count(count, 'host-to-device copy', 'host-to-device copies')} from pageable memory",
                     f"{_count(count, 'copy', 'copies')} moved {nbytes / 1e6:.3g} MB ({nbytes:.0f} bytes) host-to-device from pageable "
-                    f"memory in {_ms(ns)}, {share:.1f}% of GPU busy time (threshold {PAGEABLE_SHARE_PCT:.0f}%); the "
+                    f"memory in {time_text(ns)}, {share:.1f}% of GPU busy time (threshold "
+                    f"{PAGEABLE_SHARE_PCT:.0f}%); the "
                     f"driver stages pageable memory through a pinned buffer, so these copies run slower and cannot "
                     f"overlap compute",
                     {"copies": (count, "count"), "bytes": (nbytes, "bytes"), "copy_ns": (ns, "ns"),
@@ -210,13 +208,13 @@ def tiny_kernels(kernels: Optional[pd.DataFrame], api: Optional[pd.DataFrame],
         if len(launches):
             calls, spent = int(launches["num_calls"].sum()), float(launches["total_ns"].sum())
             figures.update(launch_api_ns=(spent, "ns"), launch_calls=(calls, "count"))
-            launch_cost = (f"; the CPU spent {_ms(spent)} in {calls} launch calls "
+            launch_cost = (f"; the CPU spent {time_text(spent)} in {calls} launch calls "
                            f"({spent / max(calls, 1) / 1e3:.1f} us each)")
     return _finding("tiny_kernels", "high" if median < TINY_KERNEL_NS / 2 else "medium",
                     f"{n} kernel launches with a median of {median / 1e3:.1f} us",
                     f"Median kernel {median / 1e3:.2f} us (threshold {TINY_KERNEL_NS / 1e3:.0f} us) over {n} launches "
                     f"(threshold {TINY_MIN_LAUNCHES}); {tiny.size} launches under {TINY_KERNEL_NS / 1e3:.0f} us ran "
-                    f"{_ms(tiny.sum())} of {_ms(durations.sum())} kernel time ({share:.1f}%, threshold "
+                    f"{time_text(tiny.sum())} of {time_text(durations.sum())} kernel time ({share:.1f}%, threshold "
                     f"{TINY_TIME_SHARE_PCT:.0f}%){launch_cost}",
                     figures, context)
 
@@ -238,11 +236,14 @@ def sync_stalls(act: pd.Series, attribution, api: Optional[pd.DataFrame], many: 
         sync = api[api["api"].astype(str).str.match(SYNC_API)].sort_values("total_ns", ascending=False).head(TOP)
         top = [{"api": a, "calls": int(c), "total_ns": float(t)} for a, c, t in zip(sync["api"], sync["num_calls"],
                                                                                      sync["total_ns"])]
-        calls = "; synchronising calls: " + ", ".join(f"{t['api']} x{t['calls']} ({_ms(t['total_ns'])})" for t in top)
+        calls = "; synchronising calls: " + ", ".join(f"{t['api']} x{t['calls']} "
+                                                      f"({time_text(t['total_ns'])})" for t in top)
     return _finding("sync_stalls", "high" if share >= 3 * SYNC_STALL_PCT else "medium",
                     f"The GPU runs dry after synchronising calls{_dev(device, many)}",
-                    f"{gaps} idle gaps began while the CPU waited in a synchronising call, {_ms(stalled)} of idle "
-                    f"time, {share:.1f}% of the GPU's active window of {_ms(active)} (threshold {SYNC_STALL_PCT:.0f}%)"
+                    f"{gaps} idle gaps began while the CPU waited in a synchronising call, {time_text(stalled)} "
+                    f"of idle "
+                    f"time, {share:.1f}% of the GPU's active window of {time_text(active)} (threshold "
+                    f"{SYNC_STALL_PCT:.0f}%)"
                     f"{calls}",
                     {"device": (device, ""), "gaps": (gaps, "count"), "stalled_ns": (stalled, "ns"),
                      "active_ns": (active, "ns"), "share_pct": (share, "%"), "top": (top, "")},
@@ -256,7 +257,8 @@ def copy_share(act: pd.Series, many: bool, context: CaptureContext) -> Optional[
     device = int(act["device"])
     return _finding("copy_share", "high" if share >= 2 * MEMCPY_SHARE_PCT else "medium",
                     f"Memory copies take {share:.0f}% of GPU busy time{_dev(device, many)}",
-                    f"Copies ran {_ms(act['memcpy_ns'])} of {_ms(act['busy_ns'])} GPU busy time ({share:.1f}%, "
+                    f"Copies ran {time_text(act['memcpy_ns'])} of {time_text(act['busy_ns'])} GPU busy time "
+                    f"({share:.1f}%, "
                     f"threshold {MEMCPY_SHARE_PCT:.0f}%)",
                     {"device": (device, ""), "memcpy_ns": (float(act["memcpy_ns"]), "ns"),
                      "busy_ns": (float(act["busy_ns"]), "ns"), "share_pct": (float(share), "%")},
@@ -279,11 +281,11 @@ def idle(act: pd.Series, gaps: Optional[pd.DataFrame], many: bool, context: Capt
                                           f"inside NVTX range {str(g.nvtx_range)[:80]!r}") if x)
             examples.append({"start_ns": int(g.start_ns), "duration_ns": int(g.duration_ns),
                              "cuda_api": g.cuda_api, "nvtx_range": g.nvtx_range})
-            examples[-1]["text"] = f"{_ms(g.duration_ns)} at {g.start_ns} ns" + (f" ({doing})" if doing else "")
+            examples[-1]["text"] = f"{time_text(g.duration_ns)} at {g.start_ns} ns" + (f" ({doing})" if doing else "")
     shown = "; longest gaps: " + "; ".join(e.pop("text") for e in examples) if examples else ""
     return _finding("idle", "high" if share >= 2 * ACTIVE_IDLE_PCT else "medium",
                     f"GPU idle {share:.0f}% between its first and last operation{_dev(device, many)}",
-                    f"Busy {_ms(busy)} of the {_ms(active)} from the first to the last GPU operation "
+                    f"Busy {time_text(busy)} of the {time_text(active)} from the first to the last GPU operation "
                     f"({share:.1f}% idle, "
                     f"threshold {ACTIVE_IDLE_PCT:.0f}%){shown}",
                     {"device": (device, ""), "busy_ns": (busy, "ns"), "active_ns": (active, "ns"),

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..context import CaptureContext
 from ...core.columnar import object_codes
-from ...core.findings import Finding, finding
+from ...core.findings import Finding, finding, time_text
 from ...core.plain import plain
 
 # A launch an order of magnitude slower than identical launches is not noise (run-to-run spread
@@ -175,19 +175,17 @@ def _times(ratio: float) -> str:
 
 def _text(records: List[dict], total: float, total_without: float, share: float, ratio: float) -> str:
     named = "; ".join(
-        f"launch {r['launch_id']} of {r['name']} took {_ms(r['duration_ns'])}, {_times(r['ratio'])} the median "
-        f"{_ms(r['sibling_median_ns'])} of its {r['siblings']} siblings (its mean {_ms(r['kernel_mean_ns'])} with it, "
-        f"{_ms(r['kernel_mean_without_ns'])} without)" for r in records[:TOP])
+        f"launch {r['launch_id']} of {r['name']} took {time_text(r['duration_ns'])}, {_times(r['ratio'])} the median "
+        f"{time_text(r['sibling_median_ns'])} of its {r['siblings']} siblings (its mean "
+        f"{time_text(r['kernel_mean_ns'])} with it, "
+        f"{time_text(r['kernel_mean_without_ns'])} without)" for r in records[:TOP])
     more = f"; and {len(records) - TOP} more" if len(records) > TOP else ""
     return (f"{named}{more}. Siblings run the same name, grid, block and counted work, so the difference is a "
-            f"one-time cost (first call, warm-up), not the kernel's steady state. Total kernel time is {_ms(total)} "
-            f"with {'it' if len(records) == 1 else 'them'} and {_ms(total_without)} without: the excess over the "
+            f"one-time cost (first call, warm-up), not the kernel's steady state. Total kernel time is "
+            f"{time_text(total)} "
+            f"with {'it' if len(records) == 1 else 'them'} and {time_text(total_without)} without: the excess over the "
             f"siblings is {share:.1f}% of kernel time (fires above {ratio:g}x the siblings' median when that excess "
             f"is >= {MATERIAL_SHARE_PCT:g}%).")
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3g} ms"
 
 
 def advise(profile, summaries: Dict[str, pd.DataFrame], context: CaptureContext) -> List[Finding]:

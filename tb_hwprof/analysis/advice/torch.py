@@ -25,7 +25,7 @@ import pandas as pd
 
 from ...core.columnar import text_mask
 from ..context import CaptureContext
-from ...core.findings import Finding, by_severity, finding
+from ...core.findings import Finding, by_severity, finding, time_text
 from ..summary import interval_union_ns, merge
 from ..timeline import SYNC_API, overlap_ns
 from ..torch_memory import SHORT_LIVED_NS
@@ -169,11 +169,6 @@ def _pct(part, whole) -> float:
     return 100.0 * float(part) / float(whole) if whole else float("nan")
 
 
-def _ms(ns) -> str:
-    ns = float(ns)
-    return f"{ns / 1e9:.3g} s" if ns >= 1e9 else f"{ns / 1e6:.3g} ms"
-
-
 def _bytes(n) -> str:
     n = float(n)
     return f"{n / 1e9:.3g} GB" if n >= 1e9 else f"{n / 1e6:.3g} MB" if n >= 1e6 else f"{n / 1e3:.3g} kB"
@@ -212,8 +207,8 @@ def dataloader_bound(torch, steps: Steps, context: CaptureContext) -> Optional[F
     return _finding(
         "dataloader_bound", "high" if share >= DATALOADER_HIGH_PCT else "medium",
         f"The training loop waits for data {share:.0f}% of {steps.whole}",
-        f"{len(loader)} calls of {iterators[0]}{' and others' if len(iterators) > 1 else ''} took {_ms(waited)} "
-        f"of the {_ms(steps.total_ns)} in {steps.label} ({share:.1f}%, threshold {DATALOADER_SHARE_PCT:.0f}%"
+        f"{len(loader)} calls of {iterators[0]}{' and others' if len(iterators) > 1 else ''} took {time_text(waited)} "
+        f"of the {time_text(steps.total_ns)} in {steps.label} ({share:.1f}%, threshold {DATALOADER_SHARE_PCT:.0f}%"
         f"{steps.per_step(waited)}): the GPU gets no new batch while the loop waits"
         + (f"; the iterator is {SINGLE_PROCESS_ITER}, so the DataLoader runs with num_workers=0 and loads "
            f"every batch in the training process" if single else ""),
@@ -259,12 +254,12 @@ def host_sync(torch, steps: Steps, context: CaptureContext) -> Optional[Finding]
         return None
     syncs = int(merge(starts, ends)[0].size)  # a .item() (copy + wait) is one sync
     callers = sync_callers(torch, calls)
-    named = "; ".join(f"{c['caller']} > {c['call']} x{c['calls']} ({_ms(c['blocked_ns'])})" for c in callers)
+    named = "; ".join(f"{c['caller']} > {c['call']} x{c['calls']} ({time_text(c['blocked_ns'])})" for c in callers)
     per_step = f" ({syncs / steps.count:.3g} per step)" if steps.count else ""
     return _finding(
         "host_sync", "high" if share >= HOST_SYNC_HIGH_PCT else "medium",
         f"The host blocks on the GPU {share:.0f}% of {steps.whole}",
-        f"{syncs} host syncs{per_step} blocked the CPU for {_ms(blocked)} of the {_ms(steps.total_ns)} in "
+        f"{syncs} host syncs{per_step} blocked the CPU for {time_text(blocked)} of the {time_text(steps.total_ns)} in "
         f"{steps.label} ({share:.1f}%, threshold {HOST_SYNC_SHARE_PCT:.0f}%): synchronize calls, copies to or "
         f"from pageable memory" + (f" and {len(items)} .item() reads of GPU tensors (aten::item / "
                                    f"_local_scalar_dense)" if len(items) else "")
@@ -348,9 +343,11 @@ def launch_bound(torch, steps: Steps, context: CaptureContext) -> Optional[Findi
         "launch_bound", "high" if idle >= LAUNCH_IDLE_HIGH_PCT else "medium",
         f"Launch-bound: {kernels.size} kernels with a median of {median / 1e3:.1f} us, GPU idle {idle:.0f}%",
         f"{kernels.size} kernels in {steps.label} ran a median {median / 1e3:.2f} us (threshold "
-        f"{TINY_KERNEL_NS / 1e3:.0f} us); the CPU spent {_ms(launch_ns)} in {calls} launch calls, "
-        f"{launch_to_busy:.0f}% of the GPU's {_ms(busy)} busy time (threshold {LAUNCH_TO_BUSY_PCT:.0f}%), and the GPU "
-        f"idled {idle:.1f}% of the {_ms(steps.total_ns)} (threshold {LAUNCH_IDLE_PCT:.0f}%): it waits for launches",
+        f"{TINY_KERNEL_NS / 1e3:.0f} us); the CPU spent {time_text(launch_ns)} in {calls} launch calls, "
+        f"{launch_to_busy:.0f}% of the GPU's {time_text(busy)} busy time (threshold {LAUNCH_TO_BUSY_PCT:.0f}%), "
+        f"and the GPU "
+        f"idled {idle:.1f}% of the {time_text(steps.total_ns)} (threshold {LAUNCH_IDLE_PCT:.0f}%): it waits for "
+        f"launches",
         f"Launch fewer, larger kernels: torch.compile(model) fuses element-wise chains, "
         f"torch.compile(mode=\"reduce-overhead\") (or capturing the static step with torch.cuda.graph) "
         f"replays the whole step as {graphs} with one launch; use fused optimizers (foreach=True / fused=True) and "
@@ -384,7 +381,8 @@ def fp32_gemm(torch, steps: Steps, devices, context: CaptureContext) -> Optional
     return _finding(
         "fp32_gemm", "high" if share >= FP32_GEMM_HIGH_PCT else "medium",
         f"FP32 matrix multiplies / convolutions take {share:.0f}% of GPU kernel time",
-        f"{int(picked.sum())} kernels of FP32 {', '.join(o['name'] for o in ops)} ran {_ms(fp32)} of {_ms(total)} "
+        f"{int(picked.sum())} kernels of FP32 {', '.join(o['name'] for o in ops)} ran {time_text(fp32)} of "
+        f"{time_text(total)} "
         f"kernel time in {steps.label} ({share:.1f}%, threshold {FP32_GEMM_SHARE_PCT:.0f}%) on FP32 units, none a "
         f"tensor-core kernel (the longest: {top_kernels[0]['name'][:100]}); the {device.name} has {CORES_TEXT[cores]}",
         FP32_REMEDIES[cores],
@@ -518,8 +516,9 @@ def pageable_copies(torch, steps: Steps, context: CaptureContext) -> Optional[Fi
         "pageable_copies", "high" if share >= PAGEABLE_HIGH_PCT else "medium",
         f"{len(copies)} copies to or from pageable host memory",
         f"{len(copies)} copies ({', '.join(f'{n} x{c}' for n, c in kinds.items())}) moved {_bytes(nbytes)} in "
-        f"{_ms(copy_ns)} of GPU time, {gpu_share:.1f}% of the GPU's {_ms(busy)} busy time in {steps.label}, and held "
-        f"the host {_ms(host_ns)} in their host-to-device calls, {host_share:.1f}% of {steps.whole} (threshold "
+        f"{time_text(copy_ns)} of GPU time, {gpu_share:.1f}% of the GPU's {time_text(busy)} busy time in "
+        f"{steps.label}, and held "
+        f"the host {time_text(host_ns)} in their host-to-device calls, {host_share:.1f}% of {steps.whole} (threshold "
         f"{PAGEABLE_SHARE_PCT:.0f}% of either); pageable memory is staged through a pinned buffer, so these copies "
         f"run slower and block the host; called from {'; '.join(callers)}",
         "Pin the host side: DataLoader(pin_memory=True) for batches, torch.empty(..., pin_memory=True) or "
@@ -607,7 +606,7 @@ def allocator_churn(summaries: Dict[str, pd.DataFrame], steps: Steps) -> Optiona
     return _finding(
         "allocator_churn", "low",
         f"{per_step[worst]:.0f} short-lived allocations of {_bytes(size)} per step on {row['device']}",
-        f"{count} allocations of {size:,} bytes on {row['device']} were freed within {_ms(CHURN_LIFETIME_NS)}, "
+        f"{count} allocations of {size:,} bytes on {row['device']} were freed within {time_text(CHURN_LIFETIME_NS)}, "
         f"{per_step[worst]:.0f} per step over {steps.label} (threshold {CHURN_PER_STEP} per step; "
         f"{int(row['allocations'])} allocations on it in all); most from {row['short_lived_ops']}: each is an "
         "allocator call on the host, a temporary made and dropped again and again",
