@@ -304,3 +304,8 @@ def test_amd_trace_findings_speak_hip(samples_dir, name):
     for item in findings:
         assert "cuda" not in item.remedy.lower() and not any(w in item.remedy for w in PYTORCH_WORDS)
         assert "HIP" in item.remedy or "hip" in item.remedy
+def test_times_in_findings_read_in_ms_and_from_a_second_in_s():
+    """Every domain's texts share one time format: 3 significant digits; a time of a second or more in
+    s (the kernels' and GPU timeline's own helper once wrote 1,234 ms as '1.23e+03 ms')."""
+    from tb_hwprof.core.findings import time_text
+    assert [time_text(ns) for ns in (5e6, 999.4e6, 1_234_000_000, 61e9)] == ["5 ms", "999 ms", "1.23 s", "61 s"]
