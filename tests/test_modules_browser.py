@@ -67,33 +67,40 @@ def test_module_tree_shows_the_runs_times_and_filters_operators(session, tables)
         arg=[top_path, float(one["device_total_ns"].iloc[0])], timeout=15000)
     session.shot("modules_h200_tree")
     # A click on a module's name lists the operators inside it (its submodules too) with their
-    # figures in that module: summed from module_ops, and their GPU self time adds up to the module's
-    # device total over the steps (module_tree, measured on the module frames, not the operators).
+    # figures in that module, per pass: summed from module_ops, and the forward pass's GPU self time
+    # adds up to the module's device total over the steps (module_tree, measured on the module
+    # frames, not the operators).  Backward operators are those run under the autograd nodes of its
+    # forward operators: a convolution's backward under a Conv2d, a batch norm's under a BatchNorm2d.
     module_ops = tables["module_ops"]
     inside = module_ops[module_ops["path"].str.startswith(busiest + "/") | (module_ops["path"] == busiest)]
-    expected = inside.groupby("op")[["calls", "device_ns", "device_total_ns", "host_total_ns"]].sum()
+    expected = inside.groupby(["pass", "op"])[["calls", "device_ns", "device_total_ns", "host_total_ns"]].sum()
+    expected.index = [f"{p}/{o}" for p, o in expected.index]
     frame.locator(f"table[data-role=modules] tr[data-row-id='{busiest}'] a[data-role=module-ops]").click()
     op_rows = wait_rows(frame, "module-operators")
     frame.wait_for_function("n => document.querySelectorAll('table[data-role=module-operators] tbody tr[data-row-id]')"
                             ".length === n", arg=min(len(expected), 200), timeout=15000)
     shown = op_rows.evaluate_all("rows => rows.map(r => r.dataset.rowId)")
     assert set(shown) == set(expected.index)
-    for op in shown[:5]:
-        row = frame.locator(f"table[data-role=module-operators] tr[data-row-id='{op}']")
+    for row_id in shown[:5]:
+        row = frame.locator(f"table[data-role=module-operators] tr[data-row-id='{row_id}']")
         for col in ("calls", "device_ns", "device_total_ns", "host_total_ns"):
             value = float(row.locator(f"td[data-col={col}]").get_attribute("data-value"))
-            assert value == pytest.approx(float(expected.loc[op, col]), rel=1e-9), (op, col)
+            assert value == pytest.approx(float(expected.loc[row_id, col]), rel=1e-9), (row_id, col)
     module_total = float(tree.loc[tree["path"] == busiest, "device_total_ns"].sum())
-    legend = float(frame.get_attribute("[data-role=module-ops-legend]", "data-value"))
-    assert legend == pytest.approx(module_total, rel=1e-9)
+    legend = frame.locator("[data-role=module-ops-legend]")
+    assert float(legend.get_attribute("data-value")) == pytest.approx(module_total, rel=1e-9)
+    backward = expected[expected.index.str.startswith("backward/")]
+    assert float(legend.get_attribute("data-backward")) == pytest.approx(float(backward["device_ns"].sum()), rel=1e-9)
+    assert backward["device_ns"].sum() > 0 and any("backward" in op for op in backward.index)
     # The whole run's operator figures differ from the module's: the busiest operator inside it ran
     # elsewhere too (its instances over the run outnumber those inside this module).
     whole = tables["op_gpu_time"].set_index("op")
-    top = expected["device_ns"].idxmax()
-    assert int(whole.loc[top, "instances"]) > int(expected.loc[top, "calls"])
+    forward = expected[expected.index.str.startswith("forward/")]
+    top = forward["device_ns"].idxmax().split("/", 1)[1]
+    assert int(whole.loc[top, "instances"]) > int(forward.loc[f"forward/{top}", "calls"])
     session.shot("modules_h200_module_operators")
     # Its name opens the Operators view on that operator (whole-run figures, said so there).
-    frame.locator(f"table[data-role=module-operators] tr[data-row-id='{top}'] a[data-role=op-link]").click()
+    frame.locator(f"table[data-role=module-operators] tr[data-row-id='forward/{top}'] a[data-role=op-link]").click()
     frame.wait_for_function("document.body.dataset.view === 'operators'", timeout=15000)
     wait_rows(frame, "operators")
     frame.wait_for_selector(f"table[data-role=operators] tr.selected[data-row-id='{top}']", timeout=15000)

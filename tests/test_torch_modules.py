@@ -138,8 +138,9 @@ def test_a_modules_operators_add_up_to_its_device_time_and_are_part_of_the_runs(
     tables = analysed(relative)
     tree, ops, whole = tables["module_tree"], tables["module_ops"], tables["op_gpu_time"].set_index("op")
     paths = ops["path"].to_numpy(dtype=object)
+    forward = (ops["pass"] == "forward").to_numpy()
     for path, device_total in tree.groupby("path")["device_total_ns"].sum().items():
-        inside = (paths == path) | np.char.startswith(paths.astype(str), path + "/")
+        inside = forward & ((paths == path) | np.char.startswith(paths.astype(str), path + "/"))
         assert ops.loc[inside, "device_ns"].sum() == pytest.approx(device_total, rel=1e-9, abs=1e-3), path
     assert (ops["device_total_ns"] >= ops["device_ns"] - 1e-6).all()
     per_op = ops.groupby("op")[["calls", "device_ns", "device_total_ns", "host_total_ns"]].sum()
@@ -151,6 +152,54 @@ def test_a_modules_operators_add_up_to_its_device_time_and_are_part_of_the_runs(
     assert (per_op["device_total_ns"] <= mine["subtree_gpu_ns"] + 1e-3).all()
     assert (per_op["host_total_ns"] <= mine["cpu_total_ns"] + 1e-3).all()
     assert per_op["host_total_ns"].sum() > 0
+
+
+BACKWARD_OF = {"aten::convolution_backward": "Conv2d_", "aten::native_batch_norm_backward": "BatchNorm2d_",
+               "aten::max_pool2d_with_indices_backward": "MaxPool2d_", "aten::mm": "Linear_"}
+BACKWARD_TRACES = ["torch/h200_resnet50_bf16_handler_stack.pt.trace.json.gz", "torch/tracelens_mi300x_resnet_ddp_rank0.json.gz"]
+
+
+def json_backward_gpu_ns(path):
+    """GPU time (ns) of the kernels, copies and sets launched by runtime calls inside an autograd
+    engine call that carries a sequence number (an operator's node), from the trace JSON."""
+    events = [e for e in load_events(path)["traceEvents"] if e.get("ph") == "X"]
+    gpu = collections.defaultdict(float)
+    for e in events:
+        if str(e.get("cat", "")).lower() in GPU_CATEGORIES:
+            gpu[(e.get("args") or {}).get("correlation")] += e["dur"]
+    engine = collections.defaultdict(list)
+    for e in events:
+        if str(e.get("name", "")).startswith("autograd::engine::evaluate_function: ") and \
+                (e.get("args") or {}).get("Sequence number", -1) >= 0:
+            engine[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+    total = 0.0
+    for e in events:
+        correlation = (e.get("args") or {}).get("correlation")
+        if str(e.get("cat", "")).lower() in {"cuda_runtime", "cuda_driver", "runtime"} and correlation in gpu:
+            if any(a <= e["ts"] and e["ts"] + e["dur"] <= b + 0.001 for a, b in engine[(e["pid"], e["tid"])]):
+                total += gpu[correlation]
+    return total * US
+
+
+@pytest.mark.parametrize("relative", BACKWARD_TRACES)
+def test_backward_operators_run_in_the_module_whose_forward_made_their_autograd_node(samples_dir, analysed, relative):
+    """module_ops' backward rows: the operators under an autograd node (evaluate_function:
+    XBackward0) count for the module of the forward operators with its sequence number.  A
+    convolution's backward lands in a Conv2d module, a batch norm's in a BatchNorm2d, max pooling's in
+    a MaxPool2d, a matrix product's (AddmmBackward0) in a Linear; and on the H200 trace (one forward thread, no checkpointing) nearly all the GPU time
+    of the autograd nodes that have a sequence number, summed from the trace JSON, is linked."""
+    ops = analysed(relative)["module_ops"]
+    backward = ops[ops["pass"] == "backward"]
+    assert len(backward)
+    for op, module in BACKWARD_OF.items():
+        rows = backward[backward["op"] == op]
+        assert len(rows), op
+        assert all(p.rsplit("/", 1)[-1].startswith(module) for p in rows["path"]), (op, set(rows["path"]))
+    linked = float(backward["device_ns"].sum())
+    under_nodes = json_backward_gpu_ns(sample(samples_dir, relative))
+    assert linked <= under_nodes * (1 + 1e-9)
+    if relative.startswith("torch/h200"):
+        assert linked >= 0.99 * under_nodes
 
 
 # -- Python stacks, against the trace JSON --------------------------------------------------------

@@ -23,6 +23,8 @@ const COLUMNS = [
 // The operators inside a module, as measured there (module_ops, over the whole trace).
 const OP_COLUMNS = [
   {key: "op", label: "Operator", kind: "name"},
+  {key: "pass", label: "Pass", kind: "text",
+    title: "forward: ran inside the module; backward: ran under the autograd node of its forward operators (same sequence number)"},
   {key: "device_ns", label: "GPU self", unit: "ns", kind: "num",
     title: "GPU time of the kernels, copies and sets it launched itself, inside this module"},
   {key: "device_total_ns", label: "GPU total", unit: "ns", kind: "num",
@@ -30,21 +32,23 @@ const OP_COLUMNS = [
   {key: "calls", label: "Calls", kind: "int", title: "times it ran inside this module"},
   {key: "host_total_ns", label: "CPU total", unit: "ns", kind: "num", title: "its wall time on the CPU inside this module"},
 ];
-const OP_FIGURES = OP_COLUMNS.slice(1).map((c) => c.key);
+const OP_FIGURES = OP_COLUMNS.filter((c) => c.kind !== "name" && c.kind !== "text").map((c) => c.key);
 
 export const render = runView({draw});
 
-/** Per operator name: module_ops rows of `path` and of its submodules, summed (null where a run exported
- * before a figure was kept has none), by GPU self time. */
+/** Per operator name and pass: module_ops rows of `path` and of its submodules, summed (null where a run
+ * exported before a figure was kept has none), by GPU self time. */
 function opsInside(ops, path) {
   const byOp = new Map();
   for (const r of ops) {
     if (r.path !== path && !String(r.path).startsWith(`${path}/`)) continue;
-    let row = byOp.get(r.op);
+    const pass = r.pass || "forward";  // runs exported before backward operators were linked: forward only
+    const id = `${pass}/${r.op}`;
+    let row = byOp.get(id);
     if (!row) {
-      row = {op: r.op};
+      row = {id, op: r.op, pass};
       for (const key of OP_FIGURES) row[key] = 0;
-      byOp.set(r.op, row);
+      byOp.set(id, row);
     }
     for (const key of OP_FIGURES) row[key] = fmt.isMissing(r[key]) || row[key] === null ? null : row[key] + r[key];
   }
@@ -61,13 +65,16 @@ function moduleOps(path, ops, ctx, stepShown) {
     onclick: (e) => { e.preventDefault(); e.stopPropagation(); ctx.navigate({view: "operators", op: rows[i].op, q: null, page: null, sort: null}); }},
   rows[i].op)} : c));
   const table = new DataTable({columns, rows: rows.length, get, state: {}, defaultSort: "", noun: "operators",
-    role: "module-operators", rowId: (i) => rows[i].op, fullName: (i) => rows[i].op});
-  const self = rows.reduce((acc, r) => acc + (r.device_ns || 0), 0);
+    role: "module-operators", rowId: (i) => rows[i].id, fullName: (i) => rows[i].op});
+  const sum = (pass) => rows.reduce((acc, r) => acc + (r.pass === pass ? r.device_ns || 0 : 0), 0);
+  const self = sum("forward");
+  const backward = sum("backward");
   return [h("h3", null, "Operators inside ", h("span", {class: "mono"}, path), " (its submodules included)"),
-    h("p", {class: "legend muted", "data-role": "module-ops-legend", "data-value": self},
+    h("p", {class: "legend muted", "data-role": "module-ops-legend", "data-value": self, "data-backward": backward},
       `Their calls and times inside this module only, over the whole trace${stepShown === "all" ? "" : " (every step, not only the one picked above)"}: ` +
-      `GPU self sums to ${fmt.duration(self)}, the module's device total over the trace. An operator's name opens it in the Operators view, ` +
-      "whose figures are the whole run's."),
+      `the forward pass's GPU self sums to ${fmt.duration(self)}, the module's device total over the trace` +
+      (backward > 0 ? `; its backward pass (operators run under the autograd nodes its forward operators made) ${fmt.duration(backward)} more` : "") +
+      ". An operator's name opens it in the Operators view, whose figures are the whole run's."),
     table.element];
 }
 

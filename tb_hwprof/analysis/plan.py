@@ -261,11 +261,14 @@ def finding_rows(findings) -> List[dict]:
 
 def op_modules(module_ops: Optional[pd.DataFrame]) -> Dict[str, str]:
     """{operator: the nn.Module path where it spent most of its GPU time, with that path's share when
-    the operator ran in several ('/ResNet_0/Conv2d_0 (12% of its time in modules)')} (module_ops,
-    traces recorded with modules); {} without the table."""
+    the operator ran in several ('/ResNet_0/Conv2d_0 (12% of its time in modules)'), '(backward)'
+    after it for the backward pass of that module} (module_ops, traces recorded with modules); {}
+    without the table."""
     if module_ops is None or module_ops.empty:
         return {}
     frame = module_ops.assign(_time=module_ops["device_ns"].astype(float))
+    if "pass" in frame.columns:  # a backward operator: the module whose forward made its autograd node
+        frame["path"] = frame["path"].where(frame["pass"] != "backward", frame["path"] + " (backward)")
     # An operator without GPU time of its own (aten::convolution: its child launches) by its calls.
     untimed = frame.groupby("op")["_time"].transform("sum") <= 0
     frame["_weight"] = np.where(untimed, frame["calls"].astype(float), frame["_time"])

@@ -47,7 +47,9 @@ TOLERANCE_NS = 500
 
 MODULE_TREE_COLUMNS = ["step", "path_id", "parent_id", "path", "module", "depth", "calls", "operators",
                        "host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns", "kernels"]
-MODULE_OPS_COLUMNS = ["path_id", "path", "op", "calls", "device_ns", "device_total_ns", "host_total_ns"]
+MODULE_OPS_COLUMNS = ["path_id", "path", "pass", "op", "calls", "device_ns", "device_total_ns", "host_total_ns"]
+FORWARD, BACKWARD = "forward", "backward"  # module_ops' pass
+BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 STACK_COLUMNS = ["path_id", "parent_id", "name", "depth", "calls", "cpu_self_ns", "cpu_total_ns",
                  "gpu_self_ns", "gpu_ns", "kernels"]
 STACK_OPS_COLUMNS = ["path_id", "kind", "name", "calls", "cpu_ns", "gpu_ns"]
@@ -303,16 +305,52 @@ def _module_ops(ops, parent, node_is_module, op_rows, node_of_op, launcher, gpu_
         return pd.DataFrame(columns=MODULE_OPS_COLUMNS)
     op_path = np.full(op_rows.size, -1, dtype=np.int64)
     op_path[inside] = path[index_in_modules[inner[inside]]]
+    backward = backward_paths(ops, op_rows, op_path, inside)
+    op_pass = np.where(inside, FORWARD, np.where(backward >= 0, BACKWARD, ""))
+    op_path = np.where(inside, op_path, backward)
+    kept = op_path >= 0
     launched_node = node_of_op[launcher]
     direct = np.bincount(launched_node[launched_node >= 0], weights=gpu_ns[launched_node >= 0], minlength=op_rows.size)
-    frame = pd.DataFrame({"path_id": op_path[inside], "op": ops["name"].to_numpy(dtype=object)[op_rows[inside]],
-                          "calls": 1, "device_ns": direct[inside],
-                          **{name: values[nodes[inside]] for name, values in per_node.items()}})
-    out = frame.groupby(["path_id", "op"], sort=False).agg(
+    frame = pd.DataFrame({"path_id": op_path[kept], "op": ops["name"].to_numpy(dtype=object)[op_rows[kept]],
+                          "pass": op_pass[kept].astype(object), "calls": 1, "device_ns": direct[kept],
+                          **{name: values[nodes[kept]] for name, values in per_node.items()}})
+    out = frame.groupby(["path_id", "pass", "op"], sort=False).agg(
         calls=("calls", "sum"), device_ns=("device_ns", "sum"), device_total_ns=("device_total_ns", "sum"),
         host_total_ns=("host_total_ns", "sum")).reset_index()
     out["path"] = texts[out["path_id"].to_numpy()]
-    return out.sort_values(["path_id", "device_ns"], ascending=[True, False], kind="stable")[MODULE_OPS_COLUMNS].reset_index(drop=True)
+    out = out.sort_values(["path_id", "pass", "device_ns"], ascending=[True, False, False], kind="stable")
+    return out[MODULE_OPS_COLUMNS].reset_index(drop=True)
+
+
+def backward_paths(ops: pd.DataFrame, op_rows: np.ndarray, op_path: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """Per operator node outside every module: the module path of the forward operators whose autograd
+    node it runs under (`autograd::engine::evaluate_function: XBackward0`, linked to them by its
+    Sequence number, as the profiler records both), -1 for none.  A sequence number whose forward
+    operators ran in more than one module path (two forward threads count apart) links none."""
+    found = np.full(op_rows.size, -1, dtype=np.int64)
+    seq = ops["seq"].to_numpy() if "seq" in ops.columns else None
+    if seq is None or not (~inside).any():
+        return found
+    seq = np.asarray(seq, dtype=np.int64)
+    names = ops["name"].to_numpy(dtype=object)
+    is_engine = per_value(names, lambda n: str(n).startswith(BACKWARD_PREFIX)) & (seq >= 0)
+    if not is_engine.any():
+        return found
+    # The forward side: (sequence number, path) of the operators inside modules, kept where unique.
+    fwd = inside & (seq[op_rows] >= 0)
+    pairs = pd.DataFrame({"seq": seq[op_rows[fwd]], "path": op_path[fwd]}).drop_duplicates()
+    pairs = pairs[~pairs["seq"].duplicated(keep=False)]
+    if pairs.empty:
+        return found
+    # The backward side: each operator's engine call (itself, or its nearest ancestor that is one).
+    outside = np.flatnonzero(~inside)
+    rows = op_rows[outside]
+    engine = np.where(is_engine[rows], rows, nearest_marked_ancestor(ops["parent"].to_numpy(), is_engine, rows))
+    linked = engine >= 0
+    lookup = pd.Series(pairs["path"].to_numpy(), index=pairs["seq"].to_numpy())
+    paths = lookup.reindex(seq[engine[linked]]).to_numpy()
+    found[outside[linked]] = np.where(np.isnan(paths), -1, paths).astype(np.int64)
+    return found
 
 
 def step_of(steps: pd.DataFrame, at: np.ndarray) -> np.ndarray:

@@ -247,6 +247,8 @@ def with_module_paths(entry: RunEntry, doc: dict) -> dict:
     the Operators view's filter matches them, so a module's path as the filter keeps its operators
     (those of its submodules too)."""
     ops = _table(entry, "module_ops")
+    if ops is not None and "pass" in ops.columns:
+        ops = ops[ops["pass"] != "backward"]  # where it ran, not the modules whose backward it served
     if ops is None or not len(ops):
         return doc
     paths = ops.groupby("op", sort=False)["path"].agg(lambda p: "\n".join(f"{x}/" for x in p))
