@@ -43,3 +43,18 @@ def test_errors_pickle_as_themselves():
     assert type(error) is InputError and (error.path, error.problem, error.fix) == (
         "/a/report.ncu-rep", "launch 2 damaged", "pass --salvage")
     assert str(error) == "/a/report.ncu-rep: launch 2 damaged -- pass --salvage"
+
+
+@pytest.mark.parametrize("what", ["missing", "folder"])
+def test_a_path_that_is_no_readable_file_is_one_line_naming_it_whether_read_or_mapped(tmp_path, what):
+    """read_input_bytes and mapped_input (the big-input path) say the same one-line error, with its fix."""
+    from tb_hwprof.readers.common import mapped_input, read_input_bytes
+    path = tmp_path / "nothing.ncu-rep" if what == "missing" else tmp_path
+    expected = {"missing": f"{path}: no such file -- check the path",
+                "folder": f"{path}: is a folder, not a report file -- pass the report file itself"}[what]
+    with pytest.raises(InputError) as read:
+        read_input_bytes(path)
+    with pytest.raises(InputError) as mapped:
+        with mapped_input(path):
+            pass
+    assert str(read.value) == str(mapped.value) == expected

@@ -45,18 +45,11 @@ def mapped_input(path) -> Iterator[bytes]:
     page cache for whoever reads the file next).  (A file truncated by another process meanwhile
     would fault: reports are complete once written.)"""
     path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            try:
-                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (ValueError, OSError):  # empty, or not a regular file
-                mapped = None
-    except FileNotFoundError:
-        raise InputError(path, "no such file", "check the path") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a folder, not a report file", "pass the report file itself") from None
-    except OSError as e:
-        raise InputError(path, f"cannot read ({e.strerror})", "check the file's permissions") from None
+    with opening_errors(path), open(path, "rb") as f:
+        try:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (ValueError, OSError):  # empty, or not a regular file
+            mapped = None
     if mapped is None:
         yield read_input_bytes(path)
         return
@@ -84,9 +77,15 @@ def release_read(data, upto: int) -> None:
 def read_input_bytes(path, limit: Optional[int] = None) -> bytes:
     """The file's bytes (the first `limit` of them), with one-line errors a user can act on."""
     path = Path(path)
+    with opening_errors(path), open(path, "rb") as f:
+        return f.read() if limit is None else f.read(limit)
+
+
+@contextlib.contextmanager
+def opening_errors(path: Path) -> Iterator[None]:
+    """An OSError of opening or reading `path` in the block, as the one-line InputError a user can act on."""
     try:
-        with open(path, "rb") as f:
-            return f.read() if limit is None else f.read(limit)
+        yield
     except FileNotFoundError:
         raise InputError(path, "no such file", "check the path") from None
     except IsADirectoryError:
