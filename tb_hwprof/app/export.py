@@ -78,14 +78,11 @@ def written_from(path: Path):
     reader would refuse, is named as the input's, not as the internal staging file the writer was
     filling."""
     from ..core.errors import InputError
-    from ..logdir.tables import UnsoundRun, UnwritableText
+    from ..logdir.tables import LetThrough
     try:
         yield
-    except UnwritableText as e:
-        raise InputError(path, f"holds text that is not Unicode ({e.cause}), which its reader let through",
-                         "report it with the input file") from None
-    except UnsoundRun as e:
-        raise InputError(path, f"gave a value no run may hold ({e.cause}), which its reader let through",
+    except LetThrough as e:
+        raise InputError(path, f"{e.did} ({e.cause}), which its reader let through",
                          "report it with the input file") from None
 
 

@@ -298,21 +298,25 @@ def check_unicode(text: str, path: Path) -> None:
         raise unwritable_text(path, e) from None
 
 
-class UnwritableText(HwprofError):
-    """Text a reader let through that is not Unicode (a lone surrogate): the exporter names the input."""
+class LetThrough(HwprofError):
+    """A value a reader let through that the writer cannot put in a run: the exporter names the input,
+    saying what the input did (`did`) and the value's problem (`cause`)."""
+    did = "gave a value it cannot write"
 
     def __init__(self, message: str, cause: str):
         super().__init__(message)
         self.cause = cause
 
 
-class UnsoundRun(HwprofError):
-    """A manifest the run's own reader would refuse (run_checks): a value a reader let through that no
-    run may hold (a negative device id).  The exporter names the input; the run is not put in place."""
+class UnwritableText(LetThrough):
+    """Text that is not Unicode (a lone surrogate)."""
+    did = "holds text that is not Unicode"
 
-    def __init__(self, message: str, cause: str):
-        super().__init__(message)
-        self.cause = cause
+
+class UnsoundRun(LetThrough):
+    """A manifest the run's own reader would refuse (run_checks): a value no run may hold (a negative
+    device id).  The run is not put in place."""
+    did = "gave a value no run may hold"
 
 
 def unwritable_text(path: Path, error: Exception) -> HwprofError:
