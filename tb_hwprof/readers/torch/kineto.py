@@ -12,22 +12,24 @@ the operator that launched it.  The result is `Profile.torch` (model.TorchTrace)
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import mmap
 import os
+import tempfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
 
 from ...core.columnar import first_rows, launching_call, object_factorize, start_then_longest
-from ...core.errors import InputError
+from ...core.errors import HwprofError, InputError
 from ...core.model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, TORCH_MEMORY_COLUMNS, Device, Profile, Provenance,
                       Timeline, TorchTrace, Track, normalise_kernels)
-from ..common import read_input_bytes, sha256_file
+from ..common import opening_errors, read_input_bytes, sha256_file
 from ..common.lanes import spread_over_lanes
 from ..amd.devices import datasheet_peaks as amd_datasheet_peaks
 from ..common.datasheets import nvidia_datasheet_peaks
@@ -94,43 +96,105 @@ def inflate_limit(compressed: int) -> int:
     return int(given) if given.isdigit() else max(INFLATE_FLOOR, INFLATE_RATIO * compressed)
 
 
-def uncompressed(path: Path, data: bytes) -> bytes:
-    """The JSON of a file's bytes; a damaged gzip is an error naming the file, never partial data, and
-    one that inflates beyond inflate_limit() is refused before it takes the machine's memory."""
-    if data[:2] != b"\x1f\x8b":
-        return data
-    limit, members, rest, total = inflate_limit(len(data)), [], data, 0
+READ_STEP = 1 << 20  # compressed bytes read at a time
+INFLATE_STEP = 16 << 20  # the most one inflate step gives, whatever the ratio
+MAP_FROM_BYTES = 64 << 20  # a larger trace is mapped: a plain one from its file, a gzip one once inflated
+
+
+def inflated_pieces(path: Path, f) -> Iterator[bytes]:
+    """The JSON of the gzip file `f` (at its start), INFLATE_STEP bytes at most at a time: a damaged
+    gzip is an error naming the file, never partial data, and one that inflates beyond
+    inflate_limit() is refused before it takes the machine's memory or disk."""
+    compressed = os.fstat(f.fileno()).st_size
+    limit, total = inflate_limit(compressed), 0
+    inflater, fed, tail, ended = zlib.decompressobj(wbits=31), False, b"", False
     try:
-        while rest:  # a gzip file may hold several members, one after another
-            inflater = zlib.decompressobj(wbits=31)
-            member = inflater.decompress(rest, limit - total + 1)
-            total += len(member)
+        while True:
+            if not tail and not ended:
+                tail = f.read(READ_STEP)
+                ended = not tail
+            if ended and not tail and not fed:
+                return  # the file ends where a member does
+            fed = fed or bool(tail)
+            piece = inflater.decompress(tail, INFLATE_STEP)
+            tail = inflater.unconsumed_tail
+            total += len(piece)
             if total > limit:
-                raise InputError(path, f"inflates to more than {limit:,} bytes ({len(data):,} compressed): far "
+                raise InputError(path, f"inflates to more than {limit:,} bytes ({compressed:,} compressed): far "
                                  f"beyond any real trace", f"set {INFLATE_VARIABLE} to a larger size if it is one")
-            if not inflater.eof:
+            if piece:
+                yield piece
+            if inflater.eof:  # a gzip file may hold several members, one after another
+                tail, inflater, fed = inflater.unused_data, zlib.decompressobj(wbits=31), False
+            elif ended and not tail and not piece:  # all read, and zlib has nothing more to give
                 raise EOFError("the gzip stream is cut short")
-            members.append(member)
-            rest = inflater.unused_data
     except (EOFError, zlib.error, OSError) as e:
         raise InputError(path, f"damaged gzip ({e})", "copy the trace again; it is truncated or corrupt") from None
-    return members[0] if len(members) == 1 else b"".join(members)
 
 
-MAP_FROM_BYTES = 64 << 20  # a larger plain trace is mapped, not read (see _trace_bytes)
-
-
-def _trace_bytes(path: Path):
-    """The file's bytes: read, or for a large plain (not gzipped) trace, mapped read-only: the scanner
-    then works on the page cache's pages, sparing a copy of ~0.7 GB and its first-touch page faults
-    (~0.4 s of a 4M-event export).  (A file truncated by another process while mapped would fault:
-    traces are complete once torch.profiler has written them.)"""
+@contextlib.contextmanager
+def trace_bytes(path: Path) -> Iterator[Tuple[object, bool, Optional[bytes]]]:
+    """(data, mapped, own): the trace's JSON for the block and whether it is a read-only map of a
+    file, whose pages the scanner may hand back as it passes them (the page cache holds them, not
+    the export; the whole trace held had been the export's peak).  A large plain trace is its file
+    mapped (sparing a copy of ~0.7 GB and its first-touch page faults, ~0.4 s of a 4M-event export);
+    a gzip one that inflates past MAP_FROM_BYTES is inflated into an unlinked temporary file
+    (TMPDIR) and mapped from there: a 0.7 GB trace gzipped had peaked at 1.6 GB, 0.9 GB as plain.
+    own: the file's bytes where they were read whole (hashed from them), else None (hashed from the
+    file).  (A file truncated by another process while mapped would fault: traces are complete once
+    torch.profiler has written them.)"""
     head = read_input_bytes(path, 2)
-    size = path.stat().st_size
-    if head == b"\x1f\x8b" or size < MAP_FROM_BYTES:
-        return read_input_bytes(path)
-    with open(path, "rb") as f:
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    if head != b"\x1f\x8b":
+        if path.stat().st_size < MAP_FROM_BYTES:
+            raw = read_input_bytes(path)
+            yield raw, False, raw
+            return
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            yield mapped, True, None
+        return
+    with opening_errors(path):
+        f = open(path, "rb")
+    with f:
+        pieces, inflated, size = inflated_pieces(path, f), [], 0
+        for piece in pieces:
+            inflated.append(piece)
+            size += len(piece)
+            if size > MAP_FROM_BYTES:
+                break
+        else:
+            yield b"".join(inflated), False, None
+            return
+        with inflated_file(path, inflated, pieces) as mapped:
+            yield mapped, True, None
+
+
+@contextlib.contextmanager
+def inflated_file(path: Path, first: List[bytes], rest: Iterator[bytes]) -> Iterator[mmap.mmap]:
+    """The pieces `first` (emptied as they are written) and then `rest` written into an unlinked
+    temporary file (TMPDIR), mapped read-only for the block.  Each piece is written on a thread while
+    the next is inflated (both release the GIL; one after the other, writing 0.7 GB into the page
+    cache added ~1.2 s to the ~1 s of inflating it)."""
+    with tempfile.TemporaryFile(prefix="tb-hwprof-trace-", buffering=0) as spill, \
+            ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-inflate") as pool:
+        try:
+            writing = pool.submit(_write_all, spill, first)
+            for piece in rest:
+                writing.result()
+                writing = pool.submit(_write_all, spill, [piece])
+            writing.result()
+        except OSError as e:
+            raise HwprofError(f"{path}: no room to inflate the trace in {tempfile.gettempdir()} ({e.strerror}): "
+                              "set TMPDIR to a folder with room for it, or gunzip it first") from None
+        with mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            yield mapped
+
+
+def _write_all(f, pieces: List[bytes]) -> None:
+    """The pieces written to the unbuffered file `f` (emptied as they are written)."""
+    while pieces:
+        view = memoryview(pieces.pop(0))
+        while view:
+            view = view[f.write(view):]
 
 
 def _sha256_hex(data) -> str:
@@ -139,32 +203,29 @@ def _sha256_hex(data) -> str:
 
 def read(path, fmt: str = "pytorch-trace") -> Profile:
     path = Path(path)
-    raw = _trace_bytes(path)
-    data = uncompressed(path, raw)
-    try:
-        # A large trace on two threads (decode.scan_in_two); a mapped file's pages are handed back as
-        # they are scanned (all of them held, the file's size came on top of the export's peak).
-        events = decode_events(data, file_map=isinstance(raw, mmap.mmap) and data is raw)
-    except TraceError as e:
-        raise InputError(path, f"not a readable PyTorch profiler trace: {e}", FIX) from None
-    except RecursionError:  # an arg value (Input Dims) nested thousands deep: no profiler writes that
-        raise InputError(path, "damaged trace: a value nested deeper than Python can decode", FIX) from None
-    except ValueError as e:  # msgspec's ValidationError: a number beyond what any field holds (1e400, 5,000 digits)
-        raise InputError(path, f"damaged trace: {str(e).splitlines()[0]}", FIX) from None
-    finally:
-        del data
+    with trace_bytes(path) as (data, mapped, own):
+        try:
+            # A large trace on two threads (decode.scan_in_two); a mapped file's pages are handed back as
+            # they are scanned (all of them held, the trace's size came on top of the export's peak).
+            events = decode_events(data, file_map=mapped)
+        except TraceError as e:
+            raise InputError(path, f"not a readable PyTorch profiler trace: {e}", FIX) from None
+        except RecursionError:  # an arg value (Input Dims) nested thousands deep: no profiler writes that
+            raise InputError(path, "damaged trace: a value nested deeper than Python can decode", FIX) from None
+        except ValueError as e:  # msgspec's ValidationError: a number beyond what any field holds (1e400, 5,000 digits)
+            raise InputError(path, f"damaged trace: {str(e).splitlines()[0]}", FIX) from None
+        finally:
+            del data
     if len(events) == 0:
         raise InputError(path, "trace has no events", "profile at least one step (check the profiler schedule: "
                          "wait/warmup/active) and pass the trace it wrote")
     # The file's digest is taken on a thread while the events become tables (SHA-256 releases the
-    # GIL: the ~0.4 s for a 0.7 GB trace runs beside that Python work, which holds one core).  A
-    # mapped file is unmapped first and hashed from the file (its pages would count in the peak).
-    if isinstance(raw, mmap.mmap):
-        raw.close()
-        raw = None
+    # GIL: the ~0.4 s for a 0.7 GB trace runs beside that Python work, which holds one core): from its
+    # bytes where they were read whole, else from the file (a map is closed by now: its pages would
+    # count in the peak).
     with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-sha256") as pool:
-        digest = pool.submit(sha256_file, path) if raw is None else pool.submit(_sha256_hex, raw)
-        del raw
+        digest = pool.submit(sha256_file, path) if own is None else pool.submit(_sha256_hex, own)
+        del own
         try:
             profile = profile_from_events(events, path, sha256=_DIGEST_PENDING)
         finally:
