@@ -9,9 +9,11 @@ the reference for load_run's tables.
 import gzip
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -284,16 +286,26 @@ def local_file_count(local_run: Path) -> int:
 
 
 @pytest.mark.parametrize("phase", ["staging", "copy"])
-def test_killed_export_is_never_listed_and_is_cleaned(s3, exported, samples_dir, phase, ncu_report_module):
+def test_killed_export_is_never_listed_and_is_cleaned(s3, exported, samples_dir, phase, ncu_report_module,
+                                                       tmp_path, monkeypatch):
     """An export killed (SIGKILL) while uploading to staging, or while copying into place, leaves no
     event file under the run (TensorBoard lists none, load_run refuses it).  The next export (of any
     run) deletes the dead export's staging prefix; one killed while copying is first rolled forward
-    (its copies finished: the run complete), one killed while staging leaves the name free."""
+    (its copies finished: the run complete), one killed while staging leaves the name free.  The
+    local folder the dead export wrote its run into (a whole run, in TMPDIR) is removed too."""
     files = local_file_count(exported["ncu"])
     writes = 2 if phase == "staging" else files + 1 + 2  # every object staged, the COPYING mark, two copies
     run = f"killed-{phase}"
-    done = export_cli(samples_dir / NCU, "--logdir", LOGDIR, "--run", run, env={fs.KILL_AFTER_WRITES_ENV: str(writes)})
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = export_cli(samples_dir / NCU, "--logdir", LOGDIR, "--run", run,
+                      env={fs.KILL_AFTER_WRITES_ENV: str(writes), "TMPDIR": str(scratch)})
     assert done.returncode == -9, done.stderr
+    [left] = scratch.iterdir()  # the dead export's local run
+    assert left.name.startswith("tb-hwprof-export@") and local_file_count(left) >= files
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    live = scratch / f"tb-hwprof-export@{os.getpid()}@{socket.gethostname()}@live"
+    live.mkdir()  # a live export's (this process'): kept
     staged = keys(s3, f"runs/{metadata.WORK_AREA}/staging/")
     assert staged and all(k.split("/")[3].startswith(run + "@") for k in staged)
     assert not any("tfevents" in k for k in staged)  # the staged event file has its pending name
@@ -304,6 +316,7 @@ def test_killed_export_is_never_listed_and_is_cleaned(s3, exported, samples_dir,
         tb_hwprof.load_run(f"{LOGDIR}/{run}")
     tb_hwprof.export(samples_dir / NSYS, LOGDIR, f"after-{phase}")  # any later export tidies up
     assert keys(s3, f"runs/{metadata.WORK_AREA}/") == []
+    assert [p for p in scratch.iterdir() if p.name.startswith("tb-hwprof-export@")] == [live]
     if phase == "staging":
         assert keys(s3, f"runs/{run}/") == []
         tb_hwprof.export(samples_dir / NCU, LOGDIR, run)  # the name is free

@@ -149,12 +149,12 @@ def _export_remote(paths: Sequence, url: str, runs: Sequence[str], *, overwrite:
     """export_reports to a URL logdir (logdir/fs.py): every run written locally into a temporary
     folder as to a local logdir, then each published (staged, then copied with its manifest and
     event file last); the runs' URLs."""
-    import tempfile
     from ..logdir import fs
+    from .scratch import scratch_folder
     remote = fs.RemoteDir(url)
     for name in runs:
         fs.check_free(remote, name, overwrite, beside)  # before reading anything: a name in use fails at once
-    with tempfile.TemporaryDirectory(prefix="tb-hwprof-export-") as local:
+    with scratch_folder("export") as local:
         local_runs = export_reports(paths, local, runs, progress=progress, beside=beside, series=series, **options)
         out = []
         for name, local_run in zip(runs, local_runs):

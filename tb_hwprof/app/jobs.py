@@ -279,6 +279,7 @@ def export_job_remote(paths, url: str, job: str, overwrite: bool, options: dict)
     published as a plain export publishes a run; their URLs.  The workers write that local folder,
     so the cluster must be a local one (or none)."""
     from ..logdir import fs
+    from .scratch import scratch_folder
     address = options["scheduler"] if options["scheduler"] is not None else os.environ.get(SCHEDULER_ENV) or None
     if address not in (None, IN_PROCESS):
         raise HwprofError(f"{url}: a job's ranks exported on the Dask cluster at {address} are written by its "
@@ -286,7 +287,7 @@ def export_job_remote(paths, url: str, job: str, overwrite: bool, options: dict)
                           f"a shared folder as --logdir, or export to the URL without --scheduler (a local cluster)")
     remote = fs.RemoteDir(url)
     fs.check_free(remote, job, overwrite, beside=True)  # before reading anything
-    with tempfile.TemporaryDirectory(prefix="tb-hwprof-job-") as local:
+    with scratch_folder("job") as local:
         runs = export_job(paths, local, job, overwrite=False, **options)
         earlier = earlier_remote_rank_runs(remote, job) if overwrite else set()
         out = []
