@@ -11,7 +11,8 @@ to read a second report right: see ncu_rep._READ_HERE.)
   1. launches: each worker reads its stretch as ncu_launches.read_launches does in one process,
      with the hotspots' SASS left for step 2;
   2. SASS: each kernel's code (mangled name) is disassembled once for the whole report, in the
-     launch that reads it first (as in one process), by workers of SASS_KERNELS_PER_WORKER kernels.
+     launch that reads it first (as in one process), by workers of SASS_KERNELS_PER_WORKER kernels
+     at most, WORKERS at once.
 
 A worker is `python -m tb_hwprof.readers.nvidia.ncu_workers`: its request comes pickled on stdin,
 its answer goes pickled into the file the request names; it imports ncu_report before anything
@@ -40,8 +41,12 @@ STRETCH_BYTES = 36 << 20  # of report file per stretch worker at most: ~200 MB o
 # report x8 (1 GB, 464 launches): 28 stretches 21.4 s, 16 17.6 s, 8 15.9 s (the bare loop 14.8 s).
 STRETCHES_OF_A_BIG_REPORT = 16
 IN_PROCESS_BELOW = 48 << 20  # smaller reports are read in the exporting process (no worker start-up)
-# Kernels disassembled per SASS worker, one worker at a time: ~40 MB a kernel (its launch and its
-# code).  On the H200 report two at once were 0.3 s sooner and 160 MB higher than one.
+# Kernels disassembled per SASS worker at most: ~40 MB a kernel (its launch and its code).  The
+# kernels are shared out among at least WORKERS workers, run WORKERS at once: a worker's second is
+# mostly its start, the report's index and each kernel's first launch and disassembly (~0.08 s a
+# kernel), so one worker for all 15 kernels of the H200 report kept a core idle for ~1 s.  Two at
+# once: export 3.9-4.0 -> 3.2-3.4 s (2.25x -> 1.81x the bare loop), tree peak 705 -> 854 MB (0.93x
+# -> 1.12x; the stretches' workers are gone by then).
 SASS_KERNELS_PER_WORKER = 16
 WORKER_COMMAND = [sys.executable, "-m", __name__]
 
@@ -182,18 +187,19 @@ def sass_plan(launches: Launches) -> Dict[str, dict]:
 
 def fill_sass(path: Path, launches: Launches, lines: List[str]) -> None:
     """Look up the hotspots' SASS and source lines, each kernel disassembled once, by workers of
-    SASS_KERNELS_PER_WORKER kernels one after another (what they hold grows with every kernel);
+    SASS_KERNELS_PER_WORKER kernels at most (what they hold grows with every kernel), WORKERS at once;
     a launch with an unreadable text at one of its hotspots is damaged (as in one process)."""
     plan = sass_plan(launches)
     if not plan:
         return
-    codes, most = sorted(plan), SASS_KERNELS_PER_WORKER
-    shares = [codes[i:i + most] for i in range(0, len(codes), most)]
+    codes = sorted(plan)
+    count = max(-(-len(codes) // SASS_KERNELS_PER_WORKER), min(WORKERS, len(codes)))
+    shares = [codes[i::count] for i in range(count)]
     requests = [{"task": "sass", "path": str(path), "codes": {c: plan[c] for c in share}} for share in shares]
     texts: Dict[Tuple[str, int], object] = {}
     tell(f"{path}: looking up the SASS of {sum(len(p['addresses']) for p in plan.values())} hottest instructions "
          f"of {len(codes)} kernels")
-    for answer in _run_all(requests, [f"the SASS of {len(s)} kernels" for s in shares], at_once=1):
+    for answer in _run_all(requests, [f"the SASS of {len(s)} kernels" for s in shares]):
         lines.extend(answer["lines"])
         texts.update(answer["texts"])
     code_of = {row["launch_id"]: row.get("mangled_name") or "" for row in launches.rows}
