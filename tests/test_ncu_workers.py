@@ -115,14 +115,15 @@ def test_stretches_cover_every_launch_once():
 
 
 def test_a_big_report_is_read_in_fewer_bigger_stretches_as_memory_allows():
-    """Up to 576 MB a report is read in stretches of STRETCH_BYTES; a bigger one in 16 (each
-    stretch pays a worker's start), smaller again where the machine's memory is short."""
-    small, stretch = ncu_workers.STRETCH_BYTES, ncu_workers.STRETCH_BYTES
+    """Up to 288 MB a report is read in stretches of STRETCH_BYTES; a bigger one in
+    STRETCHES_OF_A_BIG_REPORT (8: each stretch pays a worker's start), smaller again where the
+    machine's memory is short."""
+    small, stretch, big = ncu_workers.STRETCH_BYTES, ncu_workers.STRETCH_BYTES, ncu_workers.STRETCHES_OF_A_BIG_REPORT
     plenty, gigabyte = 20 << 30, 1 << 30
     assert ncu_workers.stretch_bytes_for(136_078_617, plenty) == stretch  # the H200 report: 4 stretches
-    assert ncu_workers.stretch_bytes_for(16 * small, plenty) == stretch
-    assert ncu_workers.stretch_bytes_for(gigabyte, plenty) == gigabyte // 16
-    assert len(ncu_workers.stretches(464, gigabyte, ncu_workers.stretch_bytes_for(gigabyte, plenty))) == 16
+    assert ncu_workers.stretch_bytes_for(big * small, plenty) == stretch
+    assert ncu_workers.stretch_bytes_for(gigabyte, plenty) == gigabyte // big
+    assert len(ncu_workers.stretches(464, gigabyte, ncu_workers.stretch_bytes_for(gigabyte, plenty))) == big
     assert ncu_workers.stretch_bytes_for(gigabyte, gigabyte) == stretch  # 1 GB free: 32 MB, the usual size
     assert ncu_workers.stretch_bytes_for(4 * gigabyte, 4 * gigabyte) == 4 * gigabyte // 32  # 2 workers: a third
     assert ncu_workers.stretch_bytes_for(8 * gigabyte, 16 * gigabyte) == 8 * gigabyte // 16

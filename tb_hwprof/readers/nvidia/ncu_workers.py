@@ -38,8 +38,10 @@ WORKERS = 2  # stretch workers at once: one per core of the machines this is mea
 STRETCH_BYTES = 36 << 20  # of report file per stretch worker at most: ~200 MB of ncu_report memory at ~5.5x
 # A report over STRETCH_BYTES * this is read in this many stretches, bigger ones: every stretch
 # pays a worker's start (the interpreter, ncu_report, the report's index: ~0.5 s for 1 GB).  The H200
-# report x8 (1 GB, 464 launches): 28 stretches 21.4 s, 16 17.6 s, 8 15.9 s (the bare loop 14.8 s).
-STRETCHES_OF_A_BIG_REPORT = 16
+# report x8 (1 GB, 464 launches) read alone: 28 stretches 21.4 s, 16 17.6 s, 8 15.9 s (the bare loop
+# 14.8 s); exported in 8: 16.5-16.9 s vs the bare loop's 15.8-16.3 s (1.04x; 1.17x in 16), tree peak
+# 1,667 MB (1,266 MB in 16; the bare loop 5,067 MB).  stretch_bytes_for keeps the memory bound.
+STRETCHES_OF_A_BIG_REPORT = 8
 IN_PROCESS_BELOW = 48 << 20  # smaller reports are read in the exporting process (no worker start-up)
 # Kernels disassembled per SASS worker at most: ~40 MB a kernel (its launch and its code).  The
 # kernels are shared out among at least WORKERS workers, run WORKERS at once: a worker's second is
