@@ -11,9 +11,10 @@ import os
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from tb_hwprof.core.errors import HwprofError, InputError
+from tb_hwprof.core.errors import InputError
 from tb_hwprof.readers.torch import decode, kineto
 
 from test_torch_reader import _same_events, load_json
@@ -193,12 +194,23 @@ def test_a_damaged_or_unbounded_gzip_is_refused_in_steps(samples_dir, tmp_path, 
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="/dev/full")
-def test_no_room_to_inflate_says_where_and_what_to_do(samples_dir, monkeypatch):
-    """The temporary file's folder full (a write to /dev/full fails as a full disk does): one line
-    naming the trace, the folder and the fix, not a traceback nor a half-read trace."""
-    monkeypatch.setattr(kineto, "MAP_FROM_BYTES", 1 << 20)
-    monkeypatch.setattr(kineto.tempfile, "TemporaryFile", lambda **_: open("/dev/full", "wb", buffering=0))
+def test_no_room_to_inflate_reads_the_trace_in_memory_and_says_so(samples_dir, monkeypatch):
+    """TMPDIR full (a write to /dev/full fails as a full disk does): the trace is inflated in memory
+    as before the temporary file, the same bytes and the same tables, and a progress line names the
+    trace, the folder and how to spare that memory."""
+    from tb_hwprof.core.progress import told_to
     trace = samples_dir / "torch" / "tracelens_h100_falconsai_vit.json.gz"
-    with pytest.raises(HwprofError, match="no room to inflate the trace in .*set TMPDIR") as err:
-        kineto.read(trace)
-    assert str(err.value).startswith(str(trace)) and "\n" not in str(err.value)
+    plain = gzip.decompress(trace.read_bytes())
+    expected = kineto.read(trace)
+    monkeypatch.setattr(kineto, "MAP_FROM_BYTES", 1 << 20)
+    monkeypatch.setattr(kineto, "INFLATE_STEP", 1 << 18)
+    monkeypatch.setattr(kineto.tempfile, "TemporaryFile", lambda **_: open("/dev/full", "wb", buffering=0))
+    said = []
+    with told_to(said.append):
+        with kineto.trace_bytes(trace) as (data, mapped, own):
+            assert (data, mapped, own) == (plain, False, None)
+        profile = kineto.read(trace)
+    assert len(said) == 2 and all(line.startswith(f"{trace}: cannot inflate the trace into ") and "TMPDIR" in line
+                                  for line in said)
+    pd.testing.assert_frame_equal(profile.kernels, expected.kernels)
+    assert profile.provenance.source_sha256 == expected.provenance.source_sha256

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ...core.columnar import first_rows, launching_call, object_factorize, start_then_longest
-from ...core.errors import HwprofError, InputError
+from ...core.errors import InputError
+from ...core.progress import tell
 from ...core.model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, TORCH_MEMORY_COLUMNS, Device, Profile, Provenance,
                       Timeline, TorchTrace, Track, normalise_kernels)
 from ..common import opening_errors, read_input_bytes, sha256_file
@@ -139,7 +140,8 @@ def trace_bytes(path: Path) -> Iterator[Tuple[object, bool, Optional[bytes]]]:
     the export; the whole trace held had been the export's peak).  A large plain trace is its file
     mapped (sparing a copy of ~0.7 GB and its first-touch page faults, ~0.4 s of a 4M-event export);
     a gzip one that inflates past MAP_FROM_BYTES is inflated into an unlinked temporary file
-    (TMPDIR) and mapped from there: a 0.7 GB trace gzipped had peaked at 1.6 GB, 0.9 GB as plain.
+    (TMPDIR) and mapped from there: a 0.7 GB trace gzipped had peaked at 1.6 GB, 0.9 GB as plain
+    (where TMPDIR has no room for it, it is inflated in memory as before, and the progress says so).
     own: the file's bytes where they were read whole (hashed from them), else None (hashed from the
     file).  (A file truncated by another process while mapped would fault: traces are complete once
     torch.profiler has written them.)"""
@@ -164,29 +166,36 @@ def trace_bytes(path: Path) -> Iterator[Tuple[object, bool, Optional[bytes]]]:
         else:
             yield b"".join(inflated), False, None
             return
-        with inflated_file(path, inflated, pieces) as mapped:
+        try:
+            spill, mapped = inflated_file(inflated, pieces)
+        except OSError as e:  # no room (or no writable folder) in TMPDIR: inflated in memory, as it once was
+            tell(f"{path}: cannot inflate the trace into {tempfile.gettempdir()} ({e.strerror or e}): inflating it "
+                 "in memory instead (set TMPDIR to a folder with room for it to spare that memory)")
+            del inflated, pieces
+            f.seek(0)
+            yield b"".join(inflated_pieces(path, f)), False, None
+            return
+        with spill, mapped:
             yield mapped, True, None
 
 
-@contextlib.contextmanager
-def inflated_file(path: Path, first: List[bytes], rest: Iterator[bytes]) -> Iterator[mmap.mmap]:
-    """The pieces `first` (emptied as they are written) and then `rest` written into an unlinked
-    temporary file (TMPDIR), mapped read-only for the block.  Each piece is written on a thread while
-    the next is inflated (both release the GIL; one after the other, writing 0.7 GB into the page
-    cache added ~1.2 s to the ~1 s of inflating it)."""
-    with tempfile.TemporaryFile(prefix="tb-hwprof-trace-", buffering=0) as spill, \
-            ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-inflate") as pool:
-        try:
+def inflated_file(first: List[bytes], rest: Iterator[bytes]):
+    """(an unlinked temporary file in TMPDIR, its read-only map) holding the pieces `first` (emptied
+    as they are written) and then `rest`; OSError where TMPDIR cannot hold them.  Each piece is
+    written on a thread while the next is inflated (both release the GIL; one after the other,
+    writing 0.7 GB into the page cache added ~1.2 s to the ~1 s of inflating it)."""
+    spill = tempfile.TemporaryFile(prefix="tb-hwprof-trace-", buffering=0)
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="tb-hwprof-inflate") as pool:
             writing = pool.submit(_write_all, spill, first)
             for piece in rest:
                 writing.result()
                 writing = pool.submit(_write_all, spill, [piece])
             writing.result()
-        except OSError as e:
-            raise HwprofError(f"{path}: no room to inflate the trace in {tempfile.gettempdir()} ({e.strerror}): "
-                              "set TMPDIR to a folder with room for it, or gunzip it first") from None
-        with mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            yield mapped
+        return spill, mmap.mmap(spill.fileno(), 0, access=mmap.ACCESS_READ)
+    except BaseException:
+        spill.close()
+        raise
 
 
 def _write_all(f, pieces: List[bytes]) -> None:
