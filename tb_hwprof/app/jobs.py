@@ -484,11 +484,13 @@ def local_worker_environ() -> dict:
     """The environment our local cluster's workers start with: Dask's own, and glibc told to keep
     freed memory for the next allocation, as the CLI's exports do (cli.reuse_freed_memory: an
     export allocates and frees hundreds of MB of numpy temporaries; handing them back to the OS
-    each time costs ~a third of its time in page faults).  A cluster of the user's is left as it is."""
+    each time costs ~a third of its time in page faults), and numpy told not to ask for huge pages
+    (cli.no_huge_page_advice).  A cluster of the user's is left as it is."""
     import dask
     big = str(1 << 30)
     return {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), "MALLOC_ARENA_MAX": "1",
-            "MALLOC_MMAP_THRESHOLD_": big, "MALLOC_TRIM_THRESHOLD_": big}
+            "MALLOC_MMAP_THRESHOLD_": big, "MALLOC_TRIM_THRESHOLD_": big,
+            "NUMPY_MADVISE_HUGEPAGE": os.environ.get("NUMPY_MADVISE_HUGEPAGE", "0")}  # cli.no_huge_page_advice
 
 
 def _tell_done(progress, done: int, total: int, result: RankResult) -> None:
