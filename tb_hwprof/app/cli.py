@@ -113,14 +113,19 @@ def no_huge_page_advice() -> None:
     of this project's machines), each such page fault compacts and zeroes 2 MB in the kernel: in
     alternating rounds (5 each) a 4M-event PyTorch export took 2.87 s with the advice and 2.49 s
     without, a 1M-kernel nsys export 2.49 and 2.39 s, the kernel's share of both ~0.4 s less, at the
-    same peak.  Before numpy is imported, through its environment variable (inherited by the
-    export's worker processes); after, through the setter numpy's own import calls with it."""
+    same peak.  Before numpy is imported, through its environment variable, set for that import
+    only (the processes the export starts are not told); after, through the setter numpy's own
+    import calls with it."""
     if HUGE_PAGE_ADVICE in os.environ:
         return
-    numpy = sys.modules.get("numpy")
-    if numpy is None:
-        os.environ[HUGE_PAGE_ADVICE] = "0"
+    if "numpy" not in sys.modules:
+        os.environ[HUGE_PAGE_ADVICE] = "0"  # numpy reads it once, at import
+        try:
+            import numpy  # noqa: F401
+        finally:
+            del os.environ[HUGE_PAGE_ADVICE]
         return
+    numpy = sys.modules["numpy"]
     core = getattr(numpy, "_core", None) or getattr(numpy, "core", None)
     setter = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
     if setter is not None:

@@ -490,7 +490,7 @@ def local_worker_environ() -> dict:
     big = str(1 << 30)
     return {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), "MALLOC_ARENA_MAX": "1",
             "MALLOC_MMAP_THRESHOLD_": big, "MALLOC_TRIM_THRESHOLD_": big,
-            "NUMPY_MADVISE_HUGEPAGE": os.environ.get("NUMPY_MADVISE_HUGEPAGE", "0")}  # cli.no_huge_page_advice
+            "NUMPY_MADVISE_HUGEPAGE": os.environ.get("NUMPY_MADVISE_HUGEPAGE", "0")}  # as cli.no_huge_page_advice
 
 
 def _tell_done(progress, done: int, total: int, result: RankResult) -> None:
