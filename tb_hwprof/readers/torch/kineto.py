@@ -30,7 +30,7 @@ from ...core.errors import InputError
 from ...core.progress import tell
 from ...core.model import (SLICE_COLUMNS, TIMELINE_CATEGORIES, TORCH_MEMORY_COLUMNS, Device, Profile, Provenance,
                       Timeline, TorchTrace, Track, normalise_kernels)
-from ..common import opening_errors, read_input_bytes, sha256_file
+from ..common import mapped_input, opening_errors, read_input_bytes, sha256_file
 from ..common.lanes import spread_over_lanes
 from ..amd.devices import datasheet_peaks as amd_datasheet_peaks
 from ..common.datasheets import nvidia_datasheet_peaks
@@ -151,8 +151,9 @@ def trace_bytes(path: Path) -> Iterator[Tuple[object, bool, Optional[bytes]]]:
             raw = read_input_bytes(path)
             yield raw, False, raw
             return
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            yield mapped, True, None
+        with mapped_input(path) as data:  # read instead where the file cannot be mapped
+            mapped = isinstance(data, mmap.mmap)
+            yield data, mapped, None if mapped else data
         return
     with opening_errors(path):
         f = open(path, "rb")
