@@ -228,7 +228,7 @@ PARENT_RSS_IN_CHILD = textwrap.dedent("""
             return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
     seen, run = [], ncu_workers.run_worker
-    ncu_workers.run_worker = lambda request: seen.append(rss_kb()) or run(request)
+    ncu_workers.run_worker = lambda *args: seen.append(rss_kb()) or run(*args)
     # While the map is open: right after the container walk and after the hash (pages handed back
     # every 8 MB here, so that the report's 136 MB tell).
     ncu_rep.RELEASE_BYTES = 8 << 20
@@ -261,3 +261,119 @@ def test_the_exporting_process_holds_none_of_a_big_report_while_workers_read_it(
     assert int(reading) - int(before) < size_kb // 4, f"{(int(reading) - int(before)) // 1024} MB while reading"
     assert digest == hashlib.sha256(report.read_bytes()).hexdigest()
     assert version == "2025.3.1"  # CAPTURE.md: Nsight Compute 2025.3.1
+
+
+# The fork server (ncu_workers.ForkServer): a worker command that runs the real server, changed only
+# where the test says (in --serve mode; a fresh worker runs unchanged).
+SERVER_WITH = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    from tb_hwprof.readers.nvidia import ncu_workers as w
+    if sys.argv[1:] == ["--serve"]:
+        {change}
+    w.main()
+""")
+SERVER_CHANGES = {
+    # a child killed (the out-of-memory killer, a crash in NVIDIA's library)
+    "child dies": "w._answer_with = lambda *args: os.kill(os.getpid(), signal.SIGKILL)",
+    # the server gone before forking anything
+    "server dies": "sys.stderr.write('out of luck\\\\n'); os._exit(3)",
+    # the library started a thread in the server: forking is unsafe
+    "thread": "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
+}
+
+
+def server_command(change: str):
+    return [sys.executable, "-c", SERVER_WITH.replace("{change}", SERVER_CHANGES[change])]
+
+
+def test_a_forked_child_that_dies_is_one_line_naming_the_file(samples_dir, tmp_path, capfd, monkeypatch, by_workers,
+                                                              ncu_report_module):
+    """A child of the fork server killed: the export says which launches and how (no fresh worker
+    reads them instead: it would succeed here), exits 1 and writes no run."""
+    monkeypatch.setattr(ncu_workers, "WORKER_COMMAND", server_command("child dies"))
+    path = sample(samples_dir, MULTI)
+    rc = cli.main(["export", str(path), "--logdir", str(tmp_path / "logs"), "--run", "r", "--quiet"])
+    err = capfd.readouterr().err.splitlines()
+    assert rc == 1 and len(err) == 1, err
+    assert f"{path}: Nsight Compute's reader died reading launches 0-" in err[0] and "signal 9" in err[0]
+    assert not (tmp_path / "logs" / "r").exists()
+
+
+FALLBACK_IN_CHILD = textwrap.dedent("""
+    import pickle, sys
+    from tb_hwprof.app.export import read_report
+    from tb_hwprof.readers.nvidia import ncu_workers
+    ncu_workers.IN_PROCESS_BELOW, ncu_workers.STRETCH_BYTES = 0, 1 << 20
+    ncu_workers.WORKER_COMMAND = sys.argv[3:]
+    report = read_report(sys.argv[1], progress=lambda line: print("PROGRESS", line, flush=True))
+    with open(sys.argv[2], "wb") as f:
+        pickle.dump(report.profile, f)
+""")
+
+
+@pytest.mark.parametrize("change", ["server dies", "thread"])
+def test_where_the_server_cannot_fork_fresh_workers_read_and_say_so(change, samples_dir, tmp_path, ncu_report_module):
+    """The fork server gone before it forked anything, or running a thread (a child forked then can
+    hang on a lock the thread held): every stretch is read by a fresh worker instead, to the same
+    profile, and the progress says why."""
+    path, out = sample(samples_dir, SMALL), tmp_path / "profile.pickle"
+    done = subprocess.run([sys.executable, "-c", FALLBACK_IN_CHILD, str(path), str(out), *server_command(change)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [line for line in done.stdout.splitlines() if "fresh worker processes read the rest" in line]
+    reason = "ended early: out of luck" if change == "server dies" else "runs a thread in it, forking is unsafe"
+    assert len(said) == 1 and reason in said[0] and str(path) in said[0]
+    with open(out, "rb") as f:
+        assert_same_profile(read_in_child(path, tmp_path, "here"), pickle.load(f))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_the_server_and_its_children_end_with_the_exporting_process(samples_dir, tmp_path_factory, ncu_report_module):
+    """The exporting process killed (the out-of-memory killer) while forked children read: the server
+    sees its input end, stops its children and exits; nothing is left holding the report's memory."""
+    import signal
+    import time
+    report = decompressed(samples_dir / H200_PAIR / "resnet18_step3_first58.ncu-rep.xz", tmp_path_factory)
+    reader = subprocess.Popen([sys.executable, "-c", "import sys; from tb_hwprof.readers.nvidia import ncu_rep; "
+                               "ncu_rep.read_ncu_rep(sys.argv[1])", str(report)])
+    try:
+        deadline = time.monotonic() + 120
+        while not (family := descendants(reader.pid))[1:] and time.monotonic() < deadline:
+            time.sleep(0.02)  # until the server has forked a child
+        assert family[1:], "no forked child seen"
+    finally:
+        reader.send_signal(signal.SIGKILL)
+        reader.wait()
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in family) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in family if alive(pid)]
+
+
+def descendants(pid: int) -> list:
+    """[the server, its children] under `pid` (empty until the server runs)."""
+    def children(of):
+        try:
+            with open(f"/proc/{of}/task/{of}/children") as f:
+                return [int(p) for p in f.read().split()]
+        except OSError:
+            return []
+    servers = [p for p in children(pid) if "--serve" in cmdline(p)]
+    return servers[:1] + (children(servers[0]) if servers else [])
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    """Running (not gone, not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

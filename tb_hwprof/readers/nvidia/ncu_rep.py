@@ -21,6 +21,7 @@ well-formed name, leaves no trace in the file (it has no checksum): not caught.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib.util
@@ -361,20 +362,21 @@ def read_ncu_rep(path, salvage: bool = False) -> Profile:
     that does not parse) refuses the file, or with salvage is left out and listed in the notes.
     A big report is read by worker processes (ncu_workers.py), a small one here."""
     path = Path(path)
-    # The bytes are checked, searched for the version and hashed, then let go: the launches are read
-    # by ncu_report from the file (mapped, a big report is never copied into this process, which
-    # would hold all of it beside the workers' memory: 136 MB of the H200 report's 800).
-    with mapped_input(path) as data:
-        container = check_container(path, data, _releasing(data))
-        size, (version, digest) = len(data), version_and_digest(data)
-    lines: List[str] = []
-    try:
-        if (size >= ncu_workers.IN_PROCESS_BELOW or _READ_HERE) and container.launches and ncu_workers.can_start():
-            launches, ranges = _read_by_workers(path, container, lines)
-        else:
-            launches, ranges = _read_here(path, container, lines)
-    finally:  # even when reading failed: what was written there besides the library's errors is passed on
-        errors = library_errors(lines)
+    with _server_if_big(path) as server:
+        # The bytes are checked, searched for the version and hashed, then let go: the launches are read
+        # by ncu_report from the file (mapped, a big report is never copied into this process, which
+        # would hold all of it beside the workers' memory: 136 MB of the H200 report's 800).
+        with mapped_input(path) as data:
+            container = check_container(path, data, _releasing(data))
+            size, (version, digest) = len(data), version_and_digest(data)
+        lines: List[str] = []
+        try:
+            if server is not None and container.launches:
+                launches, ranges = _read_by_workers(path, container, lines, server)
+            else:
+                launches, ranges = _read_here(path, container, lines)
+        finally:  # even when reading failed: what was written there besides the library's errors is passed on
+            errors = library_errors(lines)
     if ranges == 0 and not container.launches and not errors:
         raise InputError(path, "Nsight Compute could not read any range from this report",
                          "open it in the Nsight Compute GUI to check it, or re-run `ncu -o`")
@@ -404,11 +406,24 @@ def _read_here(path: Path, container: Container, lines: List[str]) -> Tuple[Laun
         return read_launches(ctx, ncu_report, container.name_ids), ctx.num_ranges()
 
 
-def _read_by_workers(path: Path, container: Container, lines: List[str]) -> Tuple[Launches, int]:
+def _server_if_big(path: Path):
+    """ncu_workers.fork_server(path) where the report is read by workers (big, or a second report in
+    this process), else a context of None."""
+    try:
+        big = path.stat().st_size >= ncu_workers.IN_PROCESS_BELOW or _READ_HERE
+    except OSError:  # mapped_input names the file and the problem
+        big = False
+    if not big or not ncu_workers.can_start():
+        return contextlib.nullcontext()
     if importlib.util.find_spec("ncu_report") is None:
         import_ncu_report()  # its MissingDependency, with how to install it
+    return ncu_workers.fork_server(path)
+
+
+def _read_by_workers(path: Path, container: Container, lines: List[str],
+                     server: ncu_workers.ForkServer) -> Tuple[Launches, int]:
     try:
-        return ncu_workers.read_in_workers(path, container.name_ids, container.launches, lines)
+        return ncu_workers.read_in_workers(path, container.name_ids, container.launches, lines, server)
     except ncu_workers.WorkerFailed as e:
         raise InputError(path, str(e), "open the report in Nsight Compute to check it, or re-capture it; "
                          "if it opens there, report this with the ncu_report version") from None
