@@ -328,14 +328,19 @@ def test_where_the_server_cannot_fork_fresh_workers_read_and_say_so(change, samp
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
-def test_the_server_and_its_children_end_with_the_exporting_process(samples_dir, tmp_path_factory, ncu_report_module):
+def test_the_server_and_its_children_end_with_the_exporting_process(samples_dir, tmp_path, tmp_path_factory, monkeypatch,
+                                                                     ncu_report_module):
     """The exporting process killed (the out-of-memory killer) while forked children read: the server
-    sees its input end, stops its children and exits; nothing is left holding the report's memory."""
+    sees its input end, stops its children and exits; nothing is left holding the report's memory.
+    The folder of the children's answers it leaves is removed by the next read by workers."""
     import signal
+    import tempfile
     import time
     report = decompressed(samples_dir / H200_PAIR / "resnet18_step3_first58.ncu-rep.xz", tmp_path_factory)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     reader = subprocess.Popen([sys.executable, "-c", "import sys; from tb_hwprof.readers.nvidia import ncu_rep; "
-                               "ncu_rep.read_ncu_rep(sys.argv[1])", str(report)])
+                               "ncu_rep.read_ncu_rep(sys.argv[1])", str(report)], env={**os.environ, "TMPDIR": str(scratch)})
     try:
         deadline = time.monotonic() + 120
         while not (family := descendants(reader.pid))[1:] and time.monotonic() < deadline:
@@ -348,6 +353,11 @@ def test_the_server_and_its_children_end_with_the_exporting_process(samples_dir,
     while any(alive(pid) for pid in family) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in family if alive(pid)]
+    [left] = scratch.glob(f"tb-hwprof-ncu@{reader.pid}@*")
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    with ncu_workers.fork_server(report) as server:
+        assert not left.exists() and server.folder.parent == scratch
+    assert not list(scratch.iterdir())
 
 
 def descendants(pid: int) -> list:

@@ -150,7 +150,7 @@ def _export_remote(paths: Sequence, url: str, runs: Sequence[str], *, overwrite:
     folder as to a local logdir, then each published (staged, then copied with its manifest and
     event file last); the runs' URLs."""
     from ..logdir import fs
-    from .scratch import scratch_folder
+    from ..core.scratch import scratch_folder
     remote = fs.RemoteDir(url)
     for name in runs:
         fs.check_free(remote, name, overwrite, beside)  # before reading anything: a name in use fails at once

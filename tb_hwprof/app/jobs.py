@@ -279,7 +279,7 @@ def export_job_remote(paths, url: str, job: str, overwrite: bool, options: dict)
     published as a plain export publishes a run; their URLs.  The workers write that local folder,
     so the cluster must be a local one (or none)."""
     from ..logdir import fs
-    from .scratch import scratch_folder
+    from ..core.scratch import scratch_folder
     address = options["scheduler"] if options["scheduler"] is not None else os.environ.get(SCHEDULER_ENV) or None
     if address not in (None, IN_PROCESS):
         raise HwprofError(f"{url}: a job's ranks exported on the Dask cluster at {address} are written by its "

@@ -41,6 +41,7 @@ except ImportError:  # not POSIX: exports are not locked (documented above)
 
 from ..core import __version__
 from ..core.errors import HwprofError, InputError, RunExists
+from ..core.scratch import owner_gone, owner_tag, process_gone  # noqa: F401 (the staging names' owners)
 from . import metadata, records, run_checks, summary, tables
 
 AREA = metadata.WORK_AREA  # per folder holding runs: locks/, staging/, old/
@@ -99,31 +100,6 @@ def key_of(name: str) -> str:
 def name_of_key(key: str):
     """The run folder name a key encodes; None for hashed keys."""
     return None if key.startswith("%%") else unquote(key)
-
-
-def owner_tag() -> str:
-    """'<pid>@<host>' of this process, as staging folders and old copies carry it."""
-    return f"{os.getpid()}@{quote(socket.gethostname(), safe='')}"
-
-
-def owner_gone(entry_name: str) -> bool:
-    """Whether the export that named an area entry '<key>@<pid>@<host>[@...]' is dead."""
-    parts = entry_name.split("@")
-    return len(parts) >= 3 and process_gone(parts[1], unquote(parts[2]))
-
-
-def process_gone(pid: str, host: str) -> bool:
-    """Whether process `pid` of `host` is dead: only known on its own host (a logdir on NFS is shared
-    by hosts whose pids we cannot see)."""
-    if not pid.isdigit() or host != socket.gethostname() or int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
 
 
 def own_entries(folder: Path, key: str) -> list:

@@ -34,6 +34,7 @@ import itertools
 import os
 import pickle
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +48,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .ncu_launches import (DamagedLaunch, Launches, import_ncu_report, instruction_text, library_call,
                            library_stderr, read_launches)
 from ...core.progress import tell  # noqa: E402  (after ncu_report's module, as above)
+from ...core.scratch import new_scratch_folder  # noqa: E402
 
 WORKERS = 2  # stretch workers at once: one per core of the machines this is measured on
 STRETCH_BYTES = 36 << 20  # of report file per stretch worker at most: ~200 MB of ncu_report memory at ~5.5x
@@ -126,15 +128,11 @@ def run_worker(request: dict, server: Optional["ForkServer"] = None) -> dict:
     """Run `request` in a child of `server` (when there is one and it still forks), else in a fresh
     worker; its answer, or WorkerFailed when it died without one."""
     if server is not None:
-        with tempfile.TemporaryDirectory(prefix="tb-hwprof-ncu-") as tmp:
-            answer, stderr = Path(tmp) / "answer.pickle", Path(tmp) / "stderr.txt"
-            try:
-                code = server.run(request, answer, stderr)
-            except ServerGone:
-                pass  # a fresh worker reads it below
-            else:
-                return _answer(code, answer, stderr.read_bytes() if stderr.exists() else b"")
-    with tempfile.TemporaryDirectory(prefix="tb-hwprof-ncu-") as tmp:
+        try:
+            return server.answer(request)
+        except ServerGone:
+            pass  # a fresh worker reads it below
+    with tempfile.TemporaryDirectory(prefix="tb-hwprof-ncu-", dir=server and server.folder) as tmp:
         answer = Path(tmp) / "answer.pickle"
         done = subprocess.run(WORKER_COMMAND, input=pickle.dumps({**request, "answer": str(answer)}),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_worker_env())
@@ -156,8 +154,8 @@ class ServerGone(Exception):
 
 
 class ForkServer:
-    """The parent's side of a fork server (the module's docstring) for one report: run() sends a
-    request and waits for its child's exit status; requests may come from several threads."""
+    """The parent's side of a fork server (the module's docstring) for one report: answer() sends a
+    request and waits for its child's answer; requests may come from several threads."""
 
     def __init__(self, path: Path):
         self._lock = threading.Lock()
@@ -167,6 +165,9 @@ class ForkServer:
         self._asked = False  # whether a request was sent
         self._refused = False  # whether it would not fork a request
         self._said = tempfile.TemporaryFile()  # the server's own stderr: why it ended, if it did
+        # The children's answers: a folder named for this process, which the next export removes if
+        # this one is killed (an answer is tens of MB).
+        self.folder = new_scratch_folder("ncu")
         try:
             self._proc = subprocess.Popen(WORKER_COMMAND + ["--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=self._said, env=_worker_env())
@@ -198,9 +199,9 @@ class ForkServer:
                 slot[0].set()
             self._waiting.clear()
 
-    def run(self, request: dict, answer: Path, stderr: Path) -> int:
-        """The exit status of the child that ran `request` (its answer in `answer`, its stderr in
-        `stderr`); ServerGone when the server ended first or would not fork."""
+    def answer(self, request: dict) -> dict:
+        """The answer of a child to `request`: WorkerFailed where it died without one, ServerGone where
+        the server ended first or would not fork."""
         slot = [threading.Event(), None]
         with self._lock:
             if self._gone:
@@ -208,6 +209,7 @@ class ForkServer:
             key = next(self._ids)
             self._waiting[key] = slot
             self._asked = True
+            answer, stderr = self.folder / f"{key}.pickle", self.folder / f"{key}.stderr"
             try:
                 self._send({"id": key, "request": {**request, "answer": str(answer), "stderr": str(stderr)}})
             except OSError:  # its input closed: it ended
@@ -217,7 +219,11 @@ class ForkServer:
         slot[0].wait()
         if slot[1] is None:
             raise ServerGone()
-        return slot[1]
+        try:
+            return _answer(slot[1], answer, stderr.read_bytes() if stderr.exists() else b"")
+        finally:
+            for path in (answer, stderr):
+                path.unlink(missing_ok=True)
 
     def why_not_forked(self) -> Optional[str]:
         """None where every request so far was forked; else why some were not (the server ended: its
@@ -245,6 +251,7 @@ class ForkServer:
                 proc.kill()
                 proc.wait()
         self._said.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
