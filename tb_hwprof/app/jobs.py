@@ -506,7 +506,8 @@ def _tell_failed(progress, done: int, total: int, failure: RankFailure) -> None:
 def make_staging(logdir: Path, job: str) -> Path:
     """A fresh staging logdir in the logdir's hidden area (TensorBoard lists no run there: staged
     event files carry pending names); leftovers of this host's dead job exports are removed first."""
-    from ..logdir.writer import AREA, key_of, owner_gone, owner_tag, retrying
+    from ..core.scratch import owner_gone, owner_tag
+    from ..logdir.writer import AREA, key_of, retrying
     jobs = logdir / AREA / JOBS_AREA
     for old in _list(jobs):
         if owner_gone(old.name):
@@ -625,7 +626,8 @@ def held(lock):
 
 def old_copy(run_dir: Path) -> Path:
     """Where the writer moves a run's earlier asset folder while replacing it (logdir/writer.py)."""
-    from ..logdir.writer import area_of, key_of, owner_tag
+    from ..core.scratch import owner_tag
+    from ..logdir.writer import area_of, key_of
     return area_of(run_dir) / "old" / f"{key_of(run_dir.name)}@{owner_tag()}"
 
 
@@ -657,7 +659,8 @@ def remove_our_run(run_dir: Path) -> None:
     dead export's leftovers are removed (logdir/writer.py clean_area), and removed; the run folder
     too once nothing else is in it (a user's files stay).  A kill before that rename leaves the run
     whole (its repair shows the event files again), one after it leaves no run."""
-    from ..logdir.writer import AREA, asset_dir, hide_events, key_of, owner_tag, retrying
+    from ..core.scratch import owner_tag
+    from ..logdir.writer import AREA, asset_dir, hide_events, key_of, retrying
     assets = asset_dir(run_dir)
     if not assets.is_dir():
         return

@@ -242,7 +242,7 @@ _EXPORTS = itertools.count()
 def owner_tag() -> str:
     """'<pid>@<host>@<time>@<n>': n tells apart two exports of one process in one second (one staging
     prefix each, never shared)."""
-    from .writer import owner_tag as local_owner_tag
+    from ..core.scratch import owner_tag as local_owner_tag
     return f"{local_owner_tag()}@{int(time.time())}@{next(_EXPORTS)}"
 
 
@@ -313,7 +313,7 @@ def staging_stale(name: str, now: float) -> bool:
     """A staging prefix of a dead export of this host, or one older than STALE_AFTER_S (other hosts:
     their pids cannot be checked from here)."""
     from urllib.parse import unquote
-    from .writer import process_gone
+    from ..core.scratch import process_gone
     pid, host, started = staging_owner(name)
     return process_gone(pid, unquote(host)) or (started and now - started > STALE_AFTER_S)
 

@@ -41,7 +41,7 @@ except ImportError:  # not POSIX: exports are not locked (documented above)
 
 from ..core import __version__
 from ..core.errors import HwprofError, InputError, RunExists
-from ..core.scratch import owner_gone, owner_tag, process_gone  # noqa: F401 (the staging names' owners)
+from ..core.scratch import owner_gone, owner_tag, process_gone
 from . import metadata, records, run_checks, summary, tables
 
 AREA = metadata.WORK_AREA  # per folder holding runs: locks/, staging/, old/
