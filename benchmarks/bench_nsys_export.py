@@ -9,13 +9,19 @@ other API calls stay as they were.
 
 Then subprocesses run on the same file, each reporting its own wall time and peak RSS:
   baseline: sqlite3 fetchall() of (start, end, streamId, shortName) of the kernel table;
+  same columns: sqlite3 fetchall() of every column the export reads of the three big tables, with
+            the reader's own expressions (same_columns_sql()): the kernels' 14, the API calls' 5 (the
+            launches' flows, the timeline's host rows), the closed NVTX ranges' 6 and text (the
+            phases), and the OS runtime calls' 4 where there are any, all held at once as the export
+            holds them: what a script of the user's fetching the data the run shows costs;
   export:   `tb-hwprof export` (read + analyse + write; at this size `--trace auto` leaves the
             Chrome trace file out, the timeline index is written);
   trace:    `tb-hwprof trace` on the exported run (its timeline.json.gz rendered from the index);
   readback: load_run of the exported run and a kernel comparison of it with itself (information).
 Fetch and export run alternately, --rounds times after --warmup rounds not counted, the file
 read through before each; the ratio is of their median times, the peak is the highest of all
-rounds.  Targets (issue 31): export <= 2.5x the fetch, <= 400 MB peak.
+rounds.  Targets (issue 31): export <= 2.5x the fetch, <= 400 MB peak (the last line); the line
+before it gives the export against the same-columns fetch.
 
 With --baseline-tree, another revision's export runs in every round too (in turn before and after
 ours) and this tree's time is given against it, round by round: on this project's VMs the fetch and
@@ -29,10 +35,12 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import json
 import os
 import shutil
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +48,7 @@ from pathlib import Path
 from children import in_page_cache, run_child  # noqa: E402  (benchmarks/ is the script's folder)
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # same_columns_sql() reads this tree's reader
 SAMPLES = Path(os.environ.get("TB_HWPROF_SAMPLES", REPO.parent / "shared" / "samples"))
 DEFAULT = SAMPLES / "nsys" / "dlprof_rtx2070s_nvtx_2022.1.3.sqlite"
 KERNEL, RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
@@ -108,6 +117,42 @@ print(json.dumps({"s": time.perf_counter() - t, "rows": len(rows),
                   "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
+FETCH_SAME = """
+import resource, sqlite3, sys, time, json
+t = time.perf_counter()
+conn = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+tables = [conn.execute(query).fetchall() for query in json.loads(sys.argv[2]).values()]  # all held: the export joins them
+print(json.dumps({"s": time.perf_counter() - t, "rows": sum(map(len, tables)),
+                  "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def same_columns_sql(path: Path) -> dict:
+    """{table: the SELECT of every column the export's reader fetches per row of it}: the kernels, the
+    API calls, the closed NVTX ranges and the finished OS runtime calls, those the export has (the
+    reader's own expressions, imported: they follow the reader).  Left out: memory copies and sets
+    (a few rows), names and threads (looked up by id)."""
+    from tb_hwprof.readers.nvidia import nsys_schema, nsys_sqlite, nsys_timeline
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables, queries = nsys_schema.table_names(conn), {}
+        if KERNEL in tables:
+            kernels = nsys_sqlite.kernel_exprs(nsys_schema.columns(conn, KERNEL))
+            queries[KERNEL] = f"SELECT {', '.join(e for e in kernels if e != '-1')} FROM {KERNEL}"
+        if RUNTIME in tables:
+            queries[RUNTIME] = f"SELECT {', '.join(nsys_sqlite.API_EXPRS)} FROM {RUNTIME}"
+        if NVTX in tables:
+            text = ", coalesce(text, char(1))" if "text" in nsys_schema.columns(conn, NVTX) else ""
+            queries[NVTX] = (f"SELECT {', '.join(nsys_sqlite.nvtx_int_exprs(conn))}{text} FROM {NVTX} "
+                             f"WHERE {nsys_schema.NVTX_RANGE_ROWS}")
+        if nsys_schema.OSRT in tables:
+            queries[nsys_schema.OSRT] = (f"SELECT {', '.join(nsys_timeline.OSRT_EXPRS)} FROM {nsys_schema.OSRT} "
+                                         f"WHERE {nsys_timeline.OSRT_ROWS}")
+        return queries
+    finally:
+        conn.close()
+
+
 EXPORT = """
 import resource, sys, time, json
 sys.path.insert(0, sys.argv[3])
@@ -146,6 +191,11 @@ print(json.dumps({"s": loaded, "compare_s": time.perf_counter() - t,
 def fetch_child(grown: Path) -> dict:
     in_page_cache(grown)  # both sides read the file from memory: the export reads tables the fetch does not
     return run_child(FETCH, grown)
+
+
+def fetch_same_child(grown: Path, queries: dict) -> dict:
+    in_page_cache(grown)
+    return run_child(FETCH_SAME, grown, json.dumps(queries))
 
 
 def export_child(grown: Path, logdir: Path, tree: Path = REPO) -> dict:
@@ -193,8 +243,12 @@ def main() -> None:
         # page faults whose price varies), and each side should see the same conditions.  A first
         # round is not counted: on CI it was the slowest of both sides (fetch 1.06 vs 0.85-0.99 s,
         # export 5.45 vs 3.8-4.9 s); it is printed.
+        queries = same_columns_sql(grown)
+        same = []  # the same-columns fetch of each round, warm-up included (its first entries)
+
         def one_round(i: int):
             fetched = fetch_child(grown)
+            same.append(fetch_same_child(grown, queries))
             if args.baseline_tree is None:
                 return fetched, export_child(grown, Path(tmp) / "logs"), None
             # Which of the two exports goes first alternates: neither always follows the fetch.
@@ -204,6 +258,8 @@ def main() -> None:
         warmup = [one_round(i) for i in range(args.warmup)]
         rounds = [one_round(i) for i in range(args.rounds)]
         base = {k: statistics.median(b[k] for b, _, _ in rounds) for k in ("s", "mb", "rows")}
+        counted = same[args.warmup:]
+        like = {k: statistics.median(f[k] for f in counted) for k in ("s", "mb", "rows")}
         ours = {k: statistics.median(o[k] for _, o, _ in rounds) for k in ("s", "mb")}
         ours["mb"] = max(o["mb"] for _, o, _ in warmup + rounds)  # memory: the worst round counts, warm-up too
         run = Path(tmp) / "logs" / "big" / "plugins" / "tb_hwprof"
@@ -221,11 +277,16 @@ def main() -> None:
               f"export {listed(o['s'] for _, o, _ in rounds)} s; ratios {listed(o['s'] / b['s'] for b, o, _ in rounds)}")
     print(f"bare sqlite3 fetchall (start, end, streamId, shortName): {base['s']:.2f} s, "
           f"peak {base['mb']:.0f} MB, {base['rows']:.0f} rows (median of {args.rounds})")
+    print(f"bare sqlite3 fetchall of the columns the export reads:   {like['s']:.2f} s, peak {like['mb']:.0f} MB, "
+          f"{like['rows']:.0f} rows of {len(queries)} tables (median of {args.rounds}; "
+          f"rounds {listed(f['s'] for f in counted)} s)")
     print(f"tb-hwprof export (read + analyse + write):                {ours['s']:.2f} s, peak {ours['mb']:.0f} MB "
           f"(median time, highest peak of {args.rounds})")
     print(f"tb-hwprof trace (timeline.json.gz from the index):       {trace['s']:.2f} s, peak {trace['mb']:.0f} MB")
     print(f"load_run of the run (what the plugin's table views parse): {readback['s']:.2f} s, "
           f"peak {readback['mb']:.0f} MB; compare of it with itself {readback['compare_s']:.2f} s")
+    print(f"ratio export / fetch of the same columns (what the run shows): time {ours['s'] / like['s']:.2f}, "
+          f"memory {ours['mb'] / like['mb']:.2f}")
     print(f"ratio export / fetch: {ratio:.2f} (target <= {TARGET_RATIO:g}); "
           f"peak {ours['mb']:.0f} MB (target <= {TARGET_MB} MB)")
     if args.baseline_tree is not None:

@@ -73,15 +73,17 @@ def _nvtx_ranges(table: NameTable, ranges: Dict[str, np.ndarray]) -> dict:
     return dict(start=ranges["start"], end=ranges["end"], gtid=ranges["tid"], name=table.codes(labels, ranges["nid"]))
 
 
+# The finished OS runtime calls' columns the timeline reads, and which rows.
+OSRT_EXPRS, OSRT_ROWS = ["start", "end", "coalesce(globalTid, 0)", "coalesce(nameId, -1)"], "end IS NOT NULL"
+
+
 def _os_runtime_calls(conn, names: Set[str], table: NameTable) -> Optional[dict]:
     """start, end, gtid and name of the finished OS runtime calls (OSRT_API: the reads a data
     loader waits in, the waits of a synchronising thread), or None without that table."""
     if OSRT not in names:
         return None
-    start, end, gtid, nid = sqlite_columns.int_columns(
-        conn, OSRT, ["start", "end", "coalesce(globalTid, 0)", "coalesce(nameId, -1)"], "end IS NOT NULL",
-        own_connection=True)
-    check_durations(conn, OSRT, start, end, "end IS NOT NULL")
+    start, end, gtid, nid = sqlite_columns.int_columns(conn, OSRT, OSRT_EXPRS, OSRT_ROWS, own_connection=True)
+    check_durations(conn, OSRT, start, end, OSRT_ROWS)
     strings = string_map(conn, nid)
     uniq, inverse = columnar.codes(nid)
     return dict(start=start, end=end, gtid=gtid,
