@@ -387,3 +387,20 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_metric_name_or_unit_is_held_once_not_once_per_launch(samples_dir, tmp_path, ncu_report_module):
+    """Every launch repeats the report's metric names and units: the profile holds one object of each
+    per process that read them (a copy per launch was 13 of the H200 report's 38 MB of raw metrics),
+    read in the exporting process or by workers; the values are unchanged (test_workers_read_what_one_process_reads)."""
+    path = sample(samples_dir, SMALL)
+    stretches = len(ncu_workers.stretches(105, path.stat().st_size, 1 << 20))  # a process each
+    assert stretches > 1
+    for mode, readers in (("here", 1), ("workers", stretches)):
+        raws = read_in_child(path, tmp_path, mode, 1 << 20).raw_metrics
+        names = {name for raw in raws for name in raw}
+        units = {value[1] for raw in raws for value in raw.values() if isinstance(value[1], str)}
+        assert len(raws) == 105 and len(names) > 100
+        assert len({id(name) for raw in raws for name in raw}) <= readers * len(names)
+        assert len({id(value[1]) for raw in raws for value in raw.values() if isinstance(value[1], str)}) \
+            <= readers * len(units)
